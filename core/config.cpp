@@ -1,0 +1,718 @@
+#include "core/config.hpp"
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/errors.hpp"
+
+namespace strata {
+namespace {
+
+using Keys = std::span<const std::string_view>;
+
+// ---------------------------------------------------------------------------------------------
+// Value checks
+
+struct IntRange {
+  std::int64_t min = 0;
+  std::int64_t max = std::numeric_limits<int>::max();
+};
+
+struct NumRange {
+  double min = 0.0;
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false;
+  bool max_open = false;
+
+  bool contains(double v) const {
+    const bool above = min_open ? v > min : v >= min;
+    const bool below = max_open ? v < max : v <= max;
+    return above && below;
+  }
+};
+
+constexpr IntRange at_least_0{0};
+constexpr IntRange at_least_1{1};
+constexpr NumRange positive{0.0, std::numeric_limits<double>::infinity(), true, false};
+constexpr NumRange non_negative{};
+constexpr NumRange zero_to_one_open{0.0, 1.0, false, true};  // [0, 1)
+
+std::string describe(IntRange r) {
+  if (r.max == std::numeric_limits<int>::max()) {
+    if (r.min == 0) return "a non-negative integer";
+    if (r.min == 1) return "a positive integer";
+    return fmt::format("an integer >= {}", r.min);
+  }
+  return fmt::format("an integer in [{}, {}]", r.min, r.max);
+}
+
+std::string describe(const NumRange& r) {
+  if (std::isinf(r.max)) {
+    if (r.min == 0.0 && r.min_open) return "a positive number";
+    return fmt::format("a number {} {}", r.min_open ? ">" : ">=", r.min);
+  }
+  return fmt::format("a number in {}{}, {}{}", r.min_open ? "(" : "[", r.min, r.max,
+                     r.max_open ? ")" : "]");
+}
+
+// Accepts what YAML's core schema calls an integer in decimal; a leading '+' is allowed.
+// Values beyond int64 saturate so that the caller reports them as out of range.
+std::optional<std::int64_t> parse_integer(std::string_view text) {
+  if (!text.empty() && text.front() == '+') {
+    text.remove_prefix(1);
+    if (text.empty() || text.front() == '-') return std::nullopt;
+  }
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ptr != end) return std::nullopt;
+  if (ec == std::errc::result_out_of_range)
+    return text.front() == '-' ? std::numeric_limits<std::int64_t>::min()
+                               : std::numeric_limits<std::int64_t>::max();
+  if (ec != std::errc{}) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_number(std::string_view text) {
+  if (!text.empty() && text.front() == '+') {
+    text.remove_prefix(1);
+    if (text.empty() || text.front() == '-') return std::nullopt;
+  }
+  double value = 0.0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  // from_chars also reads "inf" and "nan"; no setting here has a use for them.
+  if (ec != std::errc{} || ptr != end || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+template <class E>
+struct Choice {
+  std::string_view name;
+  E value;
+};
+
+template <class E, std::size_t N>
+std::string choice_names(const std::array<Choice<E>, N>& choices) {
+  std::string out;
+  for (const auto& c : choices)
+    out += out.empty() ? std::string(c.name) : fmt::format(", {}", c.name);
+  return out;
+}
+
+SourceMark to_source_mark(const YAML::Mark& mark, SourceMark fallback) {
+  if (mark.is_null()) return fallback;
+  return {mark.line + 1, mark.column + 1};
+}
+
+std::string join_path(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader: one YAML node with the key path and position that every error message needs.
+
+class Reader {
+ public:
+  Reader(const YAML::Node& node, std::string path, SourceMark mark, const std::string& file)
+      : node_(node), path_(std::move(path)), mark_(mark), file_(&file) {}
+
+  const YAML::Node& node() const { return node_; }
+  const std::string& path() const { return path_; }
+  SourceMark mark() const { return mark_; }
+
+  [[noreturn]] void fail(std::string_view message) const {
+    // The top level has no key path; leaving it out reads better than an empty field.
+    if (path_.empty())
+      throw ConfigError(fmt::format("{}:{}:{}: {}", *file_, mark_.line, mark_.column, message));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: {}: {}", *file_, mark_.line, mark_.column, path_, message));
+  }
+
+  Reader item(std::size_t index, const YAML::Node& node) const {
+    return Reader(node, fmt::format("{}[{}]", path_, index), to_source_mark(node.Mark(), mark_),
+                  *file_);
+  }
+
+  Reader with(const YAML::Node& node, std::string path, SourceMark mark) const {
+    return Reader(node, std::move(path), mark, *file_);
+  }
+
+  // A short description of what was found, for "expected X, got Y" messages.
+  std::string found() const {
+    if (node_.IsNull()) return "nothing";
+    if (node_.IsSequence()) return "a list";
+    if (node_.IsMap()) return "a map";
+    if (node_.Tag() != "?") return fmt::format("'{}' (quoted, so a string)", node_.Scalar());
+    return fmt::format("'{}'", node_.Scalar());
+  }
+
+  std::string as_string() const {
+    if (!node_.IsScalar()) fail(fmt::format("expected a string, got {}", found()));
+    return node_.Scalar();
+  }
+
+  std::string as_nonempty_string() const {
+    std::string s = as_string();
+    if (s.empty()) fail("expected a non-empty string");
+    return s;
+  }
+
+  bool as_bool() const {
+    const std::string& text = plain_scalar("true or false");
+    if (text == "true") return true;
+    if (text == "false") return false;
+    fail(fmt::format("expected true or false, got {}", found()));
+  }
+
+  int as_int(IntRange range) const {
+    const std::string& text = plain_scalar("an integer");
+    const auto value = parse_integer(text);
+    if (!value) fail(fmt::format("expected an integer, got {}", found()));
+    if (*value < range.min || *value > range.max)
+      fail(fmt::format("expected {}, got {}", describe(range), text));
+    return static_cast<int>(*value);
+  }
+
+  std::uint64_t as_uint64() const {
+    const std::string& text = plain_scalar("an integer");
+    const auto value = parse_integer(text);
+    if (!value) fail(fmt::format("expected an integer, got {}", found()));
+    if (*value < 0) fail(fmt::format("expected a non-negative integer, got {}", text));
+    std::uint64_t out = 0;
+    const std::string_view digits = text.front() == '+' ? std::string_view(text).substr(1) : text;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    if (ec != std::errc{})
+      fail(fmt::format("expected an integer in [0, {}], got {}",
+                       std::numeric_limits<std::uint64_t>::max(), text));
+    return out;
+  }
+
+  double as_number(const NumRange& range) const {
+    const std::string& text = plain_scalar("a number");
+    const auto value = parse_number(text);
+    if (!value) fail(fmt::format("expected a number, got {}", found()));
+    if (!range.contains(*value)) fail(fmt::format("expected {}, got {}", describe(range), text));
+    return *value;
+  }
+
+  template <class E, std::size_t N>
+  E as_choice(const std::array<Choice<E>, N>& choices, std::string_view what) const {
+    const std::string name = as_string();
+    for (const auto& c : choices)
+      if (c.name == name) return c.value;
+    fail(fmt::format("unknown {} '{}' (known: {})", what, name, choice_names(choices)));
+  }
+
+ private:
+  // Numbers and booleans must be plain scalars: a quoted "42" is a string in YAML, and
+  // accepting it would hide quoting mistakes that other YAML tools treat differently.
+  const std::string& plain_scalar(std::string_view expected) const {
+    if (!node_.IsScalar() || node_.Tag() != "?")
+      fail(fmt::format("expected {}, got {}", expected, found()));
+    return node_.Scalar();
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  SourceMark mark_;
+  const std::string* file_;  // outlives every Reader: it is the caller's argument
+};
+
+// Keys that are valid only for another `type` of the same section, for a clearer message.
+struct KeyOwner {
+  std::string_view key;
+  std::string_view owner;
+};
+
+// A map whose keys are all scalars and unique; `allow_only` then rejects unknown ones.
+// A null node counts as an empty map so that "section:" with nothing under it means defaults.
+class MapReader {
+ public:
+  explicit MapReader(const Reader& where) : where_(where) {
+    if (where.node().IsNull()) return;
+    if (!where.node().IsMap()) where.fail(fmt::format("expected a map, got {}", where.found()));
+    for (auto it = where.node().begin(); it != where.node().end(); ++it)
+      add_entry(it->first, it->second);
+  }
+
+  const Reader& where() const { return where_; }
+  std::size_t size() const { return entries_.size(); }
+
+  void allow_only(Keys known, std::span<const KeyOwner> owners = {},
+                  std::string_view owner_noun = {}) const {
+    for (const auto& e : entries_) {
+      if (contains(known, e.key)) continue;
+      const std::string known_list =
+          known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "));
+      for (const auto& o : owners)
+        if (o.key == e.key)
+          e.key_at.fail(fmt::format("unknown key (known: {}); '{}' belongs to {} '{}'", known_list,
+                                    e.key, owner_noun, o.owner));
+      e.key_at.fail(fmt::format("unknown key (known: {})", known_list));
+    }
+  }
+
+  std::optional<Reader> get(std::string_view key) const {
+    for (const auto& e : entries_)
+      if (e.key == key) return e.value;
+    return std::nullopt;
+  }
+
+  Reader require(std::string_view key) const {
+    if (auto value = get(key)) return *value;
+    where_.fail(fmt::format("missing required key '{}'", key));
+  }
+
+  // The first entry, for single-key maps such as "- dense: {units: 10}".
+  std::pair<Reader, Reader> first_entry() const {
+    return {entries_.front().key_at, entries_.front().value};
+  }
+
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const auto& e : entries_) out.push_back(e.key);
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::string key;
+    Reader key_at;
+    Reader value;
+  };
+
+  static bool contains(Keys keys, std::string_view key) {
+    for (auto k : keys)
+      if (k == key) return true;
+    return false;
+  }
+
+  void add_entry(const YAML::Node& key, const YAML::Node& value) {
+    const SourceMark key_mark = to_source_mark(key.Mark(), where_.mark());
+    if (!key.IsScalar())
+      where_.with(key, where_.path(), key_mark)
+          .fail("expected a plain key (a string), got a complex key");
+    const std::string path = join_path(where_.path(), key.Scalar());
+    Reader key_at = where_.with(key, path, key_mark);
+    // yaml-cpp places an empty value at the next token, often on the next line; the key is where
+    // the reader should look.
+    const SourceMark value_mark =
+        value.IsNull() ? key_mark : to_source_mark(value.Mark(), key_mark);
+    // yaml-cpp keeps both entries of a duplicated key; the second would be silently ignored.
+    if (get(key.Scalar())) key_at.fail("duplicate key");
+    entries_.push_back({key.Scalar(), std::move(key_at), where_.with(value, path, value_mark)});
+  }
+
+  Reader where_;
+  std::vector<Entry> entries_;
+};
+
+// Optional fields: read only when present, so the struct's defaults stay otherwise.
+void read(const MapReader& m, std::string_view key, int& out, IntRange range) {
+  if (auto v = m.get(key)) out = v->as_int(range);
+}
+void read(const MapReader& m, std::string_view key, double& out, const NumRange& range) {
+  if (auto v = m.get(key)) out = v->as_number(range);
+}
+void read(const MapReader& m, std::string_view key, float& out, const NumRange& range) {
+  if (auto v = m.get(key)) out = static_cast<float>(v->as_number(range));
+}
+void read(const MapReader& m, std::string_view key, bool& out) {
+  if (auto v = m.get(key)) out = v->as_bool();
+}
+void read(const MapReader& m, std::string_view key, std::string& out) {
+  if (auto v = m.get(key)) out = v->as_nonempty_string();
+}
+void read(const MapReader& m, std::string_view key, std::uint64_t& out) {
+  if (auto v = m.get(key)) out = v->as_uint64();
+}
+template <class E, std::size_t N>
+void read(const MapReader& m, std::string_view key, E& out, const std::array<Choice<E>, N>& choices,
+          std::string_view what) {
+  if (auto v = m.get(key)) out = v->as_choice(choices, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+constexpr std::array<Choice<InitKind>, 3> init_choices{{
+    {"he", InitKind::he},
+    {"glorot", InitKind::glorot},
+    {"zeros", InitKind::zeros},
+}};
+
+constexpr std::array<Choice<DataSource>, 2> source_choices{{
+    {"hdf5", DataSource::hdf5},
+    {"synthetic", DataSource::synthetic},
+}};
+
+constexpr std::array<Choice<OptimizerKind>, 2> optimizer_choices{{
+    {"sgd", OptimizerKind::sgd},
+    {"adam", OptimizerKind::adam},
+}};
+
+constexpr std::array<Choice<ScheduleKind>, 3> schedule_choices{{
+    {"constant", ScheduleKind::constant},
+    {"step", ScheduleKind::step},
+    {"cosine", ScheduleKind::cosine},
+}};
+
+constexpr std::array<Choice<StageKind>, 1> stage_choices{{{"train", StageKind::train}}};
+
+RunSection parse_run(const MapReader& m) {
+  static constexpr std::string_view known[] = {"name", "seed", "threads"};
+  m.allow_only(known);
+  RunSection run;
+  read(m, "name", run.name);
+  read(m, "seed", run.seed);
+  read(m, "threads", run.threads, at_least_0);
+  return run;
+}
+
+SyntheticSpec parse_synthetic(const MapReader& m) {
+  static constexpr std::string_view known[] = {"train",    "test",   "classes",
+                                               "channels", "height", "width"};
+  m.allow_only(known);
+  SyntheticSpec s;
+  read(m, "train", s.train, at_least_1);
+  read(m, "test", s.test, at_least_1);
+  read(m, "classes", s.classes, IntRange{2, 256});
+  read(m, "channels", s.channels, at_least_1);
+  read(m, "height", s.height, at_least_1);
+  read(m, "width", s.width, at_least_1);
+  return s;
+}
+
+DataConfig parse_data(const MapReader& m) {
+  static constexpr std::string_view known[] = {"source",       "path",        "validation_fraction",
+                                               "train_subset", "test_subset", "synthetic"};
+  m.allow_only(known);
+  DataConfig data;
+  read(m, "source", data.source, source_choices, "data source");
+  read(m, "path", data.path);
+  read(m, "validation_fraction", data.validation_fraction, NumRange{0.0, 0.5});
+  read(m, "train_subset", data.train_subset, at_least_0);
+  read(m, "test_subset", data.test_subset, at_least_0);
+  if (auto s = m.get("synthetic")) data.synthetic = parse_synthetic(MapReader(*s));
+  if (data.source == DataSource::hdf5 && !m.get("path"))
+    m.where().fail("missing required key 'path' (needed when source is hdf5)");
+  return data;
+}
+
+// --- layers ---
+
+struct LayerKindInfo {
+  LayerKind kind;
+  std::string_view name;
+  Keys params;
+};
+
+constexpr std::string_view dense_params[] = {"units", "init", "name"};
+constexpr std::string_view conv_params[] = {"filters", "kernel", "stride",
+                                            "padding", "init",   "name"};
+constexpr std::string_view pool_params[] = {"size", "stride", "name"};
+constexpr std::string_view dropout_params[] = {"rate", "name"};
+constexpr std::string_view leaky_params[] = {"alpha", "name"};
+constexpr std::string_view name_only[] = {"name"};
+
+constexpr std::array<LayerKindInfo, 10> layer_kinds{{
+    {LayerKind::dense, "dense", dense_params},
+    {LayerKind::conv2d, "conv2d", conv_params},
+    {LayerKind::maxpool2d, "maxpool2d", pool_params},
+    {LayerKind::avgpool2d, "avgpool2d", pool_params},
+    {LayerKind::flatten, "flatten", name_only},
+    {LayerKind::dropout, "dropout", dropout_params},
+    {LayerKind::relu, "relu", name_only},
+    {LayerKind::tanh, "tanh", name_only},
+    {LayerKind::sigmoid, "sigmoid", name_only},
+    {LayerKind::leaky_relu, "leaky_relu", leaky_params},
+}};
+
+const LayerKindInfo& find_layer_kind(const Reader& kind_at) {
+  const std::string name = kind_at.as_string();
+  for (const auto& info : layer_kinds)
+    if (info.name == name) return info;
+  std::string known;
+  for (const auto& info : layer_kinds)
+    known += known.empty() ? std::string(info.name) : fmt::format(", {}", info.name);
+  kind_at.fail(fmt::format("unknown layer kind '{}' (known: {})", name, known));
+}
+
+// A layer item is "kind" or "kind: {params}"; returns where the kind is written and the params.
+std::pair<Reader, Reader> split_layer_item(const Reader& item) {
+  if (item.node().IsScalar()) {
+    const Reader params = item.with(YAML::Node(YAML::NodeType::Null),
+                                    join_path(item.path(), item.node().Scalar()), item.mark());
+    return {item, params};
+  }
+  if (!item.node().IsMap())
+    item.fail(fmt::format("expected a layer kind or 'kind: {{params}}', got {}", item.found()));
+  const MapReader entries(item);
+  if (entries.size() != 1)
+    // The usual cause is parameters indented at the kind's level instead of under it.
+    item.fail(
+        fmt::format("expected one layer kind per list item, got {} keys ({}); put the parameters "
+                    "in a map under the kind",
+                    entries.size(), fmt::join(entries.keys(), ", ")));
+  auto [key_at, params] = entries.first_entry();
+  return {item.with(key_at.node(), item.path(), key_at.mark()), params};
+}
+
+struct ParsedLayer {
+  LayerSpec spec;
+  Reader name_at;  // where the name was given, or the item itself for a default name
+};
+
+void read_layer_params(const MapReader& params, LayerSpec& spec) {
+  read(params, "units", spec.units, at_least_1);
+  read(params, "filters", spec.filters, at_least_1);
+  read(params, "kernel", spec.kernel, at_least_1);
+  read(params, "stride", spec.stride, at_least_1);
+  read(params, "padding", spec.padding, at_least_0);
+  read(params, "size", spec.size, at_least_1);
+  read(params, "rate", spec.rate, zero_to_one_open);
+  read(params, "alpha", spec.alpha, non_negative);
+  read(params, "init", spec.init, init_choices, "init");
+  read(params, "name", spec.name);
+}
+
+ParsedLayer parse_layer(const Reader& item, std::size_t index) {
+  const auto [kind_at, params_at] = split_layer_item(item);
+  const LayerKindInfo& info = find_layer_kind(kind_at);
+  const MapReader params(params_at);
+  params.allow_only(info.params);
+
+  LayerSpec spec;
+  spec.kind = info.kind;
+  spec.mark = item.mark();
+  spec.name = fmt::format("{}_{}", info.name, index);
+  read_layer_params(params, spec);
+
+  if (info.kind == LayerKind::dense) params.require("units");
+  if (info.kind == LayerKind::conv2d) {
+    params.require("filters");
+    params.require("kernel");
+  }
+  const bool is_pool = info.kind == LayerKind::maxpool2d || info.kind == LayerKind::avgpool2d;
+  if (is_pool && !params.get("stride")) spec.stride = spec.size;
+
+  auto name_at = params.get("name");
+  return {spec, name_at ? *name_at : item};
+}
+
+std::vector<LayerSpec> parse_layers(const Reader& list) {
+  if (!list.node().IsSequence() || list.node().size() == 0)
+    list.fail(fmt::format("expected a non-empty list of layers, got {}", list.found()));
+  std::vector<LayerSpec> layers;
+  std::map<std::string, std::string, std::less<>> first_use;  // name -> path of the layer using it
+  for (std::size_t i = 0; i < list.node().size(); ++i) {
+    const Reader item = list.item(i, list.node()[i]);
+    ParsedLayer layer = parse_layer(item, i);
+    const auto [it, inserted] = first_use.emplace(layer.spec.name, item.path());
+    if (!inserted)
+      layer.name_at.fail(
+          fmt::format("duplicate layer name '{}' (also used by {})", layer.spec.name, it->second));
+    layers.push_back(std::move(layer.spec));
+  }
+  return layers;
+}
+
+std::vector<LayerSpec> parse_model(const MapReader& m) {
+  static constexpr std::string_view known[] = {"layers"};
+  m.allow_only(known);
+  return parse_layers(m.require("layers"));
+}
+
+// --- training ---
+
+OptimizerSpec parse_optimizer(const MapReader& m) {
+  OptimizerSpec opt;
+  read(m, "type", opt.kind, optimizer_choices, "optimizer type");
+
+  static constexpr std::string_view sgd_keys[] = {"type", "lr", "momentum", "nesterov",
+                                                  "weight_decay"};
+  static constexpr std::string_view adam_keys[] = {"type",  "lr",  "beta1",
+                                                   "beta2", "eps", "weight_decay"};
+  static constexpr KeyOwner owners[] = {{"momentum", "sgd"},
+                                        {"nesterov", "sgd"},
+                                        {"beta1", "adam"},
+                                        {"beta2", "adam"},
+                                        {"eps", "adam"}};
+  m.allow_only(opt.kind == OptimizerKind::sgd ? Keys(sgd_keys) : Keys(adam_keys), owners,
+               "optimizer type");
+
+  read(m, "lr", opt.lr, positive);
+  read(m, "weight_decay", opt.weight_decay, non_negative);
+  read(m, "momentum", opt.momentum, zero_to_one_open);
+  read(m, "nesterov", opt.nesterov);
+  read(m, "beta1", opt.beta1, zero_to_one_open);
+  read(m, "beta2", opt.beta2, zero_to_one_open);
+  read(m, "eps", opt.eps, positive);
+  return opt;
+}
+
+ScheduleSpec parse_schedule(const MapReader& m) {
+  ScheduleSpec s;
+  read(m, "type", s.kind, schedule_choices, "schedule type");
+
+  static constexpr std::string_view constant_keys[] = {"type", "warmup_epochs"};
+  static constexpr std::string_view step_keys[] = {"type", "warmup_epochs", "step_epochs", "gamma"};
+  static constexpr std::string_view cosine_keys[] = {"type", "warmup_epochs", "min_lr"};
+  static constexpr KeyOwner owners[] = {
+      {"step_epochs", "step"}, {"gamma", "step"}, {"min_lr", "cosine"}};
+  Keys known = constant_keys;
+  if (s.kind == ScheduleKind::step) known = step_keys;
+  if (s.kind == ScheduleKind::cosine) known = cosine_keys;
+  m.allow_only(known, owners, "schedule type");
+
+  read(m, "warmup_epochs", s.warmup_epochs, non_negative);
+  read(m, "step_epochs", s.step_epochs, positive);
+  read(m, "gamma", s.gamma, NumRange{0.0, 1.0, true, false});
+  read(m, "min_lr", s.min_lr, non_negative);
+  return s;
+}
+
+TrainingConfig parse_training(const MapReader& m) {
+  static constexpr std::string_view known[] = {"epochs", "local_batch", "optimizer", "schedule"};
+  m.allow_only(known);
+  TrainingConfig t;
+  read(m, "epochs", t.epochs, at_least_1);
+  read(m, "local_batch", t.local_batch, at_least_1);
+  if (auto o = m.get("optimizer")) t.optimizer = parse_optimizer(MapReader(*o));
+  if (auto s = m.get("schedule")) t.schedule = parse_schedule(MapReader(*s));
+  return t;
+}
+
+OutputConfig parse_output(const MapReader& m) {
+  static constexpr std::string_view known[] = {"dir", "progress_seconds"};
+  m.allow_only(known);
+  OutputConfig out;
+  read(m, "dir", out.dir);
+  read(m, "progress_seconds", out.progress_seconds, positive);
+  return out;
+}
+
+// --- stages ---
+
+StageSpec parse_stage(const Reader& item) {
+  StageSpec stage;
+  stage.mark = item.mark();
+  if (item.node().IsScalar()) {
+    stage.kind = item.as_choice(stage_choices, "stage");
+    return stage;
+  }
+  if (!item.node().IsMap())
+    item.fail(fmt::format("expected a stage name or 'stage: {{params}}', got {}", item.found()));
+  const MapReader entries(item);
+  if (entries.size() != 1)
+    item.fail(fmt::format("expected one stage per list item, got {} keys ({})", entries.size(),
+                          fmt::join(entries.keys(), ", ")));
+  const auto [key_at, params_at] = entries.first_entry();
+  stage.kind =
+      item.with(key_at.node(), item.path(), key_at.mark()).as_choice(stage_choices, "stage");
+  MapReader(params_at).allow_only({});  // no stage takes parameters yet
+  return stage;
+}
+
+std::vector<StageSpec> parse_stages(const Reader& list) {
+  if (!list.node().IsSequence() || list.node().size() == 0)
+    list.fail(fmt::format("expected a non-empty list of stages, got {}", list.found()));
+  std::vector<StageSpec> stages;
+  for (std::size_t i = 0; i < list.node().size(); ++i)
+    stages.push_back(parse_stage(list.item(i, list.node()[i])));
+  return stages;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+YAML::Node load_yaml(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    const SourceMark at = to_source_mark(e.mark, {1, 1});
+    throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}", file, at.line, at.column, e.msg));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  const auto cannot_read = [&path](int err) {
+    return ConfigError(fmt::format("{}: cannot read config file ({})", path,
+                                   std::generic_category().message(err)));
+  };
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"),
+                                                          &std::fclose);
+  if (!f) throw cannot_read(errno);
+  std::string text;
+  std::array<char, 1 << 16> buffer{};
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), f.get())) > 0)
+    text.append(buffer.data(), n);
+  // Reading a directory opens fine on Linux and fails here with EISDIR.
+  if (std::ferror(f.get())) throw cannot_read(errno);
+  return text;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& file) {
+  const YAML::Node root_node = load_yaml(yaml_text, file);
+  const Reader root(root_node, "", to_source_mark(root_node.Mark(), {1, 1}), file);
+  if (root_node.IsNull())
+    root.fail("the config is empty; expected a map with at least 'model.layers'");
+  if (!root_node.IsMap())
+    root.fail(fmt::format("expected a map of sections at the top level, got {}", root.found()));
+
+  const MapReader top(root);
+  static constexpr std::string_view known[] = {"run",      "data",   "model",
+                                               "training", "output", "stages"};
+  top.allow_only(known);
+
+  Config config;
+  config.file = file;
+  if (auto r = top.get("run")) config.run = parse_run(MapReader(*r));
+  if (auto d = top.get("data")) config.data = parse_data(MapReader(*d));
+  config.layers = parse_model(MapReader(top.require("model")));
+  if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
+  if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
+  if (auto s = top.get("stages"))
+    config.stages = parse_stages(*s);
+  else
+    config.stages = {StageSpec{}};
+  return config;
+}
+
+Config load_config(const std::string& path) {
+  return parse_config(read_file(path), path);
+}
+
+const char* to_string(LayerKind kind) {
+  for (const auto& info : layer_kinds)
+    if (info.kind == kind) return info.name.data();  // the names are literals, so NUL-terminated
+  return "unknown";
+}
+
+const char* to_string(InitKind kind) {
+  for (const auto& c : init_choices)
+    if (c.value == kind) return c.name.data();
+  return "unknown";
+}
+
+}  // namespace strata

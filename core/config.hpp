@@ -1,0 +1,121 @@
+// The run configuration: the YAML schema as C++ structs, and its checked loader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+// Where a value came from in the YAML file, for error messages.
+struct SourceMark {
+  int line = 0;  // 1-based; 0 = not from a file (defaults)
+  int column = 0;
+};
+
+enum class LayerKind { dense, conv2d, maxpool2d, avgpool2d, flatten, dropout, relu, tanh, sigmoid, leaky_relu };
+enum class InitKind { he, glorot, zeros };
+
+struct LayerSpec {
+  LayerKind kind = LayerKind::relu;
+  std::string name;        // unique; defaults to "<kind>_<index>"
+  int units = 0;           // dense
+  int filters = 0;         // conv2d
+  int kernel = 0;          // conv2d
+  int stride = 1;          // conv2d; pools default to their size
+  int padding = 0;         // conv2d
+  int size = 2;            // pools: window edge
+  float rate = 0.5f;       // dropout
+  float alpha = 0.01f;     // leaky_relu
+  InitKind init = InitKind::he;  // dense, conv2d weights; biases start at zero
+  SourceMark mark;
+};
+
+enum class DataSource { hdf5, synthetic };
+
+struct SyntheticSpec {
+  int train = 2048;
+  int test = 512;
+  int classes = 10;
+  int channels = 1;
+  int height = 28;
+  int width = 28;
+};
+
+struct DataConfig {
+  DataSource source = DataSource::hdf5;
+  std::string path;                  // HDF5 file (source: hdf5), relative to the working directory
+  double validation_fraction = 0.1;  // held out of /train, in [0, 0.5]
+  int train_subset = 0;              // use only the first N training samples; 0 = all
+  int test_subset = 0;               // use only the first N test samples; 0 = all
+  SyntheticSpec synthetic;
+};
+
+enum class OptimizerKind { sgd, adam };
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::sgd;
+  double lr = 0.01;
+  double momentum = 0.0;  // sgd
+  bool nesterov = false;  // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9;  // adam
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+enum class ScheduleKind { constant, step, cosine };
+
+struct ScheduleSpec {
+  ScheduleKind kind = ScheduleKind::constant;
+  double warmup_epochs = 0.0;  // linear warmup to lr over these epochs, before the schedule proper
+  double step_epochs = 1.0;    // step: multiply by gamma every step_epochs
+  double gamma = 0.1;
+  double min_lr = 0.0;  // cosine: floor of the decay
+};
+
+struct TrainingConfig {
+  int epochs = 1;
+  int local_batch = 64;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+};
+
+struct RunSection {
+  std::string name = "run";
+  std::uint64_t seed = 1;
+  int threads = 0;  // CPU threads for this rank; 0 = all cores the process may use
+};
+
+struct OutputConfig {
+  std::string dir = "runs/out";
+  double progress_seconds = 10.0;  // at most this long between progress lines
+};
+
+enum class StageKind { train };
+
+struct StageSpec {
+  StageKind kind = StageKind::train;
+  SourceMark mark;
+};
+
+struct Config {
+  std::string file;  // the YAML file it was loaded from
+  RunSection run;
+  DataConfig data;
+  std::vector<LayerSpec> layers;
+  TrainingConfig training;
+  OutputConfig output;
+  std::vector<StageSpec> stages;  // defaults to one train stage
+};
+
+// Loads and checks a config. Throws ConfigError whose message names the file, line, column,
+// the key path (e.g. "training.optimizer.lr") and what was expected.
+Config load_config(const std::string& path);
+// The same, from YAML text; `file` is only used in messages.
+Config parse_config(const std::string& yaml_text, const std::string& file);
+
+const char* to_string(LayerKind kind);
+const char* to_string(InitKind kind);
+
+}  // namespace strata

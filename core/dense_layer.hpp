@@ -1,0 +1,26 @@
+// Fully connected layer on OpenBLAS sgemm: out = in * W^T + b, W stored [outputs, inputs].
+#pragma once
+
+#include "core/config.hpp"
+#include "core/layer.hpp"
+
+namespace strata {
+
+class DenseLayer final : public Layer {
+ public:
+  DenseLayer(std::string name, std::int64_t units, InitKind init);
+  const char* kind() const override { return "dense"; }
+  Shape build(const Shape& input_shape) override;
+  void initialize(Rng& rng) override;
+  void forward(const Tensor& in, Tensor& out, bool training) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  std::vector<Param> params() override;
+
+ private:
+  std::int64_t inputs_ = 0;
+  std::int64_t units_;
+  InitKind init_;
+  Tensor weight_, bias_, weight_grad_, bias_grad_;
+};
+
+}  // namespace strata

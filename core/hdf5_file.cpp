@@ -1,0 +1,415 @@
+#include "core/hdf5_file.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/errors.hpp"
+
+namespace strata::h5 {
+
+Handle& Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    id_ = other.id_;
+    closer_ = other.closer_;
+    other.id_ = -1;
+  }
+  return *this;
+}
+
+void Handle::reset() {
+  if (id_ >= 0 && closer_ != nullptr) closer_(id_);
+  id_ = -1;
+}
+
+namespace {
+
+// HDF5 prints its whole error stack to stderr on every failed call by default; strata reports
+// failures through DataError instead, so the printing is switched off before the first call.
+void silence_hdf5_error_printing() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+// The innermost message on HDF5's error stack (e.g. "truncated file: eof = 1024, ..."), which is
+// usually the one that tells a user what is actually wrong. Must be called right after the failure.
+std::string hdf5_error_detail() {
+  std::string detail;
+  auto take_innermost = [](unsigned n, const H5E_error2_t* err, void* out) -> herr_t {
+    if (n == 0 && err != nullptr && err->desc != nullptr)
+      *static_cast<std::string*>(out) = err->desc;
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &detail);
+  return detail;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& object,
+                       const std::string& problem) {
+  throw DataError(fmt::format("{}: {}: {}", path, object, problem));
+}
+
+// For failures of an HDF5 call: adds HDF5's own explanation.
+[[noreturn]] void fail_hdf5(const std::string& path, const std::string& object,
+                            const std::string& problem) {
+  const std::string detail = hdf5_error_detail();
+  if (detail.empty()) fail(path, object, problem);
+  fail(path, object, fmt::format("{} ({})", problem, detail));
+}
+
+std::vector<std::string> split_path(const std::string& object) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= object.size()) {
+    std::size_t end = object.find('/', start);
+    if (end == std::string::npos) end = object.size();
+    if (end > start) parts.push_back(object.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+// Lets "/a/b/c" be created in one call, as if by mkdir -p.
+Handle link_creation_list(const File& file, const std::string& object) {
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  if (!lcpl.valid() || H5Pset_create_intermediate_group(lcpl.get(), 1) < 0) {
+    fail_hdf5(file.path(), object, "cannot create a link creation property list");
+  }
+  return lcpl;
+}
+
+Handle open_dataset(const File& file, const std::string& name) {
+  if (!file.exists(name)) fail(file.path(), "dataset " + name, "not found");
+  Handle dataset(H5Dopen2(file.id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!dataset.valid()) fail_hdf5(file.path(), "dataset " + name, "cannot open as a dataset");
+  return dataset;
+}
+
+Handle open_object(const File& file, const std::string& name) {
+  if (!file.exists(name)) fail(file.path(), "object " + name, "not found");
+  Handle object(H5Oopen(file.id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!object.valid()) fail_hdf5(file.path(), "object " + name, "cannot open");
+  return object;
+}
+
+std::vector<hsize_t> extent(const File& file, const std::string& what, hid_t space) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0) fail_hdf5(file.path(), what, "cannot read its dataspace");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) {
+    fail_hdf5(file.path(), what, "cannot read its dimensions");
+  }
+  return dims;
+}
+
+Handle open_attribute(const File& file, const std::string& object, const std::string& name) {
+  Handle owner = open_object(file, object);
+  const std::string what = fmt::format("attribute {} of {}", name, object);
+  const htri_t present = H5Aexists(owner.get(), name.c_str());
+  if (present < 0) fail_hdf5(file.path(), what, "cannot look up");
+  if (present == 0) fail(file.path(), what, "not found");
+  Handle attribute(H5Aopen(owner.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) fail_hdf5(file.path(), what, "cannot open");
+  return attribute;
+}
+
+// Attributes strata reads hold one value: a scalar, or h5py's occasional shape-(1,) array.
+void require_single_value(const File& file, const std::string& what, hid_t attribute) {
+  Handle space(H5Aget_space(attribute), H5Sclose);
+  if (!space.valid()) fail_hdf5(file.path(), what, "cannot read its dataspace");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n != 1) fail(file.path(), what, fmt::format("holds {} values, expected exactly one", n));
+}
+
+// Creates `name` on `object`, replacing an attribute of that name, and returns it open.
+Handle create_attribute(const File& file, const std::string& object, const std::string& name,
+                        hid_t file_type) {
+  Handle owner = open_object(file, object);
+  const std::string what = fmt::format("attribute {} of {}", name, object);
+  const htri_t present = H5Aexists(owner.get(), name.c_str());
+  if (present < 0) fail_hdf5(file.path(), what, "cannot look up");
+  if (present > 0 && H5Adelete(owner.get(), name.c_str()) < 0) {
+    fail_hdf5(file.path(), what, "cannot replace");
+  }
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attribute(
+      H5Acreate2(owner.get(), name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Aclose);
+  if (!space.valid() || !attribute.valid()) fail_hdf5(file.path(), what, "cannot create");
+  return attribute;
+}
+
+std::string read_variable_string(const File& file, const std::string& what, hid_t attribute,
+                                 hid_t file_type) {
+  Handle memory_type(H5Tcopy(H5T_C_S1), H5Tclose);
+  if (!memory_type.valid() || H5Tset_size(memory_type.get(), H5T_VARIABLE) < 0 ||
+      H5Tset_cset(memory_type.get(), H5Tget_cset(file_type)) < 0) {
+    fail_hdf5(file.path(), what, "cannot build a string memory type");
+  }
+  char* raw = nullptr;
+  if (H5Aread(attribute, memory_type.get(), &raw) < 0) fail_hdf5(file.path(), what, "cannot read");
+  // HDF5 allocated the string; it must go back through HDF5's allocator.
+  const std::unique_ptr<char, herr_t (*)(void*)> owned(raw, H5free_memory);
+  return raw == nullptr ? std::string() : std::string(raw);
+}
+
+std::string read_fixed_string(const File& file, const std::string& what, hid_t attribute,
+                              hid_t file_type) {
+  const std::size_t size = H5Tget_size(file_type);
+  if (size == 0) fail_hdf5(file.path(), what, "cannot read its string size");
+  // Reading with the file's own type copies the bytes unchanged; padding is handled below.
+  std::string value(size, '\0');
+  if (H5Aread(attribute, file_type, value.data()) < 0) fail_hdf5(file.path(), what, "cannot read");
+  const std::size_t nul = value.find('\0');
+  if (nul != std::string::npos) value.resize(nul);
+  if (H5Tget_strpad(file_type) == H5T_STR_SPACEPAD) {
+    value.erase(value.find_last_not_of(' ') + 1);
+  }
+  return value;
+}
+
+template <typename T>
+void write_array(File& file, const std::string& name, const std::vector<std::int64_t>& shape,
+                 hid_t memory_type, hid_t file_type, const T* values) {
+  const std::string what = "dataset " + name;
+  if (file.exists(name)) fail(file.path(), what, "already exists");
+  std::vector<hsize_t> dims;
+  hsize_t elements = 1;
+  for (const auto d : shape) {
+    if (d < 0) fail(file.path(), what, fmt::format("negative dimension in shape {}", shape));
+    dims.push_back(static_cast<hsize_t>(d));
+    elements *= static_cast<hsize_t>(d);
+  }
+  if (elements > 0 && values == nullptr) {
+    throw std::invalid_argument(
+        fmt::format("{}: {}: no values given for shape {}", file.path(), what, shape));
+  }
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  if (!space.valid())
+    fail_hdf5(file.path(), what, fmt::format("cannot create a dataspace of shape {}", shape));
+  Handle lcpl = link_creation_list(file, name);
+  Handle dataset(H5Dcreate2(file.id(), name.c_str(), file_type, space.get(), lcpl.get(),
+                            H5P_DEFAULT, H5P_DEFAULT),
+                 H5Dclose);
+  if (!dataset.valid()) fail_hdf5(file.path(), what, "cannot create");
+  if (elements > 0 &&
+      H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) {
+    fail_hdf5(file.path(), what, "cannot write (disk full?)");
+  }
+}
+
+enum class Accept { integers, numbers };
+
+template <typename T>
+void read_rows(const File& file, const std::string& name, hid_t memory_type, Accept accept,
+               std::vector<T>& out, std::int64_t first, std::int64_t count) {
+  const std::string what = "dataset " + name;
+  Handle dataset = open_dataset(file, name);
+
+  // HDF5 would silently saturate e.g. float pixels in [0,1] into uint8 zeros and ones.
+  Handle type(H5Dget_type(dataset.get()), H5Tclose);
+  if (!type.valid()) fail_hdf5(file.path(), what, "cannot read its element type");
+  const H5T_class_t type_class = H5Tget_class(type.get());
+  const bool ok =
+      type_class == H5T_INTEGER || (accept == Accept::numbers && type_class == H5T_FLOAT);
+  if (!ok) {
+    fail(file.path(), what,
+         accept == Accept::integers ? "element type is not an integer type"
+                                    : "element type is not numeric");
+  }
+
+  Handle file_space(H5Dget_space(dataset.get()), H5Sclose);
+  if (!file_space.valid()) fail_hdf5(file.path(), what, "cannot read its dataspace");
+  std::vector<hsize_t> dims = extent(file, what, file_space.get());
+  if (dims.empty()) {
+    // A scalar has no rows to select; only a whole read makes sense.
+    if (first != 0 || count > 1) fail(file.path(), what, "is a scalar; cannot read rows of it");
+    dims.push_back(1);
+  }
+
+  const auto rows = static_cast<std::int64_t>(dims[0]);
+  if (first < 0 || first > rows) {
+    fail(file.path(), what, fmt::format("first row {} is out of range for {} rows", first, rows));
+  }
+  if (count < 0) count = rows - first;
+  if (count > rows - first) {
+    fail(file.path(), what,
+         fmt::format("rows [{}, {}) are out of range for {} rows", first, first + count, rows));
+  }
+
+  hsize_t row_elements = 1;
+  for (std::size_t i = 1; i < dims.size(); ++i) row_elements *= dims[i];
+  out.resize(static_cast<std::size_t>(static_cast<hsize_t>(count) * row_elements));
+  if (out.empty()) return;
+
+  std::vector<hsize_t> start(dims.size(), 0);
+  std::vector<hsize_t> block = dims;
+  start[0] = static_cast<hsize_t>(first);
+  block[0] = static_cast<hsize_t>(count);
+  if (H5Sget_simple_extent_ndims(file_space.get()) > 0 &&
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, block.data(),
+                          nullptr) < 0) {
+    fail_hdf5(file.path(), what, "cannot select rows");
+  }
+  Handle memory_space(H5Screate_simple(static_cast<int>(block.size()), block.data(), nullptr),
+                      H5Sclose);
+  if (!memory_space.valid()) fail_hdf5(file.path(), what, "cannot create a memory dataspace");
+  if (H5Dread(dataset.get(), memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT,
+              out.data()) < 0) {
+    fail_hdf5(file.path(), what,
+              fmt::format("cannot read rows [{}, {}) (damaged file?)", first, first + count));
+  }
+}
+
+}  // namespace
+
+File File::create(const std::string& path) {
+  silence_hdf5_error_printing();
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) {
+    const std::string detail = hdf5_error_detail();
+    throw DataError(
+        fmt::format("{}: cannot create HDF5 file: {}", path,
+                    detail.empty() ? "does the directory exist and is it writable?" : detail));
+  }
+  return File(path, std::move(file));
+}
+
+File File::open_read(const std::string& path) {
+  silence_hdf5_error_printing();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw DataError(fmt::format("{}: file not found", path));
+  // Telling "not HDF5 at all" from "HDF5 but damaged" saves the user a guess.
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    throw DataError(fmt::format("{}: not an HDF5 file (cannot open)", path));
+  }
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid()) {
+    const std::string detail = hdf5_error_detail();
+    throw DataError(fmt::format("{}: HDF5 file is truncated or damaged (cannot open){}", path,
+                                detail.empty() ? "" : ": " + detail));
+  }
+  return File(path, std::move(file));
+}
+
+bool File::exists(const std::string& object) const {
+  // H5Lexists fails rather than answering "no" when a parent is missing, so walk down from the
+  // root.
+  std::string prefix;
+  const std::vector<std::string> parts = split_path(object);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    prefix += "/" + parts[i];
+    const htri_t present = H5Lexists(id(), prefix.c_str(), H5P_DEFAULT);
+    if (present < 0) fail_hdf5(path_, prefix, "cannot look up (damaged file?)");
+    if (present == 0) return false;
+    if (i + 1 < parts.size()) {
+      Handle parent(H5Oopen(id(), prefix.c_str(), H5P_DEFAULT), H5Oclose);
+      if (!parent.valid()) fail_hdf5(path_, prefix, "cannot open");
+      if (H5Iget_type(parent.get()) != H5I_GROUP) return false;  // e.g. "/dataset/child"
+    }
+  }
+  return true;
+}
+
+void File::create_group(const std::string& group) {
+  if (exists(group)) return;
+  Handle lcpl = link_creation_list(*this, group);
+  Handle created(H5Gcreate2(id(), group.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!created.valid()) fail_hdf5(path_, "group " + group, "cannot create");
+}
+
+std::vector<std::int64_t> File::shape(const std::string& dataset) const {
+  Handle opened = open_dataset(*this, dataset);
+  Handle space(H5Dget_space(opened.get()), H5Sclose);
+  if (!space.valid()) fail_hdf5(path_, "dataset " + dataset, "cannot read its dataspace");
+  const std::vector<hsize_t> dims = extent(*this, "dataset " + dataset, space.get());
+  return {dims.begin(), dims.end()};
+}
+
+void File::write_u8(const std::string& dataset, const std::vector<std::int64_t>& shape,
+                    const std::uint8_t* values) {
+  write_array(*this, dataset, shape, H5T_NATIVE_UINT8, H5T_STD_U8LE, values);
+}
+
+void File::write_f32(const std::string& dataset, const std::vector<std::int64_t>& shape,
+                     const float* values) {
+  write_array(*this, dataset, shape, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, values);
+}
+
+void File::read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, std::int64_t first,
+                   std::int64_t count) const {
+  read_rows(*this, dataset, H5T_NATIVE_UINT8, Accept::integers, out, first, count);
+}
+
+void File::read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first,
+                    std::int64_t count) const {
+  read_rows(*this, dataset, H5T_NATIVE_FLOAT, Accept::numbers, out, first, count);
+}
+
+void File::write_attr_int(const std::string& object, const std::string& name, std::int64_t value) {
+  Handle attribute = create_attribute(*this, object, name, H5T_STD_I64LE);
+  if (H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value) < 0) {
+    fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
+  }
+}
+
+void File::write_attr_string(const std::string& object, const std::string& name,
+                             const std::string& value) {
+  const std::string what = fmt::format("attribute {} of {}", name, object);
+  // Variable-length UTF-8, as h5py writes str attributes, so Python readers get str rather than
+  // bytes.
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  if (!type.valid() || H5Tset_size(type.get(), H5T_VARIABLE) < 0 ||
+      H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0) {
+    fail_hdf5(path_, what, "cannot build a string type");
+  }
+  Handle attribute = create_attribute(*this, object, name, type.get());
+  const char* text = value.c_str();
+  if (H5Awrite(attribute.get(), type.get(), &text) < 0) fail_hdf5(path_, what, "cannot write");
+}
+
+bool File::has_attr(const std::string& object, const std::string& name) const {
+  if (!exists(object)) return false;
+  Handle owner = open_object(*this, object);
+  const htri_t present = H5Aexists(owner.get(), name.c_str());
+  if (present < 0)
+    fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot look up");
+  return present > 0;
+}
+
+std::int64_t File::read_attr_int(const std::string& object, const std::string& name) const {
+  const std::string what = fmt::format("attribute {} of {}", name, object);
+  Handle attribute = open_attribute(*this, object, name);
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (!type.valid()) fail_hdf5(path_, what, "cannot read its type");
+  if (H5Tget_class(type.get()) != H5T_INTEGER) fail(path_, what, "is not an integer");
+  require_single_value(*this, what, attribute.get());
+  std::int64_t value = 0;
+  if (H5Aread(attribute.get(), H5T_NATIVE_INT64, &value) < 0) fail_hdf5(path_, what, "cannot read");
+  return value;
+}
+
+std::string File::read_attr_string(const std::string& object, const std::string& name) const {
+  const std::string what = fmt::format("attribute {} of {}", name, object);
+  Handle attribute = open_attribute(*this, object, name);
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  if (!type.valid()) fail_hdf5(path_, what, "cannot read its type");
+  if (H5Tget_class(type.get()) != H5T_STRING) fail(path_, what, "is not a string");
+  require_single_value(*this, what, attribute.get());
+  const htri_t variable = H5Tis_variable_str(type.get());
+  if (variable < 0) fail_hdf5(path_, what, "cannot read its string type");
+  return variable > 0 ? read_variable_string(*this, what, attribute.get(), type.get())
+                      : read_fixed_string(*this, what, attribute.get(), type.get());
+}
+
+void File::flush() {
+  if (H5Fflush(id(), H5F_SCOPE_LOCAL) < 0) fail_hdf5(path_, "file", "cannot flush (disk full?)");
+}
+
+}  // namespace strata::h5

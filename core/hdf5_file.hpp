@@ -1,0 +1,69 @@
+// RAII wrappers over the HDF5 C API and the few typed reads and writes strata needs.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::h5 {
+
+// Owns one HDF5 identifier and closes it with the matching H5*close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = -1; }
+  Handle& operator=(Handle&& other) noexcept;
+  ~Handle() { reset(); }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = -1;
+  Closer closer_ = nullptr;
+};
+
+// An open HDF5 file. All failures throw DataError naming the file and the object.
+class File {
+ public:
+  static File create(const std::string& path);  // truncates
+  static File open_read(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  hid_t id() const { return file_.get(); }
+  bool exists(const std::string& object) const;
+  void create_group(const std::string& group);
+
+  // Dimensions of a dataset.
+  std::vector<std::int64_t> shape(const std::string& dataset) const;
+
+  void write_u8(const std::string& dataset, const std::vector<std::int64_t>& shape, const std::uint8_t* values);
+  void write_f32(const std::string& dataset, const std::vector<std::int64_t>& shape, const float* values);
+  // Reads rows [first, first+count) along the first axis (count < 0: to the end) into `out`,
+  // which is resized. The dataset's type is converted by HDF5.
+  void read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, std::int64_t first = 0,
+               std::int64_t count = -1) const;
+  void read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first = 0,
+                std::int64_t count = -1) const;
+
+  void write_attr_int(const std::string& object, const std::string& name, std::int64_t value);
+  void write_attr_string(const std::string& object, const std::string& name, const std::string& value);
+  bool has_attr(const std::string& object, const std::string& name) const;
+  std::int64_t read_attr_int(const std::string& object, const std::string& name) const;
+  std::string read_attr_string(const std::string& object, const std::string& name) const;
+
+  void flush();
+
+ private:
+  File(std::string path, Handle file) : path_(std::move(path)), file_(std::move(file)) {}
+  std::string path_;
+  Handle file_;
+};
+
+}  // namespace strata::h5

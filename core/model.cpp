@@ -1,0 +1,123 @@
+#include "core/model.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/activation_layers.hpp"
+#include "core/conv2d_layer.hpp"
+#include "core/dense_layer.hpp"
+#include "core/errors.hpp"
+#include "core/pool_layers.hpp"
+#include "core/shape_layers.hpp"
+
+namespace strata {
+
+namespace {
+
+std::unique_ptr<Layer> make_layer(const LayerSpec& s) {
+  switch (s.kind) {
+    case LayerKind::dense:
+      return std::make_unique<DenseLayer>(s.name, s.units, s.init);
+    case LayerKind::conv2d:
+      return std::make_unique<Conv2DLayer>(s.name, s.filters, s.kernel, s.stride, s.padding, s.init);
+    case LayerKind::maxpool2d:
+      return std::make_unique<Pool2DLayer>(s.name, Pool2DLayer::Mode::max, s.size, s.stride);
+    case LayerKind::avgpool2d:
+      return std::make_unique<Pool2DLayer>(s.name, Pool2DLayer::Mode::average, s.size, s.stride);
+    case LayerKind::flatten:
+      return std::make_unique<FlattenLayer>(s.name);
+    case LayerKind::dropout:
+      return std::make_unique<DropoutLayer>(s.name, s.rate);
+    case LayerKind::relu:
+    case LayerKind::tanh:
+    case LayerKind::sigmoid:
+    case LayerKind::leaky_relu:
+      return std::make_unique<ActivationLayer>(s.name, s.kind, s.alpha);
+  }
+  throw std::logic_error("unhandled layer kind");
+}
+
+std::string where(const std::string& file, const LayerSpec& s, std::size_t index) {
+  return fmt::format("{}:{}:{}: model.layers[{}] ({})", file.empty() ? "<model>" : file, s.mark.line,
+                     s.mark.column, index, s.name);
+}
+
+}  // namespace
+
+Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
+             std::uint64_t init_seed, const std::string& config_file)
+    : input_shape_(input_shape) {
+  if (specs.empty()) throw ConfigError(fmt::format("{}: model.layers: the model has no layers", config_file));
+  Rng rng(init_seed);
+  Shape shape = input_shape;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto layer = make_layer(specs[i]);
+    try {
+      shape = layer->build(shape);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(fmt::format("{}: {}", where(config_file, specs[i], i), e.what()));
+    }
+    layer->initialize(rng);
+    output_shapes_.push_back(shape);
+    layers_.push_back(std::move(layer));
+  }
+  if (shape.size() != 1 || shape[0] != num_classes)
+    throw ConfigError(fmt::format("{}: the last layer must output {} logits (one per class), but outputs {}",
+                                  where(config_file, specs.back(), specs.size() - 1), num_classes,
+                                  shape_string(shape)));
+  outputs_.resize(layers_.size());
+  grads_.resize(layers_.size());
+  reseed_noise(derive_seed(init_seed, {layers_.size()}));
+}
+
+Model::~Model() = default;
+
+const Tensor& Model::forward(const Tensor& input, bool training) {
+  const Tensor* in = &input;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(*in, outputs_[i], training);
+    in = &outputs_[i];
+  }
+  return outputs_.back();
+}
+
+void Model::backward(const Tensor& input, const Tensor& grad_logits) {
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    const Tensor& in = i == 0 ? input : outputs_[i - 1];
+    const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
+    Tensor* grad_in = i == 0 ? nullptr : &grads_[i - 1];
+    layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
+  }
+}
+
+void Model::reseed_noise(std::uint64_t seed) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) layers_[i]->reseed_noise(derive_seed(seed, {i}));
+}
+
+std::vector<Param> Model::params() {
+  std::vector<Param> all;
+  for (auto& layer : layers_)
+    for (auto& p : layer->params()) all.push_back(p);
+  return all;
+}
+
+std::int64_t Model::parameter_count() {
+  std::int64_t n = 0;
+  for (auto& p : params()) n += p.value->size();
+  return n;
+}
+
+std::string Model::summary() {
+  std::string text;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::int64_t count = 0;
+    for (auto& p : layers_[i]->params()) count += p.value->size();
+    text += fmt::format("  {:<14} {:<11} out {:<14} params {}\n", layers_[i]->name(), layers_[i]->kind(),
+                        shape_string(output_shapes_[i]), count);
+  }
+  text += fmt::format("  total parameters {}\n", parameter_count());
+  return text;
+}
+
+}  // namespace strata

@@ -1,0 +1,49 @@
+// A sequential model built from the YAML layer list: forward and backward through every layer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/layer.hpp"
+
+namespace strata {
+
+class Model {
+ public:
+  // Builds the layers for per-sample `input_shape` ([C,H,W]) and draws initial weights from `init_seed`.
+  // Throws ConfigError naming `config_file`, the layer's line and column, and the shape problem;
+  // the last layer must produce `num_classes` logits.
+  Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes, std::uint64_t init_seed,
+        const std::string& config_file = "");
+  Model(Model&&) noexcept = default;
+  Model& operator=(Model&&) noexcept = default;
+  ~Model();
+
+  // Returns the logits [batch, classes]; valid until the next forward.
+  const Tensor& forward(const Tensor& input, bool training);
+  // Back-propagates d(loss)/d(logits) through the last forward's activations and writes every
+  // parameter gradient. `input` must be the tensor the last forward saw.
+  void backward(const Tensor& input, const Tensor& grad_logits);
+
+  // Gives every noisy layer (dropout) its own stream derived from `seed`.
+  void reseed_noise(std::uint64_t seed);
+
+  std::vector<Param> params();
+  std::int64_t parameter_count();
+  std::size_t layer_count() const { return layers_.size(); }
+  Layer& layer(std::size_t i) { return *layers_[i]; }
+  const Shape& input_shape() const { return input_shape_; }
+  // One line per layer: name, kind, output shape, parameter count.
+  std::string summary();
+
+ private:
+  Shape input_shape_;
+  std::vector<Shape> output_shapes_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Tensor> outputs_;  // outputs_[i]: output of layer i
+  std::vector<Tensor> grads_;    // grads_[i]: d(loss)/d(output of layer i)
+};
+
+}  // namespace strata

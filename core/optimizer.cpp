@@ -1,0 +1,81 @@
+#include "core/optimizer.hpp"
+
+#include <cmath>
+
+namespace strata {
+
+namespace {
+
+void ensure_buffers(std::vector<Tensor>& buffers, const std::vector<Param>& params) {
+  if (buffers.size() == params.size()) return;
+  buffers.clear();
+  for (const auto& p : params) buffers.emplace_back(p.value->shape());
+}
+
+}  // namespace
+
+void SgdOptimizer::step(const std::vector<Param>& params, double lr) {
+  const bool first = velocity_.empty();
+  ensure_buffers(velocity_, params);
+  const auto mu = static_cast<float>(spec_.momentum), wd = static_cast<float>(spec_.weight_decay),
+             rate = static_cast<float>(lr);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    float* w = params[k].value->data();
+    const float* g = params[k].grad->data();
+    float* v = velocity_[k].data();
+    const std::int64_t n = params[k].value->size();
+    for (std::int64_t i = 0; i < n; ++i) {
+      float d = g[i] + wd * w[i];
+      if (mu != 0.0f) {
+        v[i] = first ? d : mu * v[i] + d;
+        d = spec_.nesterov ? d + mu * v[i] : v[i];
+      }
+      w[i] -= rate * d;
+    }
+  }
+  ++steps_;
+}
+
+std::vector<Tensor*> SgdOptimizer::state() {
+  std::vector<Tensor*> out;
+  for (auto& v : velocity_) out.push_back(&v);
+  return out;
+}
+
+void AdamOptimizer::step(const std::vector<Param>& params, double lr) {
+  ensure_buffers(first_moment_, params);
+  ensure_buffers(second_moment_, params);
+  ++steps_;
+  const auto b1 = static_cast<float>(spec_.beta1), b2 = static_cast<float>(spec_.beta2),
+             eps = static_cast<float>(spec_.eps), wd = static_cast<float>(spec_.weight_decay);
+  const double t = static_cast<double>(steps_);
+  const auto step_size = static_cast<float>(lr / (1.0 - std::pow(spec_.beta1, t)));
+  const auto inv_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(spec_.beta2, t)));
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    float* w = params[k].value->data();
+    const float* g = params[k].grad->data();
+    float* m = first_moment_[k].data();
+    float* v = second_moment_[k].data();
+    const std::int64_t n = params[k].value->size();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float d = g[i] + wd * w[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * d;
+      v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+      w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_bias2 + eps);
+    }
+  }
+}
+
+std::vector<Tensor*> AdamOptimizer::state() {
+  std::vector<Tensor*> out;
+  for (auto& m : first_moment_) out.push_back(&m);
+  for (auto& v : second_moment_) out.push_back(&v);
+  return out;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) {
+  if (spec.kind == OptimizerKind::adam) return std::make_unique<AdamOptimizer>(spec);
+  return std::make_unique<SgdOptimizer>(spec);
+}
+
+}  // namespace strata

@@ -1,0 +1,27 @@
+// 2-D max and average pooling over NCHW activations (no padding).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/layer.hpp"
+
+namespace strata {
+
+class Pool2DLayer final : public Layer {
+ public:
+  enum class Mode { max, average };
+  Pool2DLayer(std::string name, Mode mode, int size, int stride);
+  const char* kind() const override { return mode_ == Mode::max ? "maxpool2d" : "avgpool2d"; }
+  Shape build(const Shape& input_shape) override;
+  void forward(const Tensor& in, Tensor& out, bool training) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+
+ private:
+  Mode mode_;
+  int size_, stride_;
+  std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
+  std::vector<std::int32_t> argmax_;  // max mode: input offset within its plane, per output element
+};
+
+}  // namespace strata

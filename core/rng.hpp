@@ -1,0 +1,54 @@
+// Counter-based random streams: the whole state is (key, counter), so it saves and restores exactly.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <numbers>
+
+namespace strata {
+
+inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A seed for one purpose, derived from the run seed and the coordinates that name it
+// (stage, member, generation, ...), so that streams never overlap by accident.
+inline std::uint64_t derive_seed(std::uint64_t seed, std::initializer_list<std::uint64_t> path) {
+  std::uint64_t key = mix64(seed + 0x9e3779b97f4a7c15ULL);
+  for (auto p : path) key = mix64(key ^ mix64(p + 0x632be59bd9b4e019ULL));
+  return key;
+}
+
+// What each stream of a run is for; every stream is derive_seed(run seed, {purpose, ...}).
+enum SeedPurpose : std::uint64_t { seed_init = 1, seed_split = 2, seed_shuffle = 3, seed_noise = 4, seed_synthetic = 5 };
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t key = 0, std::uint64_t counter = 0) : key_(key), counter_(counter) {}
+
+  std::uint64_t next_u64() { return mix64(key_ ^ mix64(++counter_ * 0x9e3779b97f4a7c15ULL)); }
+  // Uniform in [0, 1) with 24 random bits, exactly representable as float.
+  float uniform() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
+  double uniform_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+  float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
+  // Uniform integer in [0, n); n must be positive.
+  std::uint64_t below(std::uint64_t n) { return next_u64() % n; }
+  // Box-Muller without a cached second value, so the state stays (key, counter).
+  float normal() {
+    double u1 = 1.0 - uniform_double();
+    double u2 = uniform_double();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  }
+
+  std::uint64_t key() const { return key_; }
+  std::uint64_t counter() const { return counter_; }
+
+ private:
+  std::uint64_t key_;
+  std::uint64_t counter_;
+};
+
+}  // namespace strata

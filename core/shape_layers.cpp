@@ -1,0 +1,40 @@
+#include "core/shape_layers.hpp"
+
+#include <algorithm>
+
+namespace strata {
+
+void FlattenLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
+  out.resize({in.dim(0), in.size() / std::max<std::int64_t>(in.dim(0), 1)});
+  std::copy(in.values().begin(), in.values().end(), out.values().begin());
+}
+
+void FlattenLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+  if (grad_in == nullptr) return;
+  grad_in->resize(in.shape());
+  std::copy(grad_out.values().begin(), grad_out.values().end(), grad_in->values().begin());
+}
+
+void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {
+  out.resize(in.shape());
+  last_was_training_ = training && rate_ > 0.0f;
+  if (!last_was_training_) {
+    std::copy(in.values().begin(), in.values().end(), out.values().begin());
+    return;
+  }
+  mask_.resize(in.shape());
+  const float keep_scale = 1.0f / (1.0f - rate_);
+  for (std::int64_t i = 0; i < in.size(); ++i) {
+    mask_[i] = rng_.uniform() < rate_ ? 0.0f : keep_scale;
+    out[i] = in[i] * mask_[i];
+  }
+}
+
+void DropoutLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+  if (grad_in == nullptr) return;
+  grad_in->resize(in.shape());
+  for (std::int64_t i = 0; i < in.size(); ++i)
+    (*grad_in)[i] = last_was_training_ ? grad_out[i] * mask_[i] : grad_out[i];
+}
+
+}  // namespace strata

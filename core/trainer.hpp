@@ -1,0 +1,86 @@
+// Trains one model on one process: epochs of shuffled batches split over worker threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/lr_schedule.hpp"
+#include "core/model.hpp"
+#include "core/optimizer.hpp"
+#include "core/training_data.hpp"
+#include "core/worker_pool.hpp"
+
+namespace strata {
+
+struct Evaluation {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  std::int64_t count = 0;
+};
+
+struct TrainProgress {
+  int epoch = 0;  // 1-based
+  int epochs = 0;
+  std::int64_t step = 0;  // steps done in this epoch
+  std::int64_t steps_per_epoch = 0;
+  double loss = 0.0;  // mean training loss so far in this epoch
+  double lr = 0.0;
+  double samples_per_s = 0.0;
+  double eta_seconds = 0.0;  // for the whole run
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  double train_loss = 0.0, train_accuracy = 0.0;
+  double val_loss = 0.0, val_accuracy = 0.0;
+  double test_loss = 0.0, test_accuracy = 0.0;
+  double samples_per_s = 0.0;  // training steps only
+  double seconds = 0.0;        // the whole epoch, evaluation included
+  double lr = 0.0;             // at the epoch's last step
+};
+
+using ProgressCallback = std::function<void(const TrainProgress&)>;
+
+class Trainer {
+ public:
+  // `threads` workers split every batch; each runs single-threaded kernels on its own model replica.
+  Trainer(const Config& config, const TrainingData& data, int threads);
+
+  // Runs epoch `epoch` (1-based) and evaluates on validation and test data.
+  // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf loss.
+  EpochMetrics run_epoch(int epoch, const ProgressCallback& on_progress);
+  Evaluation evaluate(const SampleSet& set);
+
+  Model& model() { return replicas_.front(); }
+  std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int threads() const { return pool_.size(); }
+  // Copies the weights of replica 0 to the others (after loading weights into model()).
+  void broadcast_weights();
+
+ private:
+  struct Worker {
+    Tensor images, grad_logits;
+    std::vector<std::int32_t> labels;
+    double loss_sum = 0.0;
+    std::int64_t correct = 0;
+  };
+  // One optimizer step on the samples at `batch`; returns the batch's summed loss.
+  double train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct);
+  void sum_gradients_into_first();
+
+  const Config& config_;
+  const TrainingData& data_;
+  WorkerPool pool_;
+  std::vector<Model> replicas_;
+  std::vector<Worker> workers_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::int64_t steps_per_epoch_;
+  LrSchedule schedule_;
+  std::int64_t global_step_ = 0;
+};
+
+}  // namespace strata

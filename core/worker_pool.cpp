@@ -1,0 +1,70 @@
+#include "core/worker_pool.hpp"
+
+#include "core/cpu_kernels.hpp"
+
+namespace strata {
+
+WorkerPool::WorkerPool(int workers) : workers_(workers < 1 ? 1 : workers) {
+  use_single_threaded_kernels();
+  for (int i = 1; i < workers_; ++i) threads_.emplace_back([this, i] { loop(i); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  start_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::run(const std::function<void(int)>& task) {
+  {
+    std::lock_guard lock(mutex_);
+    task_ = &task;
+    pending_ = workers_ - 1;
+    error_ = nullptr;
+    ++generation_;
+  }
+  start_.notify_all();
+  std::exception_ptr mine;
+  try {
+    task(0);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [this] { return pending_ == 0; });
+  task_ = nullptr;
+  if (mine) std::rethrow_exception(mine);
+  if (error_) std::rethrow_exception(error_);
+}
+
+void WorkerPool::loop(int index) {
+  use_single_threaded_kernels();  // OpenMP's thread count is per thread
+  std::uint64_t seen = 0;
+  while (true) {
+    const std::function<void(int)>* task = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      task = task_;
+    }
+    std::exception_ptr failure;
+    try {
+      (*task)(index);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (failure && !error_) error_ = failure;
+      --pending_;
+    }
+    done_.notify_one();
+  }
+}
+
+}  // namespace strata

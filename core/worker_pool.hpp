@@ -1,0 +1,41 @@
+// A fixed set of threads that run one task together, each on its own share of a batch.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata {
+
+class WorkerPool {
+ public:
+  // `workers` threads in all, counting the caller: run() uses the calling thread as worker 0.
+  explicit WorkerPool(int workers);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int size() const { return workers_; }
+  // Runs task(i) for i in [0, size()) concurrently and returns when all are done.
+  // The first exception any worker threw is rethrown here.
+  void run(const std::function<void(int)>& task);
+
+ private:
+  void loop(int index);
+
+  int workers_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* task_ = nullptr;
+  std::uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace strata

@@ -1,0 +1,23 @@
+// The strata sub-commands; each returns the process exit code and throws strata errors for main to map.
+#pragma once
+
+#include <string>
+
+namespace strata {
+
+struct RunOptions {
+  std::string config_path;
+  bool fresh = false;
+  int threads = -1;  // -1: use run.threads from the config
+};
+
+int run_command(const RunOptions& options);
+int predict_command(const std::string& config_path, const std::string& weights_path, int threads);
+int import_idx_command(const std::string& dir, const std::string& out_path);
+
+// Formats seconds as "1h02m", "3m12s" or "42s" for progress lines.
+std::string format_duration(double seconds);
+// The thread count a rank uses: `requested` if positive, else the cores this process may run on.
+int resolve_threads(int requested);
+
+}  // namespace strata

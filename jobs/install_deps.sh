@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Installs strata's Debian 12 build and run dependencies; the one place that does (DESIGN.md §9).
+# On a machine where it cannot or should not install (not root, not Debian, Cray modules),
+# it installs nothing, names what is missing and how to point CMake at a site's own libraries.
+set -euo pipefail
+
+# package -> a file whose presence shows it is installed
+declare -A probe=(
+  [mpich]=/usr/bin/mpiexec.mpich
+  [libmpich-dev]=/usr/bin/mpicxx.mpich
+  [libhdf5-mpich-dev]=/usr/include/hdf5/mpich/hdf5.h
+  [hdf5-tools]=/usr/bin/h5dump
+  [libyaml-cpp-dev]=/usr/include/yaml-cpp/yaml.h
+  [catch2]=/usr/include/catch2/catch.hpp
+  [libopenblas-dev]=/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
+  [libdnnl-dev]=/usr/include/dnnl.hpp
+  [dataset-fashion-mnist]=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+  [libcli11-dev]=/usr/include/CLI/CLI.hpp
+  [libfmt-dev]=/usr/include/fmt/format.h
+  [nlohmann-json3-dev]=/usr/include/nlohmann/json.hpp
+  [zlib1g-dev]=/usr/include/zlib.h
+  [cmake]=/usr/bin/cmake
+  [g++]=/usr/bin/g++
+  [python3-h5py]=/usr/lib/python3/dist-packages/h5py/__init__.py
+)
+# Only the job-script tests need these; they are installed without recommends.
+declare -A slurm_probe=(
+  [slurmctld]=/usr/sbin/slurmctld
+  [slurmd]=/usr/sbin/slurmd
+  [slurm-client]=/usr/bin/sbatch
+  [munge]=/usr/sbin/munged
+)
+
+want_slurm=0
+want_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-slurm) want_slurm=1 ;;
+    --with-torch) want_torch=1 ;;
+    *) echo "install_deps.sh: unknown option '$arg' (known: --with-slurm --with-torch)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for pkg in "${!probe[@]}"; do [ -e "${probe[$pkg]}" ] || missing+=("$pkg"); done
+missing_slurm=()
+if [ $want_slurm = 1 ]; then
+  for pkg in "${!slurm_probe[@]}"; do [ -e "${slurm_probe[$pkg]}" ] || missing_slurm+=("$pkg"); done
+fi
+if [ $want_torch = 1 ] && ! python3 -c 'import torch' 2>/dev/null; then
+  missing+=(python3-torch)
+fi
+
+if [ ${#missing[@]} = 0 ] && [ ${#missing_slurm[@]} = 0 ]; then
+  echo "install_deps: all dependencies present"
+  exit 0
+fi
+
+can_install=1
+[ "$(id -u)" = 0 ] || can_install=0
+grep -qs '^ID=debian' /etc/os-release || can_install=0
+[ "${STRATA_NO_INSTALL:-0}" = 1 ] && can_install=0
+command -v apt-get >/dev/null || can_install=0
+
+if [ $can_install = 0 ]; then
+  cat >&2 <<MSG
+install_deps: missing: ${missing[*]} ${missing_slurm[*]}
+Not installing (not root on Debian, or STRATA_NO_INSTALL=1). On a Cray or module system, load
+your site's MPI, parallel HDF5 and BLAS (e.g. 'module load cray-mpich cray-hdf5-parallel') and point CMake at them:
+  STRATA_CMAKE_ARGS="-DMPI_CXX_COMPILER=CC -DHDF5_ROOT=\$HDF5_DIR -DBLAS_ROOT=/path/to/openblas -Ddnnl_DIR=/path/to/lib/cmake/dnnl"
+MSG
+  exit 1
+fi
+
+echo "install_deps: installing ${missing[*]} ${missing_slurm[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ ${#missing_slurm[@]} -gt 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${missing_slurm[@]}" >/dev/null
+fi
+if dpkg -l 'libopenmpi*' 2>/dev/null | grep -q '^ii'; then
+  echo "install_deps: warning: OpenMPI is installed; strata is built with MPICH explicitly (mpicxx.mpich)" >&2
+fi
+echo "install_deps: done"

@@ -1,0 +1,91 @@
+// The strata binary: parses the command line, runs one sub-command, maps errors to exit codes.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "core/dataset.hpp"
+#include "core/errors.hpp"
+#include "jobs/commands.hpp"
+#include "jobs/mpi_environment.hpp"
+
+namespace strata {
+
+int import_idx_command(const std::string& dir, const std::string& out_path) {
+  import_idx(dir, out_path);
+  fmt::print("wrote {} from the IDX files in {}\n", out_path, dir);
+  return 0;
+}
+
+}  // namespace strata
+
+namespace {
+
+int dispatch(int argc, char** argv, int world_size) {
+  CLI::App app{
+      "strata: batch deep-learning jobs on supercomputers. One MPI binary, configured in YAML.\n"
+      "Exit codes: 0 done, 2 usage or config error, 3 data or checkpoint error, 1 internal error."};
+  app.set_version_flag("--version", "strata 0.1.0");
+  app.require_subcommand(1);
+
+  strata::RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "Run the stages of CONFIG (default: one train stage)");
+  run_cmd->add_option("config", run.config_path, "YAML run configuration")->required();
+  run_cmd->add_flag("--fresh", run.fresh,
+                    "Start over when output.dir already holds a run; the earlier run is moved aside, not deleted");
+  run_cmd->add_option("--threads", run.threads, "Worker threads per rank (overrides run.threads; 0 = all cores)");
+
+  std::string predict_config, weights;
+  int predict_threads = -1;
+  auto* predict_cmd = app.add_subcommand("predict", "Report the test accuracy of WEIGHTS.h5 on CONFIG's data and model");
+  predict_cmd->add_option("config", predict_config, "YAML configuration naming the data and the model")->required();
+  predict_cmd->add_option("weights", weights, "HDF5 weights file (/weights/<layer>/weight, .../bias)")->required();
+  predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
+
+  std::string idx_dir, idx_out;
+  auto* data_cmd = app.add_subcommand("data", "Dataset tools");
+  data_cmd->require_subcommand(1);
+  auto* import_cmd = data_cmd->add_subcommand("import-idx", "Convert gzipped IDX files (Fashion-MNIST, MNIST) to HDF5");
+  import_cmd->add_option("dir", idx_dir, "Directory with train-images-idx3-ubyte.gz and the other three files")
+      ->required();
+  import_cmd->add_option("out", idx_out, "HDF5 file to write")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : strata::exit_usage;
+  }
+  if (world_size > 1) {
+    throw strata::ConfigError(fmt::format(
+        "strata was started on {} ranks, but this build trains one model on one rank; start it with mpiexec -n 1",
+        world_size));
+  }
+  if (*run_cmd) return strata::run_command(run);
+  if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
+  if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
+  return strata::exit_usage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::MpiEnvironment mpi(argc, argv);
+  int code = strata::exit_internal;
+  try {
+    code = dispatch(argc, argv, mpi.size());
+  } catch (const strata::ConfigError& e) {
+    fmt::print(stderr, "strata: config error: {}\n", e.what());
+    code = strata::exit_usage;
+  } catch (const strata::DataError& e) {
+    fmt::print(stderr, "strata: data error: {}\n", e.what());
+    code = strata::exit_data;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata: error: {}\n", e.what());
+    code = strata::exit_internal;
+  }
+  std::fflush(stdout);
+  return code;
+}

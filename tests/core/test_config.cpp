@@ -1,0 +1,452 @@
+// Tests for the YAML config loader (core/config.cpp): field values, defaults, and the exact
+// file:line:column, key path and wording of every kind of configuration error.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "core/config.hpp"
+#include "core/errors.hpp"
+
+using strata::Config;
+using strata::ConfigError;
+using strata::parse_config;
+
+namespace {
+
+// The what() of the ConfigError that parsing `yaml` throws; fails the test if none is thrown.
+// Other exception types propagate and fail the test too: every config problem must be a
+// ConfigError so that it maps to the usage exit code.
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "t.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  FAIL("no ConfigError thrown for:\n" << yaml);
+  return {};
+}
+
+std::string load_error_of(const std::string& path) {
+  try {
+    strata::load_config(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  FAIL("no ConfigError thrown for " << path);
+  return {};
+}
+
+const std::string data_dir = std::string(STRATA_TEST_DATA_DIR) + "/config";
+
+}  // namespace
+
+TEST_CASE("a full config parses with every field taken from the YAML", "[config]") {
+  const std::string yaml = R"(run:
+  name: quickstart
+  seed: 18446744073709551615
+  threads: 2
+data:
+  source: hdf5
+  path: ../data/fashion_mnist.h5
+  validation_fraction: 0.2
+  train_subset: 1000
+  test_subset: 200
+  synthetic: {train: 100, test: 50, classes: 3, channels: 2, height: 8, width: 9}
+model:
+  layers:
+    - conv2d: {filters: 32, kernel: 5, stride: 2, padding: 1, init: glorot, name: conv1}
+    - relu
+    - maxpool2d: {size: 3, stride: 1}
+    - avgpool2d: {size: 2}
+    - dropout: {rate: 0.25}
+    - leaky_relu: {alpha: 0.2}
+    - tanh
+    - sigmoid
+    - flatten
+    - dense: {units: 10, init: zeros}
+training:
+  epochs: 5
+  local_batch: 32
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.0005}
+  schedule: {type: step, warmup_epochs: 1.5, step_epochs: 2, gamma: 0.5}
+output:
+  dir: runs/quickstart
+  progress_seconds: 2.5
+stages: [train, {train: {}}]
+)";
+  const Config c = parse_config(yaml, "configs/full.yaml");
+
+  CHECK(c.file == "configs/full.yaml");
+  CHECK(c.run.name == "quickstart");
+  CHECK(c.run.seed == 18446744073709551615ULL);
+  CHECK(c.run.threads == 2);
+
+  CHECK(c.data.source == strata::DataSource::hdf5);
+  CHECK(c.data.path == "../data/fashion_mnist.h5");  // stored as written, not resolved
+  CHECK(c.data.validation_fraction == 0.2);
+  CHECK(c.data.train_subset == 1000);
+  CHECK(c.data.test_subset == 200);
+  CHECK(c.data.synthetic.train == 100);
+  CHECK(c.data.synthetic.test == 50);
+  CHECK(c.data.synthetic.classes == 3);
+  CHECK(c.data.synthetic.channels == 2);
+  CHECK(c.data.synthetic.height == 8);
+  CHECK(c.data.synthetic.width == 9);
+
+  REQUIRE(c.layers.size() == 10);
+  using strata::LayerKind;
+  const auto& conv = c.layers[0];
+  CHECK(conv.kind == LayerKind::conv2d);
+  CHECK(conv.name == "conv1");
+  CHECK(conv.filters == 32);
+  CHECK(conv.kernel == 5);
+  CHECK(conv.stride == 2);
+  CHECK(conv.padding == 1);
+  CHECK(conv.init == strata::InitKind::glorot);
+  CHECK(conv.mark.line == 14);
+  CHECK(conv.mark.column == 7);
+
+  CHECK(c.layers[1].kind == LayerKind::relu);
+  CHECK(c.layers[1].name == "relu_1");
+  CHECK(c.layers[1].mark.line == 15);
+  CHECK(c.layers[1].mark.column == 7);
+
+  CHECK(c.layers[2].kind == LayerKind::maxpool2d);
+  CHECK(c.layers[2].name == "maxpool2d_2");
+  CHECK(c.layers[2].size == 3);
+  CHECK(c.layers[2].stride == 1);
+
+  CHECK(c.layers[3].kind == LayerKind::avgpool2d);
+  CHECK(c.layers[3].name == "avgpool2d_3");
+  CHECK(c.layers[3].size == 2);
+  CHECK(c.layers[3].stride == 2);  // defaults to the window size
+
+  CHECK(c.layers[4].kind == LayerKind::dropout);
+  CHECK(c.layers[4].rate == 0.25f);
+  CHECK(c.layers[5].kind == LayerKind::leaky_relu);
+  CHECK(c.layers[5].alpha == 0.2f);
+  CHECK(c.layers[6].kind == LayerKind::tanh);
+  CHECK(c.layers[7].kind == LayerKind::sigmoid);
+  CHECK(c.layers[8].kind == LayerKind::flatten);
+  CHECK(c.layers[8].name == "flatten_8");
+
+  const auto& dense = c.layers[9];
+  CHECK(dense.kind == LayerKind::dense);
+  CHECK(dense.name == "dense_9");
+  CHECK(dense.units == 10);
+  CHECK(dense.init == strata::InitKind::zeros);
+  CHECK(dense.mark.line == 23);
+  CHECK(dense.mark.column == 7);
+
+  CHECK(c.training.epochs == 5);
+  CHECK(c.training.local_batch == 32);
+  const auto& opt = c.training.optimizer;
+  CHECK(opt.kind == strata::OptimizerKind::sgd);
+  CHECK(opt.lr == 0.05);
+  CHECK(opt.momentum == 0.9);
+  CHECK(opt.nesterov);
+  CHECK(opt.weight_decay == 0.0005);
+  const auto& sched = c.training.schedule;
+  CHECK(sched.kind == strata::ScheduleKind::step);
+  CHECK(sched.warmup_epochs == 1.5);
+  CHECK(sched.step_epochs == 2.0);
+  CHECK(sched.gamma == 0.5);
+
+  CHECK(c.output.dir == "runs/quickstart");
+  CHECK(c.output.progress_seconds == 2.5);
+
+  REQUIRE(c.stages.size() == 2);
+  CHECK(c.stages[0].kind == strata::StageKind::train);
+  CHECK(c.stages[0].mark.line == 32);
+  CHECK(c.stages[0].mark.column == 10);
+  CHECK(c.stages[1].kind == strata::StageKind::train);
+  CHECK(c.stages[1].mark.line == 32);
+  CHECK(c.stages[1].mark.column == 17);
+}
+
+TEST_CASE("adam and cosine settings parse", "[config]") {
+  const Config c = parse_config(R"(training:
+  optimizer: {type: adam, lr: 0.001, beta1: 0.8, beta2: 0.99, eps: 1.0e-7, weight_decay: 0}
+  schedule: {type: cosine, warmup_epochs: 0, min_lr: 1e-5}
+data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: 3}}]}
+)",
+                                "t.yaml");
+  const auto& opt = c.training.optimizer;
+  CHECK(opt.kind == strata::OptimizerKind::adam);
+  CHECK(opt.lr == 0.001);
+  CHECK(opt.beta1 == 0.8);
+  CHECK(opt.beta2 == 0.99);
+  CHECK(opt.eps == 1.0e-7);
+  CHECK(opt.weight_decay == 0.0);  // an integer is accepted where a number is expected
+  CHECK(c.training.schedule.kind == strata::ScheduleKind::cosine);
+  CHECK(c.training.schedule.min_lr == 1e-5);
+  CHECK(c.data.source == strata::DataSource::synthetic);
+  CHECK(c.data.path.empty());  // not needed for synthetic data
+  REQUIRE(c.layers.size() == 2);
+  CHECK(c.layers[1].units == 3);
+}
+
+TEST_CASE("absent sections keep their defaults", "[config]") {
+  const Config c = parse_config("model:\n  layers: [relu]\n", "t.yaml");
+  const Config defaults;
+
+  CHECK(c.run.name == defaults.run.name);
+  CHECK(c.run.seed == defaults.run.seed);
+  CHECK(c.run.threads == defaults.run.threads);
+  CHECK(c.data.source == defaults.data.source);
+  CHECK(c.data.path == defaults.data.path);
+  CHECK(c.data.validation_fraction == defaults.data.validation_fraction);
+  CHECK(c.data.synthetic.train == defaults.data.synthetic.train);
+  CHECK(c.training.epochs == defaults.training.epochs);
+  CHECK(c.training.local_batch == defaults.training.local_batch);
+  CHECK(c.training.optimizer.kind == strata::OptimizerKind::sgd);
+  CHECK(c.training.optimizer.lr == defaults.training.optimizer.lr);
+  CHECK(c.training.schedule.kind == strata::ScheduleKind::constant);
+  CHECK(c.output.dir == defaults.output.dir);
+  CHECK(c.output.progress_seconds == defaults.output.progress_seconds);
+
+  REQUIRE(c.stages.size() == 1);  // one train stage when none are listed
+  CHECK(c.stages[0].kind == strata::StageKind::train);
+  CHECK(c.stages[0].mark.line == 0);
+
+  REQUIRE(c.layers.size() == 1);
+  CHECK(c.layers[0].name == "relu_0");
+}
+
+TEST_CASE("empty sections and empty layer parameter maps mean defaults", "[config]") {
+  const Config c = parse_config(R"(run:
+training: {}
+model:
+  layers:
+    - relu:
+    - flatten: {}
+    - maxpool2d
+)",
+                                "t.yaml");
+  CHECK(c.run.name == Config{}.run.name);
+  CHECK(c.training.epochs == Config{}.training.epochs);
+  REQUIRE(c.layers.size() == 3);
+  CHECK(c.layers[0].kind == strata::LayerKind::relu);
+  CHECK(c.layers[1].kind == strata::LayerKind::flatten);
+  CHECK(c.layers[2].size == 2);
+  CHECK(c.layers[2].stride == 2);
+}
+
+TEST_CASE("to_string names layer and init kinds as the YAML spells them", "[config]") {
+  CHECK(std::string(strata::to_string(strata::LayerKind::leaky_relu)) == "leaky_relu");
+  CHECK(std::string(strata::to_string(strata::LayerKind::conv2d)) == "conv2d");
+  CHECK(std::string(strata::to_string(strata::InitKind::glorot)) == "glorot");
+  CHECK(std::string(strata::to_string(strata::InitKind::zeros)) == "zeros");
+}
+
+TEST_CASE("malformed YAML, an empty file and a non-map top level are errors", "[config][errors]") {
+  CHECK(error_of("model: {layers: [relu]}\nrun: a: b\n") ==
+        "t.yaml:2:7: malformed YAML: illegal map value");
+  CHECK(error_of("") ==
+        "t.yaml:1:1: the config is empty; expected a map with at least 'model.layers'");
+  CHECK_THAT(error_of("# nothing but a comment\n"),
+             Catch::StartsWith("t.yaml:1:1: the config is empty"));
+  CHECK(error_of("- relu\n") ==
+        "t.yaml:1:1: expected a map of sections at the top level, got a list");
+}
+
+TEST_CASE("wrong value types name the key and what was expected", "[config][errors]") {
+  const std::string model = "model: {layers: [relu]}\n";
+  CHECK(error_of(model + "run:\n  threads: abc\n") ==
+        "t.yaml:3:12: run.threads: expected an integer, got 'abc'");
+  CHECK(error_of(model + "run:\n  threads: 1.5\n") ==
+        "t.yaml:3:12: run.threads: expected an integer, got '1.5'");
+  CHECK(error_of(model + "run:\n  threads: [1]\n") ==
+        "t.yaml:3:12: run.threads: expected an integer, got a list");
+  CHECK(error_of(model + "run:\n  threads:\n") ==
+        "t.yaml:3:3: run.threads: expected an integer, got nothing");
+  CHECK(error_of(model + "training:\n  epochs: \"5\"\n") ==
+        "t.yaml:3:11: training.epochs: expected an integer, got '5' (quoted, so a string)");
+  CHECK(error_of(model + "output:\n  progress_seconds: soon\n") ==
+        "t.yaml:3:21: output.progress_seconds: expected a number, got 'soon'");
+  CHECK(error_of(model + "training:\n  optimizer: {nesterov: yes}\n") ==
+        "t.yaml:3:25: training.optimizer.nesterov: expected true or false, got 'yes'");
+  CHECK(error_of(model + "run:\n  name: {a: 1}\n") ==
+        "t.yaml:3:9: run.name: expected a string, got a map");
+  CHECK(error_of(model + "run: 3\n") == "t.yaml:2:6: run: expected a map, got '3'");
+  CHECK(error_of("model:\n  layers:\n    - dense: {units: 10, init: [he]}\n") ==
+        "t.yaml:3:32: model.layers[0].dense.init: expected a string, got a list");
+}
+
+TEST_CASE("out-of-range values report the allowed range and the value as written",
+          "[config][errors]") {
+  const std::string model = "model: {layers: [relu]}\n";
+  CHECK(error_of("data:\n  path: d.h5\n  validation_fraction: 0.7\n" + model) ==
+        "t.yaml:3:24: data.validation_fraction: expected a number in [0, 0.5], got 0.7");
+  CHECK(error_of("training:\n  optimizer:\n    type: sgd\n    lr: -1\n" + model) ==
+        "t.yaml:4:9: training.optimizer.lr: expected a positive number, got -1");
+  CHECK(error_of("training:\n  epochs: 0\n" + model) ==
+        "t.yaml:2:11: training.epochs: expected a positive integer, got 0");
+  CHECK(error_of("run:\n  seed: -1\n" + model) ==
+        "t.yaml:2:9: run.seed: expected a non-negative integer, got -1");
+  CHECK(error_of("run:\n  seed: 18446744073709551616\n" + model) ==
+        "t.yaml:2:9: run.seed: expected an integer in [0, 18446744073709551615], got "
+        "18446744073709551616");
+  CHECK(error_of("run:\n  threads: 99999999999\n" + model) ==
+        "t.yaml:2:12: run.threads: expected a non-negative integer, got 99999999999");
+  CHECK(error_of("data:\n  source: synthetic\n  synthetic: {classes: 300}\n" + model) ==
+        "t.yaml:3:24: data.synthetic.classes: expected an integer in [2, 256], got 300");
+  CHECK(error_of("model:\n  layers:\n    - dropout: {rate: 1.0}\n") ==
+        "t.yaml:3:23: model.layers[0].dropout.rate: expected a number in [0, 1), got 1.0");
+  CHECK(error_of("training:\n  schedule: {type: step, gamma: 0}\n" + model) ==
+        "t.yaml:2:33: training.schedule.gamma: expected a number in (0, 1], got 0");
+}
+
+TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
+  const std::string model = "model: {layers: [relu]}\n";
+  SECTION("top level") {
+    CHECK(error_of(model + "trainig: {epochs: 2}\n") ==
+          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, output, stages)");
+  }
+  SECTION("in a section") {
+    CHECK(error_of("run:\n  name: x\n  sede: 3\n" + model) ==
+          "t.yaml:3:3: run.sede: unknown key (known: name, seed, threads)");
+  }
+  SECTION("nested two levels down") {
+    CHECK(error_of("data:\n  source: synthetic\n  synthetic: {train: 10, depth: 3}\n" + model) ==
+          "t.yaml:3:26: data.synthetic.depth: unknown key (known: train, test, classes, channels, "
+          "height, width)");
+  }
+  SECTION("in a layer's parameters") {
+    CHECK(error_of("model:\n  layers:\n    - dense: {units: 10, filters: 3}\n") ==
+          "t.yaml:3:26: model.layers[0].dense.filters: unknown key (known: units, init, name)");
+    CHECK(error_of("model:\n  layers:\n    - relu\n    - relu: {alpha: 0.1}\n") ==
+          "t.yaml:4:14: model.layers[1].relu.alpha: unknown key (known: name)");
+  }
+  SECTION("a setting of the other optimizer or schedule type") {
+    CHECK(
+        error_of("training:\n  optimizer: {type: sgd, beta1: 0.9}\n" + model) ==
+        "t.yaml:2:26: training.optimizer.beta1: unknown key (known: type, lr, momentum, nesterov, "
+        "weight_decay); 'beta1' belongs to optimizer type 'adam'");
+    CHECK(error_of("training:\n  optimizer: {type: adam, momentum: 0.9}\n" + model) ==
+          "t.yaml:2:27: training.optimizer.momentum: unknown key (known: type, lr, beta1, beta2, "
+          "eps, "
+          "weight_decay); 'momentum' belongs to optimizer type 'sgd'");
+    CHECK(error_of("training:\n  schedule: {type: cosine, gamma: 0.5}\n" + model) ==
+          "t.yaml:2:28: training.schedule.gamma: unknown key (known: type, warmup_epochs, min_lr); "
+          "'gamma' belongs to schedule type 'step'");
+  }
+  SECTION("a repeated key") {
+    CHECK(error_of("run:\n  seed: 1\n  seed: 2\n" + model) ==
+          "t.yaml:3:3: run.seed: duplicate key");
+  }
+}
+
+TEST_CASE("missing required keys are reported at the enclosing map", "[config][errors]") {
+  CHECK(error_of("run: {seed: 1}\n") == "t.yaml:1:1: missing required key 'model'");
+  CHECK(error_of("run: {seed: 1}\nmodel: {}\n") ==
+        "t.yaml:2:8: model: missing required key 'layers'");
+  CHECK(error_of("model:\n  layers:\n    - dense: {init: he}\n") ==
+        "t.yaml:3:14: model.layers[0].dense: missing required key 'units'");
+  CHECK(error_of("model:\n  layers:\n    - relu\n    - dense\n") ==
+        "t.yaml:4:7: model.layers[1].dense: missing required key 'units'");
+  CHECK(error_of("model:\n  layers:\n    - conv2d: {filters: 4}\n") ==
+        "t.yaml:3:15: model.layers[0].conv2d: missing required key 'kernel'");
+  CHECK(error_of("data: {source: hdf5}\nmodel: {layers: [relu]}\n") ==
+        "t.yaml:1:7: data: missing required key 'path' (needed when source is hdf5)");
+}
+
+TEST_CASE("layer list problems", "[config][errors]") {
+  SECTION("duplicate explicit names") {
+    CHECK(error_of("model:\n  layers:\n    - dense: {units: 4, name: fc}\n    - relu\n"
+                   "    - dense: {units: 2, name: fc}\n") ==
+          "t.yaml:5:31: model.layers[2].dense.name: duplicate layer name 'fc' (also used by "
+          "model.layers[0])");
+  }
+  SECTION("an explicit name that collides with a default one") {
+    CHECK(error_of("model:\n  layers:\n    - relu: {name: dense_1}\n    - dense: {units: 2}\n") ==
+          "t.yaml:4:7: model.layers[1]: duplicate layer name 'dense_1' (also used by "
+          "model.layers[0])");
+  }
+  SECTION("unknown layer kind") {
+    const std::string known =
+        "(known: dense, conv2d, maxpool2d, avgpool2d, flatten, dropout, relu, tanh, sigmoid, "
+        "leaky_relu)";
+    CHECK(error_of("model:\n  layers:\n    - dens: {units: 2}\n") ==
+          "t.yaml:3:7: model.layers[0]: unknown layer kind 'dens' " + known);
+    CHECK(error_of("model:\n  layers:\n    - relu\n    - softmax\n") ==
+          "t.yaml:4:7: model.layers[1]: unknown layer kind 'softmax' " + known);
+  }
+  SECTION("parameters indented at the kind's level") {
+    CHECK(error_of("model:\n  layers:\n    - dense:\n      units: 3\n") ==
+          "t.yaml:3:7: model.layers[0]: expected one layer kind per list item, got 2 keys (dense, "
+          "units); put the parameters in a map under the kind");
+  }
+  SECTION("not a list, empty, or a bad item") {
+    CHECK(error_of("model:\n  layers: relu\n") ==
+          "t.yaml:2:11: model.layers: expected a non-empty list of layers, got 'relu'");
+    CHECK(error_of("model:\n  layers: []\n") ==
+          "t.yaml:2:11: model.layers: expected a non-empty list of layers, got a list");
+    CHECK(error_of("model:\n  layers:\n    - [relu]\n") ==
+          "t.yaml:3:7: model.layers[0]: expected a layer kind or 'kind: {params}', got a list");
+    CHECK(error_of("model:\n  layers:\n    - dense: 10\n") ==
+          "t.yaml:3:14: model.layers[0].dense: expected a map, got '10'");
+  }
+}
+
+TEST_CASE("unknown choices list the known ones", "[config][errors]") {
+  const std::string model = "model: {layers: [relu]}\n";
+  CHECK(
+      error_of("training:\n  optimizer: {type: rmsprop, lr: 0.1}\n" + model) ==
+      "t.yaml:2:21: training.optimizer.type: unknown optimizer type 'rmsprop' (known: sgd, adam)");
+  CHECK(error_of("training:\n  schedule: {type: linear}\n" + model) ==
+        "t.yaml:2:20: training.schedule.type: unknown schedule type 'linear' (known: constant, "
+        "step, cosine)");
+  CHECK(error_of("data: {source: csv}\n" + model) ==
+        "t.yaml:1:16: data.source: unknown data source 'csv' (known: hdf5, synthetic)");
+  CHECK(
+      error_of("model:\n  layers:\n    - dense: {units: 2, init: xavier}\n") ==
+      "t.yaml:3:31: model.layers[0].dense.init: unknown init 'xavier' (known: he, glorot, zeros)");
+}
+
+TEST_CASE("stages must be a list of known stage names", "[config][errors]") {
+  const std::string model = "model: {layers: [relu]}\n";
+  CHECK(error_of(model + "stages: train\n") ==
+        "t.yaml:2:9: stages: expected a non-empty list of stages, got 'train'");
+  CHECK(error_of(model + "stages: {train: {}}\n") ==
+        "t.yaml:2:9: stages: expected a non-empty list of stages, got a map");
+  CHECK(error_of(model + "stages: [train, eval]\n") ==
+        "t.yaml:2:17: stages[1]: unknown stage 'eval' (known: train)");
+  CHECK(error_of(model + "stages:\n  - train: {epochs: 3}\n") ==
+        "t.yaml:3:13: stages[0].train.epochs: unknown key (known: none)");
+  CHECK(error_of(model + "stages: [[train]]\n") ==
+        "t.yaml:2:10: stages[0]: expected a stage name or 'stage: {params}', got a list");
+}
+
+TEST_CASE("load_config reads a file and names it in errors", "[config][file]") {
+  SECTION("a good file") {
+    const std::string path = data_dir + "/good.yaml";
+    const Config c = strata::load_config(path);
+    CHECK(c.file == path);
+    CHECK(c.run.name == "quickstart");
+    CHECK(c.data.source == strata::DataSource::synthetic);
+    CHECK(c.data.synthetic.train == 256);
+    REQUIRE(c.layers.size() == 5);
+    CHECK(c.layers[0].name == "conv1");
+    CHECK(c.layers[0].mark.line == 12);
+    CHECK(c.layers[2].stride == 2);
+    CHECK(c.training.optimizer.kind == strata::OptimizerKind::adam);
+    CHECK(c.training.schedule.min_lr == 0.0001);
+  }
+  SECTION("an unknown key") {
+    const std::string path = data_dir + "/bad_unknown_key.yaml";
+    CHECK(load_error_of(path) == path + ":3:3: run.sede: unknown key (known: name, seed, threads)");
+  }
+  SECTION("malformed YAML") {
+    const std::string path = data_dir + "/bad_malformed.yaml";
+    CHECK(load_error_of(path) == path + ":4:9: malformed YAML: end of sequence flow not found");
+  }
+  SECTION("a missing file") {
+    CHECK(load_error_of("/nonexistent/strata/x.yaml") ==
+          "/nonexistent/strata/x.yaml: cannot read config file (No such file or directory)");
+  }
+  SECTION("a directory") {
+    CHECK(load_error_of(data_dir) == data_dir + ": cannot read config file (Is a directory)");
+  }
+}
