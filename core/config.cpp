@@ -676,7 +676,7 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   const YAML::Node root_node = load_yaml(yaml_text, file);
   const Reader root(root_node, "", to_source_mark(root_node.Mark(), {1, 1}), file);
   if (root_node.IsNull())
-    root.fail("the config is empty; expected a map with at least 'model.layers'");
+    root.fail("the config is empty; expected a map with at least 'data' and 'model.layers'");
   if (!root_node.IsMap())
     root.fail(fmt::format("expected a map of sections at the top level, got {}", root.found()));
 
@@ -688,7 +688,7 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   Config config;
   config.file = file;
   if (auto r = top.get("run")) config.run = parse_run(MapReader(*r));
-  if (auto d = top.get("data")) config.data = parse_data(MapReader(*d));
+  config.data = parse_data(MapReader(top.require("data")));
   config.layers = parse_model(MapReader(top.require("model")));
   if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
   if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));

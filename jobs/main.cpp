@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,10 @@
 namespace strata {
 
 int import_idx_command(const std::string& dir, const std::string& out_path) {
+  const auto parent = std::filesystem::path(out_path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) throw DataError(fmt::format("cannot create directory {}: {}", parent.string(), ec.message()));
   import_idx(dir, out_path);
   fmt::print("wrote {} from the IDX files in {}\n", out_path, dir);
   return 0;

@@ -244,7 +244,7 @@ TEST_CASE("malformed YAML, an empty file and a non-map top level are errors", "[
   CHECK(error_of("model: {layers: [relu]}\nrun: a: b\n") ==
         "t.yaml:2:7: malformed YAML: illegal map value");
   CHECK(error_of("") ==
-        "t.yaml:1:1: the config is empty; expected a map with at least 'model.layers'");
+        "t.yaml:1:1: the config is empty; expected a map with at least 'data' and 'model.layers'");
   CHECK_THAT(error_of("# nothing but a comment\n"),
              Catch::StartsWith("t.yaml:1:1: the config is empty"));
   CHECK(error_of("- relu\n") ==
