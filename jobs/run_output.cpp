@@ -30,11 +30,15 @@ RunOutput::RunOutput(const fs::path& dir, bool fresh) : dir_(dir) {
   }
   fs::create_directories(dir_, ec);
   if (ec) throw DataError(fmt::format("cannot create output directory {}: {}", dir_.string(), ec.message()));
-  metrics_.open(metrics_path(), std::ios::out | std::ios::trunc);
-  if (!metrics_) throw DataError(fmt::format("cannot write {}", metrics_path().string()));
 }
 
 void RunOutput::append_metrics(const EpochMetrics& m) {
+  // Opened on the first epoch, so a run that fails before training leaves no metrics.jsonl behind
+  // and the next attempt needs no --fresh.
+  if (!metrics_.is_open()) {
+    metrics_.open(metrics_path(), std::ios::out | std::ios::trunc);
+    if (!metrics_) throw DataError(fmt::format("cannot write {}", metrics_path().string()));
+  }
   const nlohmann::json line = {{"epoch", m.epoch},
                                {"train_loss", m.train_loss},
                                {"train_accuracy", m.train_accuracy},
