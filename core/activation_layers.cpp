@@ -13,7 +13,7 @@ ActivationLayer::ActivationLayer(std::string name, LayerKind kind, float alpha)
 }
 
 void ActivationLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
-  out.resize(in.shape());
+  out.resize(in.shape(), in.layout());
   const float* x = in.data();
   float* y = out.data();
   const std::int64_t n = in.size();
@@ -37,7 +37,7 @@ void ActivationLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) 
 // piecewise-linear ones, the output for tanh and sigmoid.
 void ActivationLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
   if (grad_in == nullptr) return;
-  grad_in->resize(in.shape());
+  grad_in->resize(in.shape(), in.layout());
   const float* x = in.data();
   const float* y = out.data();
   const float* dy = grad_out.data();

@@ -14,10 +14,45 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-// oneDNN chooses its own (blocked) layouts for speed (format_tag::any); strata's tensors stay NCHW,
-// so each pass reorders at its edges when the chosen layout differs.
+namespace {
+
+memory::desc activation_desc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, Layout layout) {
+  return {{n, c, h, w}, dt::f32, layout == Layout::channel_blocked16 ? tag::nChw16c : tag::nchw};
+}
+
+// A strata tensor as oneDNN memory when its layout is the one a primitive wants, or a
+// buffer of the wanted layout that the caller fills by reorder.
+struct Operand {
+  memory user;       // the strata tensor's own storage
+  memory primitive;  // what the primitive reads or writes: `user` itself when the layouts agree
+  bool needs_reorder() const { return primitive.get_data_handle() != user.get_data_handle(); }
+};
+
+Operand bind(const memory::desc& user_desc, const float* data, const memory::desc& wanted, memory& scratch,
+             const dnnl::engine& engine) {
+  Operand op;
+  op.user = memory(user_desc, engine, const_cast<float*>(data));
+  if (user_desc == wanted) {
+    op.primitive = op.user;
+  } else {
+    if (!scratch || scratch.get_desc() != wanted) scratch = memory(wanted, engine);
+    op.primitive = scratch;
+  }
+  return op;
+}
+
+void reorder(const memory& from, const memory& to, dnnl::stream& stream) {
+  dnnl::reorder(from, to).execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
+}
+
+}  // namespace
+
+// oneDNN picks its own (blocked) layouts for speed (format_tag::any); strata tensors carry their
+// layout, so data moves only where the layouts of neighbouring layers disagree.
 struct Conv2DLayer::Primitives {
   std::int64_t batch = 0;
+  Layout input_layout = Layout::plain;
+  Layout output_layout = Layout::plain;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -26,26 +61,9 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
-  memory src;           // forward input in the forward layout, kept for backward
-  memory dst;           // forward output in the forward layout
-  memory fwd_weights;   // weights in the forward layout
-  memory bwd_src;       // backward-weights input layout (aliases src when equal)
-  memory diff_dst_w;    // grad_out in the backward-weights layout
-  memory diff_dst_d;    // grad_out in the backward-data layout
-  memory diff_weights;  // weight gradient in the backward-weights layout
-  memory bwd_weights_mem;  // weights in the backward-data layout
-  memory diff_src;      // input gradient in the backward-data layout
+  // Scratch buffers in the primitives' layouts, used only when a strata tensor's layout differs.
+  memory src, dst, fwd_weights, bwd_src, diff_dst_w, diff_dst_d, diff_weights, bwd_data_weights, diff_src;
 };
-
-namespace {
-
-memory::dims to_dims(std::initializer_list<std::int64_t> values) { return memory::dims(values); }
-
-void reorder_into(const memory& from, const memory& to, dnnl::stream& stream) {
-  dnnl::reorder(from, to).execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
-}
-
-}  // namespace
 
 Conv2DLayer::Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init)
     : Layer(std::move(name)), filters_(filters), kernel_(kernel), stride_(stride), padding_(padding), init_(init) {}
@@ -79,23 +97,29 @@ void Conv2DLayer::initialize(Rng& rng) {
   bias_.fill(0.0f);
 }
 
-Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch) {
-  if (primitives_ && primitives_->batch == batch) return *primitives_;
+Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout input_layout) {
+  if (primitives_ && primitives_->batch == batch && primitives_->input_layout == input_layout) return *primitives_;
   auto p = std::make_unique<Primitives>();
   p->batch = batch;
-  const auto src_dims = to_dims({batch, channels_, in_h_, in_w_});
-  const auto weight_dims = to_dims({filters_, channels_, kernel_, kernel_});
-  const auto bias_dims = to_dims({filters_});
-  const auto dst_dims = to_dims({batch, filters_, out_h_, out_w_});
-  const auto strides = to_dims({stride_, stride_});
-  const auto pads = to_dims({padding_, padding_});
-  const memory::desc src_any(src_dims, dt::f32, tag::any), weight_any(weight_dims, dt::f32, tag::any),
-      bias_md(bias_dims, dt::f32, tag::x), dst_any(dst_dims, dt::f32, tag::any);
+  p->input_layout = input_layout;
+  const memory::dims weight_dims{filters_, channels_, kernel_, kernel_};
+  const memory::dims strides{stride_, stride_}, pads{padding_, padding_};
+  // The input layout is given; oneDNN chooses the weights and output layouts.
+  const auto src_md = activation_desc(batch, channels_, in_h_, in_w_, input_layout);
+  const memory::desc weight_any(weight_dims, dt::f32, tag::any), bias_md({filters_}, dt::f32, tag::x),
+      dst_any({batch, filters_, out_h_, out_w_}, dt::f32, tag::any);
+  const memory::desc src_any({batch, channels_, in_h_, in_w_}, dt::f32, tag::any);
 
+  dnnl::primitive_attr attr;
+  if (fused_relu_) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
   p->fwd_pd = dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                      src_any, weight_any, bias_md, dst_any, strides, pads, pads),
-      p->engine);
+                                      src_md, weight_any, bias_md, dst_any, strides, pads, pads),
+      attr, p->engine);
   p->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any, weight_any, dst_any,
                                             strides, pads, pads),
@@ -107,19 +131,10 @@ Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch) {
   p->fwd = dnnl::convolution_forward(p->fwd_pd);
   p->bwd_data = dnnl::convolution_backward_data(p->bwd_data_pd);
   p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
-
-  p->src = memory(p->fwd_pd.src_desc(), p->engine);
-  p->dst = memory(p->fwd_pd.dst_desc(), p->engine);
-  p->fwd_weights = memory(p->fwd_pd.weights_desc(), p->engine);
-  p->bwd_src = p->bwd_weights_pd.src_desc() == p->fwd_pd.src_desc() ? p->src
-                                                                    : memory(p->bwd_weights_pd.src_desc(), p->engine);
-  p->diff_dst_w = memory(p->bwd_weights_pd.diff_dst_desc(), p->engine);
-  p->diff_dst_d = p->bwd_data_pd.diff_dst_desc() == p->bwd_weights_pd.diff_dst_desc()
-                      ? p->diff_dst_w
-                      : memory(p->bwd_data_pd.diff_dst_desc(), p->engine);
-  p->diff_weights = memory(p->bwd_weights_pd.diff_weights_desc(), p->engine);
-  p->bwd_weights_mem = memory(p->bwd_data_pd.weights_desc(), p->engine);
-  p->diff_src = memory(p->bwd_data_pd.diff_src_desc(), p->engine);
+  const bool blocked_out =
+      filters_ % 16 == 0 &&
+      p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, Layout::channel_blocked16);
+  p->output_layout = blocked_out ? Layout::channel_blocked16 : Layout::plain;
   primitives_ = std::move(p);
   return *primitives_;
 }
@@ -130,54 +145,65 @@ std::string Conv2DLayer::implementation() const {
 
 void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   const std::int64_t batch = in.dim(0);
-  Primitives& p = primitives_for(batch);
-  out.resize({batch, filters_, out_h_, out_w_});
-  const memory user_src({{batch, channels_, in_h_, in_w_}, dt::f32, tag::nchw}, p.engine,
-                        const_cast<float*>(in.data()));
-  const memory user_weights({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, p.engine,
-                            weight_.data());
+  Primitives& p = primitives_for(batch, in.layout());
+  out.resize({batch, filters_, out_h_, out_w_}, p.output_layout);
+  const memory src(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), p.engine,
+                   const_cast<float*>(in.data()));
+  const Operand weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, weight_.data(),
+                               p.fwd_pd.weights_desc(), p.fwd_weights, p.engine);
   const memory bias({{filters_}, dt::f32, tag::x}, p.engine, bias_.data());
-  const memory user_dst({{batch, filters_, out_h_, out_w_}, dt::f32, tag::nchw}, p.engine, out.data());
-
-  reorder_into(user_src, p.src, p.stream);
-  reorder_into(user_weights, p.fwd_weights, p.stream);
-  p.fwd.execute(p.stream, {{DNNL_ARG_SRC, p.src},
-                           {DNNL_ARG_WEIGHTS, p.fwd_weights},
+  const Operand dst = bind(activation_desc(batch, filters_, out_h_, out_w_, p.output_layout), out.data(),
+                           p.fwd_pd.dst_desc(), p.dst, p.engine);
+  if (weights.needs_reorder()) reorder(weights.user, weights.primitive, p.stream);
+  p.fwd.execute(p.stream, {{DNNL_ARG_SRC, src},
+                           {DNNL_ARG_WEIGHTS, weights.primitive},
                            {DNNL_ARG_BIAS, bias},
-                           {DNNL_ARG_DST, p.dst}});
-  reorder_into(p.dst, user_dst, p.stream);
-  if (p.bwd_src != p.src) reorder_into(p.src, p.bwd_src, p.stream);
+                           {DNNL_ARG_DST, dst.primitive}});
+  if (dst.needs_reorder()) reorder(dst.primitive, dst.user, p.stream);
   p.stream.wait();
 }
 
-void Conv2DLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
   const std::int64_t batch = in.dim(0);
-  Primitives& p = primitives_for(batch);
-  const memory user_diff_dst({{batch, filters_, out_h_, out_w_}, dt::f32, tag::nchw}, p.engine,
-                             const_cast<float*>(grad_out.data()));
-  const memory user_diff_weights({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, p.engine,
-                                 weight_grad_.data());
+  Primitives& p = primitives_for(batch, in.layout());
+  const float* diff = grad_out.data();
+  if (fused_relu_) {
+    // d relu(z)/dz is 1 where the output is positive; the output is all the forward kept.
+    masked_grad_.resize(grad_out.shape(), grad_out.layout());
+    const float* y = out.data();
+    float* g = masked_grad_.data();
+    for (std::int64_t i = 0; i < grad_out.size(); ++i) g[i] = y[i] > 0.0f ? diff[i] : 0.0f;
+    diff = masked_grad_.data();
+  }
+  const auto out_desc = activation_desc(batch, filters_, out_h_, out_w_, grad_out.layout());
+  const Operand src = bind(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), in.data(),
+                           p.bwd_weights_pd.src_desc(), p.bwd_src, p.engine);
+  const Operand diff_dst_w = bind(out_desc, diff, p.bwd_weights_pd.diff_dst_desc(), p.diff_dst_w, p.engine);
+  const Operand diff_weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw},
+                                    weight_grad_.data(), p.bwd_weights_pd.diff_weights_desc(), p.diff_weights,
+                                    p.engine);
   const memory diff_bias({{filters_}, dt::f32, tag::x}, p.engine, bias_grad_.data());
-
-  reorder_into(user_diff_dst, p.diff_dst_w, p.stream);
-  p.bwd_weights.execute(p.stream, {{DNNL_ARG_SRC, p.bwd_src},
-                                   {DNNL_ARG_DIFF_DST, p.diff_dst_w},
-                                   {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights},
+  if (src.needs_reorder()) reorder(src.user, src.primitive, p.stream);
+  if (diff_dst_w.needs_reorder()) reorder(diff_dst_w.user, diff_dst_w.primitive, p.stream);
+  p.bwd_weights.execute(p.stream, {{DNNL_ARG_SRC, src.primitive},
+                                   {DNNL_ARG_DIFF_DST, diff_dst_w.primitive},
+                                   {DNNL_ARG_DIFF_WEIGHTS, diff_weights.primitive},
                                    {DNNL_ARG_DIFF_BIAS, diff_bias}});
-  reorder_into(p.diff_weights, user_diff_weights, p.stream);
+  if (diff_weights.needs_reorder()) reorder(diff_weights.primitive, diff_weights.user, p.stream);
 
   if (grad_in != nullptr) {
-    grad_in->resize(in.shape());
-    const memory user_weights({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, p.engine,
-                              weight_.data());
-    const memory user_diff_src({{batch, channels_, in_h_, in_w_}, dt::f32, tag::nchw}, p.engine,
-                               grad_in->data());
-    if (p.diff_dst_d != p.diff_dst_w) reorder_into(user_diff_dst, p.diff_dst_d, p.stream);
-    reorder_into(user_weights, p.bwd_weights_mem, p.stream);
-    p.bwd_data.execute(p.stream, {{DNNL_ARG_DIFF_DST, p.diff_dst_d},
-                                  {DNNL_ARG_WEIGHTS, p.bwd_weights_mem},
-                                  {DNNL_ARG_DIFF_SRC, p.diff_src}});
-    reorder_into(p.diff_src, user_diff_src, p.stream);
+    grad_in->resize(in.shape(), in.layout());
+    const Operand diff_dst_d = bind(out_desc, diff, p.bwd_data_pd.diff_dst_desc(), p.diff_dst_d, p.engine);
+    const Operand weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, weight_.data(),
+                                 p.bwd_data_pd.weights_desc(), p.bwd_data_weights, p.engine);
+    const Operand diff_src = bind(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), grad_in->data(),
+                                  p.bwd_data_pd.diff_src_desc(), p.diff_src, p.engine);
+    if (diff_dst_d.needs_reorder()) reorder(diff_dst_d.user, diff_dst_d.primitive, p.stream);
+    if (weights.needs_reorder()) reorder(weights.user, weights.primitive, p.stream);
+    p.bwd_data.execute(p.stream, {{DNNL_ARG_DIFF_DST, diff_dst_d.primitive},
+                                  {DNNL_ARG_WEIGHTS, weights.primitive},
+                                  {DNNL_ARG_DIFF_SRC, diff_src.primitive}});
+    if (diff_src.needs_reorder()) reorder(diff_src.primitive, diff_src.user, p.stream);
   }
   p.stream.wait();
 }

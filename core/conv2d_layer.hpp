@@ -1,4 +1,4 @@
-// 2-D convolution on oneDNN primitives; activations NCHW, weights [filters, channels, k, k].
+// 2-D convolution on oneDNN primitives, optionally with a fused ReLU; weights [filters, channels, k, k].
 #pragma once
 
 #include <memory>
@@ -8,28 +8,36 @@
 
 namespace strata {
 
+// Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
+// kernel writes that layout (filters a multiple of 16), so that the next pooling and conv layers
+// read it without a reorder; activations leave the layer plain only when they must.
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init);
   ~Conv2DLayer() override;
-  const char* kind() const override { return "conv2d"; }
+  const char* kind() const override { return fused_relu_ ? "conv2d+relu" : "conv2d"; }
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
   std::vector<Param> params() override;
 
+  // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),
+  // saving one pass over the activations forward and one backward.
+  void fuse_relu() { fused_relu_ = true; }
   // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core".
   std::string implementation() const;
 
  private:
-  struct Primitives;  // oneDNN state for one batch size
-  Primitives& primitives_for(std::int64_t batch);
+  struct Primitives;  // oneDNN state for one batch size and input layout
+  Primitives& primitives_for(std::int64_t batch, Layout input_layout);
 
   int filters_, kernel_, stride_, padding_;
   InitKind init_;
+  bool fused_relu_ = false;
   std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
   Tensor weight_, bias_, weight_grad_, bias_grad_;
+  Tensor masked_grad_;  // grad_out with the fused ReLU's derivative applied
   std::unique_ptr<Primitives> primitives_;
 };
 

@@ -59,6 +59,12 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
       throw ConfigError(fmt::format("{}: {}", where(config_file, specs[i], i), e.what()));
     }
     layer->initialize(rng);
+    // conv -> relu runs as one oneDNN kernel; the relu spec adds nothing else to run.
+    if (auto* conv = dynamic_cast<Conv2DLayer*>(layer.get());
+        conv != nullptr && i + 1 < specs.size() && specs[i + 1].kind == LayerKind::relu) {
+      conv->fuse_relu();
+      ++i;
+    }
     output_shapes_.push_back(shape);
     layers_.push_back(std::move(layer));
   }

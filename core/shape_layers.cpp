@@ -4,25 +4,39 @@
 
 namespace strata {
 
+// Flattening always yields plain (C,H,W) order, whatever the input layout, so that dense weights
+// mean the same thing as in any other framework.
 void FlattenLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
-  out.resize({in.dim(0), in.size() / std::max<std::int64_t>(in.dim(0), 1)});
+  const Shape flat{in.dim(0), in.size() / std::max<std::int64_t>(in.dim(0), 1)};
+  if (in.layout() != Layout::plain) {
+    convert_layout(in, out, Layout::plain);
+    out.reshape(flat);
+    return;
+  }
+  out.resize(flat);
   std::copy(in.values().begin(), in.values().end(), out.values().begin());
 }
 
 void FlattenLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
   if (grad_in == nullptr) return;
-  grad_in->resize(in.shape());
-  std::copy(grad_out.values().begin(), grad_out.values().end(), grad_in->values().begin());
+  if (in.layout() == Layout::plain) {
+    grad_in->resize(in.shape());
+    std::copy(grad_out.values().begin(), grad_out.values().end(), grad_in->values().begin());
+    return;
+  }
+  plain_grad_.resize(in.shape());
+  std::copy(grad_out.values().begin(), grad_out.values().end(), plain_grad_.values().begin());
+  convert_layout(plain_grad_, *grad_in, in.layout());
 }
 
 void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {
-  out.resize(in.shape());
+  out.resize(in.shape(), in.layout());
   last_was_training_ = training && rate_ > 0.0f;
   if (!last_was_training_) {
     std::copy(in.values().begin(), in.values().end(), out.values().begin());
     return;
   }
-  mask_.resize(in.shape());
+  mask_.resize(in.shape(), in.layout());
   const float keep_scale = 1.0f / (1.0f - rate_);
   for (std::int64_t i = 0; i < in.size(); ++i) {
     mask_[i] = rng_.uniform() < rate_ ? 0.0f : keep_scale;
@@ -32,7 +46,7 @@ void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {
 
 void DropoutLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
   if (grad_in == nullptr) return;
-  grad_in->resize(in.shape());
+  grad_in->resize(in.shape(), in.layout());
   for (std::int64_t i = 0; i < in.size(); ++i)
     (*grad_in)[i] = last_was_training_ ? grad_out[i] * mask_[i] : grad_out[i];
 }

@@ -14,6 +14,9 @@ class FlattenLayer final : public Layer {
   Shape build(const Shape& input_shape) override { return {element_count(input_shape)}; }
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+
+ private:
+  Tensor plain_grad_;
 };
 
 // Inverted dropout: scales kept units by 1/(1-rate) in training, so inference is the identity.

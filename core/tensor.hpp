@@ -16,6 +16,12 @@ enum class Device { cpu, cuda };
 
 using Shape = std::vector<std::int64_t>;
 
+// How a 4-D [N,C,H,W] tensor's elements are ordered in memory. `plain` is row-major NCHW.
+// `channel_blocked16` is oneDNN's nChw16c: channels in blocks of 16 innermost, so that pooling
+// and elementwise loops vectorise over channels and convolutions need no reorders between layers.
+// It is used only when C is a multiple of 16, so both layouts hold exactly N*C*H*W floats.
+enum class Layout { plain, channel_blocked16 };
+
 std::int64_t element_count(const Shape& shape);
 std::string shape_string(const Shape& shape);
 
@@ -39,8 +45,10 @@ class Tensor {
   float& operator[](std::int64_t i) { return values_[static_cast<std::size_t>(i)]; }
   float operator[](std::int64_t i) const { return values_[static_cast<std::size_t>(i)]; }
 
-  // Changes the shape; reallocates only when the element count grows.
-  void resize(const Shape& shape);
+  Layout layout() const { return layout_; }
+
+  // Changes the shape and layout; reallocates only when the element count grows.
+  void resize(const Shape& shape, Layout layout = Layout::plain);
   // Same elements, new shape; the element count must match.
   void reshape(const Shape& shape);
   void fill(float value);
@@ -49,6 +57,12 @@ class Tensor {
   Shape shape_;
   std::vector<float> values_;
   Device device_ = Device::cpu;
+  Layout layout_ = Layout::plain;
 };
+
+// A copy of `t` in the plain NCHW layout (a plain tensor is copied as it is).
+Tensor to_plain(const Tensor& t);
+// Copies a [N,C,H,W] tensor into `out` in `layout`.
+void convert_layout(const Tensor& in, Tensor& out, Layout layout);
 
 }  // namespace strata

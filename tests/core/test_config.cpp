@@ -1,5 +1,6 @@
 // Tests for the YAML config loader (core/config.cpp): field values, defaults, and the exact
 // file:line:column, key path and wording of every kind of configuration error.
+#include <cctype>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -13,12 +14,21 @@ using strata::parse_config;
 
 namespace {
 
+// `data` is a required section; snippets about other sections get a minimal one appended,
+// after their own lines, so that the line numbers they test do not move.
+std::string with_data(const std::string& yaml) {
+  const bool is_map_of_sections = !yaml.empty() && std::isalpha(static_cast<unsigned char>(yaml[0])) != 0 &&
+                                  yaml.back() == '\n';
+  if (!is_map_of_sections || yaml.rfind("data:", 0) == 0 || yaml.find("\ndata:") != std::string::npos) return yaml;
+  return yaml + "data: {source: synthetic}\n";
+}
+
 // The what() of the ConfigError that parsing `yaml` throws; fails the test if none is thrown.
 // Other exception types propagate and fail the test too: every config problem must be a
 // ConfigError so that it maps to the usage exit code.
 std::string error_of(const std::string& yaml) {
   try {
-    parse_config(yaml, "t.yaml");
+    parse_config(with_data(yaml), "t.yaml");
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -165,12 +175,12 @@ stages: [train, {train: {}}]
 }
 
 TEST_CASE("adam and cosine settings parse", "[config]") {
-  const Config c = parse_config(R"(training:
+  const Config c = parse_config(with_data(R"(training:
   optimizer: {type: adam, lr: 0.001, beta1: 0.8, beta2: 0.99, eps: 1.0e-7, weight_decay: 0}
   schedule: {type: cosine, warmup_epochs: 0, min_lr: 1e-5}
 data: {source: synthetic}
 model: {layers: [flatten, {dense: {units: 3}}]}
-)",
+)"),
                                 "t.yaml");
   const auto& opt = c.training.optimizer;
   CHECK(opt.kind == strata::OptimizerKind::adam);
@@ -188,13 +198,13 @@ model: {layers: [flatten, {dense: {units: 3}}]}
 }
 
 TEST_CASE("absent sections keep their defaults", "[config]") {
-  const Config c = parse_config("model:\n  layers: [relu]\n", "t.yaml");
+  const Config c = parse_config(with_data("model:\n  layers: [relu]\n"), "t.yaml");
   const Config defaults;
 
   CHECK(c.run.name == defaults.run.name);
   CHECK(c.run.seed == defaults.run.seed);
   CHECK(c.run.threads == defaults.run.threads);
-  CHECK(c.data.source == defaults.data.source);
+  CHECK(c.data.source == strata::DataSource::synthetic);  // the one key given in the data section
   CHECK(c.data.path == defaults.data.path);
   CHECK(c.data.validation_fraction == defaults.data.validation_fraction);
   CHECK(c.data.synthetic.train == defaults.data.synthetic.train);
@@ -215,14 +225,14 @@ TEST_CASE("absent sections keep their defaults", "[config]") {
 }
 
 TEST_CASE("empty sections and empty layer parameter maps mean defaults", "[config]") {
-  const Config c = parse_config(R"(run:
+  const Config c = parse_config(with_data(R"(run:
 training: {}
 model:
   layers:
     - relu:
     - flatten: {}
     - maxpool2d
-)",
+)"),
                                 "t.yaml");
   CHECK(c.run.name == Config{}.run.name);
   CHECK(c.training.epochs == Config{}.training.epochs);
