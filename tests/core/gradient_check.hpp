@@ -33,28 +33,32 @@ inline void expect_close(double analytic, double numeric, const std::string& wha
 
 // Checks d f / d input and d f / d every parameter at up to `samples` entries each.
 // Returns the number of entries compared, so a test can assert that it checked something.
+// `input_layout` lets a test feed channel-blocked activations, as a conv layer hands them on.
 inline int check_gradients(Layer& layer, const Shape& batch_input_shape, std::uint64_t seed, int samples = 60,
-                           float eps = 1e-2f) {
+                           float eps = 1e-2f, Layout input_layout = Layout::plain) {
   Rng rng(seed);
   Shape sample_shape(batch_input_shape.begin() + 1, batch_input_shape.end());
   Shape out_sample = layer.build(sample_shape);
   layer.initialize(rng);
   for (auto& p : layer.params()) fill_normal(*p.value, rng, 0.5f);  // non-zero biases too
 
-  Tensor x(batch_input_shape);
+  Tensor x;
+  x.resize(batch_input_shape, input_layout);
   fill_normal(x, rng);
   Shape out_shape{batch_input_shape[0]};
   out_shape.insert(out_shape.end(), out_sample.begin(), out_sample.end());
-  Tensor r(out_shape);
-  fill_normal(r, rng);
-
   const std::uint64_t noise = 1234;
   Tensor y, gx;
   layer.reseed_noise(noise);
   layer.forward(x, y, true);
   REQUIRE(y.shape() == out_shape);
+  // r is read in the output's own layout, as the next layer's gradient would be.
+  Tensor r;
+  r.resize(out_shape, y.layout());
+  fill_normal(r, rng);
   layer.backward(x, y, r, &gx);
   REQUIRE(gx.shape() == x.shape());
+  REQUIRE(gx.layout() == x.layout());
   std::vector<Tensor> param_grads;
   for (auto& p : layer.params()) param_grads.push_back(*p.grad);
 

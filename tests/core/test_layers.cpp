@@ -126,3 +126,84 @@ TEST_CASE("dropout drops about `rate` and is the identity at inference", "[layer
   layer.forward(x, y, false);
   for (auto v : y.values()) CHECK(v == 1.0f);
 }
+
+TEST_CASE("layers take channel-blocked activations", "[layers][gradcheck][layout]") {
+  SECTION("conv2d reading a blocked input") {
+    Conv2DLayer layer("conv", 16, 3, 1, 1, InitKind::he);
+    CHECK(check_gradients(layer, {2, 16, 6, 6}, 11, 60, 1e-2f, Layout::channel_blocked16) > 60);
+  }
+  SECTION("max pooling") {
+    Pool2DLayer layer("pool", Pool2DLayer::Mode::max, 2, 2);
+    CHECK(check_gradients(layer, {2, 32, 4, 6}, 12, 100, 1e-3f, Layout::channel_blocked16) > 60);
+  }
+  SECTION("average pooling") {
+    Pool2DLayer layer("pool", Pool2DLayer::Mode::average, 2, 1);
+    CHECK(check_gradients(layer, {2, 16, 5, 5}, 13, 60, 1e-2f, Layout::channel_blocked16) > 60);
+  }
+  SECTION("relu") {
+    ActivationLayer layer("act", LayerKind::relu);
+    CHECK(check_gradients(layer, {2, 16, 3, 3}, 14, 60, 1e-3f, Layout::channel_blocked16) > 30);
+  }
+  SECTION("flatten turns blocked into plain (C,H,W) order") {
+    FlattenLayer layer("flat");
+    CHECK(check_gradients(layer, {2, 16, 2, 3}, 15, 60, 1e-2f, Layout::channel_blocked16) > 30);
+    Tensor plain({1, 16, 2, 3}), blocked, flat;
+    for (std::int64_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<float>(i);
+    convert_layout(plain, blocked, Layout::channel_blocked16);
+    CHECK(blocked[1] == 6.0f);  // channel 1 of pixel 0 sits next to channel 0 in the blocked layout
+    layer.forward(blocked, flat, false);
+    CHECK(flat.layout() == Layout::plain);
+    for (std::int64_t i = 0; i < flat.size(); ++i) CHECK(flat[i] == static_cast<float>(i));
+  }
+}
+
+TEST_CASE("a conv with 16k filters hands on blocked output that equals the plain result", "[layers][layout]") {
+  Conv2DLayer layer("conv", 32, 5, 1, 0, InitKind::he);
+  Rng rng(21);
+  layer.build({1, 12, 12});
+  layer.initialize(rng);
+  Tensor x({3, 1, 12, 12}), y;
+  strata::testing::fill_normal(x, rng);
+  layer.forward(x, y, false);
+  CHECK(y.layout() == Layout::channel_blocked16);
+  const Tensor plain = to_plain(y);
+  const Tensor& w = *layer.params()[0].value;
+  // Spot-check filter 17 at sample 2, pixel (3,4) against a direct sum.
+  double sum = 0.0;
+  for (int kh = 0; kh < 5; ++kh)
+    for (int kw = 0; kw < 5; ++kw) sum += static_cast<double>(w[17 * 25 + kh * 5 + kw]) * x[2 * 144 + (3 + kh) * 12 + 4 + kw];
+  CHECK(plain[((2 * 32 + 17) * 8 + 3) * 8 + 4] == Approx(sum).epsilon(1e-4));
+}
+
+TEST_CASE("fused conv+relu equals conv followed by relu, forward and backward", "[layers][layout]") {
+  Rng rng(31);
+  Conv2DLayer fused("conv", 16, 3, 1, 0, InitKind::he), plain("conv", 16, 3, 1, 0, InitKind::he);
+  fused.fuse_relu();
+  fused.build({2, 7, 7});
+  plain.build({2, 7, 7});
+  Rng init_a(5), init_b(5);
+  fused.initialize(init_a);
+  plain.initialize(init_b);
+  ActivationLayer relu("relu", LayerKind::relu);
+  relu.build({16, 5, 5});
+  Tensor x({2, 2, 7, 7});
+  strata::testing::fill_normal(x, rng);
+  Tensor y_fused, z, y_plain;
+  fused.forward(x, y_fused, true);
+  plain.forward(x, z, true);
+  relu.forward(z, y_plain, true);
+  REQUIRE(y_fused.size() == y_plain.size());
+  for (std::int64_t i = 0; i < y_fused.size(); ++i) REQUIRE(y_fused[i] == Approx(y_plain[i]).margin(1e-6));
+  Tensor g;
+  g.resize(y_fused.shape(), y_fused.layout());
+  strata::testing::fill_normal(g, rng);
+  Tensor gx_fused, gz, gx_plain;
+  fused.backward(x, y_fused, g, &gx_fused);
+  relu.backward(z, y_plain, g, &gz);
+  plain.backward(x, z, gz, &gx_plain);
+  for (std::int64_t i = 0; i < gx_fused.size(); ++i) REQUIRE(gx_fused[i] == Approx(gx_plain[i]).margin(1e-5));
+  const auto pf = fused.params(), pp = plain.params();
+  for (std::size_t k = 0; k < pf.size(); ++k)
+    for (std::int64_t i = 0; i < pf[k].grad->size(); ++i)
+      REQUIRE((*pf[k].grad)[i] == Approx((*pp[k].grad)[i]).margin(1e-5));
+}
