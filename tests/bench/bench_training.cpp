@@ -52,7 +52,7 @@ struct ModelCase {
 };
 
 struct Row {
-  std::string model;
+  std::string key, model;
   int batch = 0;
   double strata = 0.0, torch = 0.0;  // median samples/s
   std::vector<double> strata_repeats, torch_repeats;
@@ -302,6 +302,7 @@ int run(const Options& o) {
     fmt::print(stderr, "[bench] {}: {:.2f} MFLOP per training sample\n", model.label, flops * 1e-6);
     for (int batch : o.batches) {
       Row row;
+      row.key = model.key;
       row.model = model.label;
       row.batch = batch;
       std::string impls;
@@ -334,7 +335,7 @@ int run(const Options& o) {
              "CNN {:.1f} M, MLP {:.2f} M.",
              cnn_flops * 1e-6, mlp_flops * 1e-6);
   for (const auto& r : rows) {
-    if (r.model.rfind("CNN", 0) != 0) continue;
+    if (r.key != "cnn") continue;
     const double gflops = r.strata * cnn_flops * 1e-9;
     // Both ceilings: OpenBLAS's own threading, and one single-threaded sgemm per worker, which is how
     // strata splits a batch (they differ most when other processes share the cores).
