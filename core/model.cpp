@@ -74,6 +74,7 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
                                   shape_string(shape)));
   outputs_.resize(layers_.size());
   grads_.resize(layers_.size());
+  while (first_trainable_ + 1 < layers_.size() && layers_[first_trainable_]->params().empty()) ++first_trainable_;
   reseed_noise(derive_seed(init_seed, {layers_.size()}));
 }
 
@@ -89,10 +90,10 @@ const Tensor& Model::forward(const Tensor& input, bool training) {
 }
 
 void Model::backward(const Tensor& input, const Tensor& grad_logits) {
-  for (std::size_t i = layers_.size(); i-- > 0;) {
+  for (std::size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
-    Tensor* grad_in = i == 0 ? nullptr : &grads_[i - 1];
+    Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];
     layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
   }
 }

@@ -44,6 +44,9 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Tensor> outputs_;  // outputs_[i]: output of layer i
   std::vector<Tensor> grads_;    // grads_[i]: d(loss)/d(output of layer i)
+  // Backward stops here: layers up to the first one with parameters need no input gradient,
+  // because nothing before them learns.
+  std::size_t first_trainable_ = 0;
 };
 
 }  // namespace strata

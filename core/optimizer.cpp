@@ -14,26 +14,31 @@ void ensure_buffers(std::vector<Tensor>& buffers, const std::vector<Param>& para
 
 }  // namespace
 
-void SgdOptimizer::step(const std::vector<Param>& params, double lr) {
-  const bool first = velocity_.empty();
+void Optimizer::step(const std::vector<Param>& params, double lr) {
+  begin_step(params);
+  for (std::size_t k = 0; k < params.size(); ++k) update(params[k], k, 0, params[k].value->size(), lr);
+}
+
+void SgdOptimizer::begin_step(const std::vector<Param>& params) {
   ensure_buffers(velocity_, params);
+  first_step_ = steps_ == 0;
+  ++steps_;
+}
+
+void SgdOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) {
   const auto mu = static_cast<float>(spec_.momentum), wd = static_cast<float>(spec_.weight_decay),
              rate = static_cast<float>(lr);
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    float* w = params[k].value->data();
-    const float* g = params[k].grad->data();
-    float* v = velocity_[k].data();
-    const std::int64_t n = params[k].value->size();
-    for (std::int64_t i = 0; i < n; ++i) {
-      float d = g[i] + wd * w[i];
-      if (mu != 0.0f) {
-        v[i] = first ? d : mu * v[i] + d;
-        d = spec_.nesterov ? d + mu * v[i] : v[i];
-      }
-      w[i] -= rate * d;
+  float* w = param.value->data();
+  const float* g = param.grad->data();
+  float* v = velocity_[k].data();
+  for (std::int64_t i = begin; i < end; ++i) {
+    float d = g[i] + wd * w[i];
+    if (mu != 0.0f) {
+      v[i] = first_step_ ? d : mu * v[i] + d;
+      d = spec_.nesterov ? d + mu * v[i] : v[i];
     }
+    w[i] -= rate * d;
   }
-  ++steps_;
 }
 
 std::vector<Tensor*> SgdOptimizer::state() {
@@ -42,27 +47,29 @@ std::vector<Tensor*> SgdOptimizer::state() {
   return out;
 }
 
-void AdamOptimizer::step(const std::vector<Param>& params, double lr) {
+void AdamOptimizer::begin_step(const std::vector<Param>& params) {
   ensure_buffers(first_moment_, params);
   ensure_buffers(second_moment_, params);
   ++steps_;
+  const double t = static_cast<double>(steps_);
+  bias1_ = 1.0 - std::pow(spec_.beta1, t);
+  bias2_sqrt_ = std::sqrt(1.0 - std::pow(spec_.beta2, t));
+}
+
+void AdamOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) {
   const auto b1 = static_cast<float>(spec_.beta1), b2 = static_cast<float>(spec_.beta2),
              eps = static_cast<float>(spec_.eps), wd = static_cast<float>(spec_.weight_decay);
-  const double t = static_cast<double>(steps_);
-  const auto step_size = static_cast<float>(lr / (1.0 - std::pow(spec_.beta1, t)));
-  const auto inv_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(spec_.beta2, t)));
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    float* w = params[k].value->data();
-    const float* g = params[k].grad->data();
-    float* m = first_moment_[k].data();
-    float* v = second_moment_[k].data();
-    const std::int64_t n = params[k].value->size();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + wd * w[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * d;
-      v[i] = b2 * v[i] + (1.0f - b2) * d * d;
-      w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_bias2 + eps);
-    }
+  const auto step_size = static_cast<float>(lr / bias1_);
+  const auto inv_bias2 = static_cast<float>(1.0 / bias2_sqrt_);
+  float* w = param.value->data();
+  const float* g = param.grad->data();
+  float* m = first_moment_[k].data();
+  float* v = second_moment_[k].data();
+  for (std::int64_t i = begin; i < end; ++i) {
+    const float d = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * d;
+    v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+    w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_bias2 + eps);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "core/pool_layers.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -10,8 +11,12 @@ namespace strata {
 namespace {
 
 // Pooling walks "planes": one channel of one sample in the plain layout, or a block of 16 channels
-// of one sample in the blocked layout, where `lanes` = 16 neighbouring channels sit side by side.
-// Writing the lane loop innermost lets the compiler vectorise it over channels.
+// of one sample in the blocked layout, where 16 neighbouring channels sit side by side. A plane's
+// element type V is a float for the plain layout and a 16-float vector for the blocked one, so
+// one code path serves both and the blocked one runs as vector instructions (GCC/Clang vector
+// extensions; the compiler did not vectorise the per-lane loops with their selects).
+using Lanes16 = float __attribute__((vector_size(64)));
+
 struct PlaneGeometry {
   std::int64_t planes, lanes, in_h, in_w, out_h, out_w;
 };
@@ -19,6 +24,91 @@ struct PlaneGeometry {
 PlaneGeometry geometry(const Tensor& in, std::int64_t out_h, std::int64_t out_w) {
   const std::int64_t lanes = in.layout() == Layout::channel_blocked16 ? 16 : 1;
   return {in.dim(0) * in.dim(1) / lanes, lanes, in.dim(2), in.dim(3), out_h, out_w};
+}
+
+template <class V>
+V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+template <class V>
+void store(float* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+template <class V, bool max_mode>
+void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int size, int stride) {
+  constexpr std::int64_t L = sizeof(V) / sizeof(float);
+  const float inv_area = 1.0f / static_cast<float>(size * size);
+  for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      const float* first = x + ((oh * stride) * g.in_w + ow * stride) * L;
+      V acc = max_mode ? load<V>(first) : V{} * 0.0f;
+      for (int kh = 0; kh < size; ++kh)
+        for (int kw = 0; kw < size; ++kw) {
+          const V v = load<V>(first + (kh * g.in_w + kw) * L);
+          if constexpr (max_mode)
+            acc = v > acc ? v : acc;
+          else
+            acc += v;
+        }
+      if constexpr (!max_mode) acc *= inv_area;
+      store(y + (oh * g.out_w + ow) * L, acc);
+    }
+  }
+}
+
+// Max pooling's gradient goes to the first input in each window that equals the window's output,
+// found again here rather than stored by the forward pass, so the forward pass stays a plain max.
+// `assign`: the windows tile the input exactly, so every input element is written once, not added to.
+template <class V, bool max_mode, bool assign>
+void pool_plane_backward(const float* x, const float* y, const float* dy, float* dx, const PlaneGeometry& g,
+                         int size, int stride) {
+  constexpr std::int64_t L = sizeof(V) / sizeof(float);
+  const float inv_area = 1.0f / static_cast<float>(size * size);
+  for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      const std::int64_t first = ((oh * stride) * g.in_w + ow * stride) * L;
+      const V y_at = load<V>(y + (oh * g.out_w + ow) * L);
+      const V dy_at = load<V>(dy + (oh * g.out_w + ow) * L);
+      const V zero = dy_at * 0.0f;
+      V remaining = dy_at;  // the first match takes the gradient and leaves zero for the rest
+      for (int kh = 0; kh < size; ++kh)
+        for (int kw = 0; kw < size; ++kw) {
+          const std::int64_t at = first + (kh * g.in_w + kw) * L;
+          V share = dy_at * inv_area;
+          if constexpr (max_mode) {
+            const auto hit = load<V>(x + at) == y_at;
+            share = hit ? remaining : zero;
+            remaining = hit ? zero : remaining;
+          }
+          if constexpr (assign)
+            store(dx + at, share);
+          else
+            store(dx + at, load<V>(dx + at) + share);
+        }
+    }
+  }
+}
+
+template <class V>
+void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor& grad_in,
+                     const PlaneGeometry& g, int size, int stride, bool max_mode, bool assign) {
+  auto plane = max_mode ? (assign ? pool_plane_backward<V, true, true> : pool_plane_backward<V, true, false>)
+                        : (assign ? pool_plane_backward<V, false, true> : pool_plane_backward<V, false, false>);
+  const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
+  for (std::int64_t p = 0; p < g.planes; ++p)
+    plane(in.data() + p * in_plane, out.data() + p * out_plane, grad_out.data() + p * out_plane,
+          grad_in.data() + p * in_plane, g, size, stride);
+}
+
+template <class V>
+void forward_planes(const Tensor& in, Tensor& out, const PlaneGeometry& g, int size, int stride, bool max_mode) {
+  auto plane = max_mode ? pool_plane_forward<V, true> : pool_plane_forward<V, false>;
+  const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
+  for (std::int64_t p = 0; p < g.planes; ++p) plane(in.data() + p * in_plane, out.data() + p * out_plane, g, size, stride);
 }
 
 }  // namespace
@@ -41,86 +131,27 @@ Shape Pool2DLayer::build(const Shape& input_shape) {
   return {channels_, out_h_, out_w_};
 }
 
-// One plane of pooling; `L` lanes are a compile-time constant so the lane loops vectorise.
-template <std::int64_t L>
-void pool_plane_forward(const float* x, float* y, std::int32_t* arg, const PlaneGeometry& g, int size,
-                        int stride, bool max_mode) {
-  const float inv_area = 1.0f / static_cast<float>(size * size);
-  for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
-    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-      const std::int64_t first = ((oh * stride) * g.in_w + ow * stride) * L;
-      float* y_at = y + (oh * g.out_w + ow) * L;
-      if (max_mode) {
-        std::int32_t* arg_at = arg + (oh * g.out_w + ow) * L;
-        for (std::int64_t l = 0; l < L; ++l) {
-          y_at[l] = x[first + l];
-          arg_at[l] = static_cast<std::int32_t>(first + l);
-        }
-        for (int kh = 0; kh < size; ++kh)
-          for (int kw = 0; kw < size; ++kw) {
-            const std::int64_t at = first + (kh * g.in_w + kw) * L;
-            for (std::int64_t l = 0; l < L; ++l) {
-              const bool bigger = x[at + l] > y_at[l];
-              y_at[l] = bigger ? x[at + l] : y_at[l];
-              arg_at[l] = bigger ? static_cast<std::int32_t>(at + l) : arg_at[l];
-            }
-          }
-      } else {
-        for (std::int64_t l = 0; l < L; ++l) y_at[l] = 0.0f;
-        for (int kh = 0; kh < size; ++kh)
-          for (int kw = 0; kw < size; ++kw) {
-            const std::int64_t at = first + (kh * g.in_w + kw) * L;
-            for (std::int64_t l = 0; l < L; ++l) y_at[l] += x[at + l];
-          }
-        for (std::int64_t l = 0; l < L; ++l) y_at[l] *= inv_area;
-      }
-    }
-  }
-}
-
 void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   out.resize({in.dim(0), channels_, out_h_, out_w_}, in.layout());
   const PlaneGeometry g = geometry(in, out_h_, out_w_);
-  const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   const bool max_mode = mode_ == Mode::max;
-  if (max_mode) argmax_.resize(static_cast<std::size_t>(out.size()));
-  for (std::int64_t p = 0; p < g.planes; ++p) {
-    const float* x = in.data() + p * in_plane;
-    float* y = out.data() + p * out_plane;
-    std::int32_t* arg = max_mode ? argmax_.data() + p * out_plane : nullptr;
-    if (g.lanes == 16)
-      pool_plane_forward<16>(x, y, arg, g, size_, stride_, max_mode);
-    else
-      pool_plane_forward<1>(x, y, arg, g, size_, stride_, max_mode);
-  }
+  if (g.lanes == 16)
+    forward_planes<Lanes16>(in, out, g, size_, stride_, max_mode);
+  else
+    forward_planes<float>(in, out, g, size_, stride_, max_mode);
 }
 
-void Pool2DLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
   if (grad_in == nullptr) return;
   grad_in->resize(in.shape(), in.layout());
-  grad_in->fill(0.0f);
+  const bool tiles_exactly = stride_ == size_ && out_h_ * size_ == in_h_ && out_w_ * size_ == in_w_;
+  if (!tiles_exactly) grad_in->fill(0.0f);
   const PlaneGeometry g = geometry(in, out_h_, out_w_);
-  const std::int64_t L = g.lanes, in_plane = g.in_h * g.in_w * L, out_plane = g.out_h * g.out_w * L;
-  const float inv_area = 1.0f / static_cast<float>(size_ * size_);
-  for (std::int64_t p = 0; p < g.planes; ++p) {
-    const float* dy = grad_out.data() + p * out_plane;
-    float* dx = grad_in->data() + p * in_plane;
-    if (mode_ == Mode::max) {
-      const std::int32_t* arg = argmax_.data() + p * out_plane;
-      for (std::int64_t i = 0; i < out_plane; ++i) dx[arg[i]] += dy[i];
-      continue;
-    }
-    for (std::int64_t oh = 0; oh < g.out_h; ++oh)
-      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-        const std::int64_t first = ((oh * stride_) * g.in_w + ow * stride_) * L;
-        const float* dy_at = dy + (oh * g.out_w + ow) * L;
-        for (int kh = 0; kh < size_; ++kh)
-          for (int kw = 0; kw < size_; ++kw) {
-            const std::int64_t at = first + (kh * g.in_w + kw) * L;
-            for (std::int64_t l = 0; l < L; ++l) dx[at + l] += dy_at[l] * inv_area;
-          }
-      }
-  }
+  const bool max_mode = mode_ == Mode::max;
+  if (g.lanes == 16)
+    backward_planes<Lanes16>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly);
+  else
+    backward_planes<float>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly);
 }
 
 }  // namespace strata

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "core/layer.hpp"
 
@@ -21,7 +20,6 @@ class Pool2DLayer final : public Layer {
   Mode mode_;
   int size_, stride_;
   std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
-  std::vector<std::int32_t> argmax_;  // max mode: input offset within its plane, per output element
 };
 
 }  // namespace strata

@@ -42,29 +42,37 @@ Trainer::Trainer(const Config& config, const TrainingData& data, int threads)
     replicas_.back().reseed_noise(derive_seed(config.run.seed, {seed_noise, static_cast<std::uint64_t>(i)}));
   }
   workers_.resize(static_cast<std::size_t>(pool_.size()));
+  for (auto& replica : replicas_) replica_params_.push_back(replica.params());
 }
 
 void Trainer::broadcast_weights() {
-  auto source = replicas_.front().params();
-  for (std::size_t r = 1; r < replicas_.size(); ++r) {
-    auto target = replicas_[r].params();
+  const auto& source = replica_params_.front();
+  for (std::size_t r = 1; r < replicas_.size(); ++r)
     for (std::size_t k = 0; k < source.size(); ++k)
       std::copy(source[k].value->values().begin(), source[k].value->values().end(),
-                target[k].value->values().begin());
-  }
+                replica_params_[r][k].value->values().begin());
 }
 
-void Trainer::sum_gradients_into_first() {
-  auto total = replicas_.front().params();
-  // Summed in replica order, so the result does not depend on which worker finished first.
-  for (std::size_t r = 1; r < replicas_.size(); ++r) {
-    auto part = replicas_[r].params();
+void Trainer::apply_gradients(double lr) {
+  const auto& total = replica_params_.front();
+  optimizer_->begin_step(total);
+  const int threads = pool_.size();
+  // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
+  // order, so the result does not depend on timing), updates it, and copies it back to the replicas.
+  pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
+      auto [begin, end] = share(total[k].value->size(), threads, worker);
       float* g = total[k].grad->data();
-      const float* h = part[k].grad->data();
-      for (std::int64_t i = 0; i < total[k].grad->size(); ++i) g[i] += h[i];
+      for (std::size_t r = 1; r < replicas_.size(); ++r) {
+        const float* h = replica_params_[r][k].grad->data();
+        for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
+      }
+      optimizer_->update(total[k], k, begin, end, lr);
+      const float* w = total[k].value->data();
+      for (std::size_t r = 1; r < replicas_.size(); ++r)
+        std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);
     }
-  }
+  });
 }
 
 double Trainer::train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct) {
@@ -88,9 +96,7 @@ double Trainer::train_step(std::span<const std::int64_t> batch, double lr, std::
     loss_sum += w.loss_sum;
     correct += w.correct;
   }
-  sum_gradients_into_first();
-  optimizer_->step(replicas_.front().params(), lr);
-  broadcast_weights();
+  apply_gradients(lr);
   ++global_step_;
   return loss_sum;
 }

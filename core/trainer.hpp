@@ -70,12 +70,14 @@ class Trainer {
   };
   // One optimizer step on the samples at `batch`; returns the batch's summed loss.
   double train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct);
-  void sum_gradients_into_first();
+  // Sums the replicas' gradients, takes the optimizer step and copies the weights to every replica.
+  void apply_gradients(double lr);
 
   const Config& config_;
   const TrainingData& data_;
   WorkerPool pool_;
   std::vector<Model> replicas_;
+  std::vector<std::vector<Param>> replica_params_;  // replica_params_[r]: replica r's parameters
   std::vector<Worker> workers_;
   std::unique_ptr<Optimizer> optimizer_;
   std::int64_t steps_per_epoch_;

@@ -47,7 +47,8 @@ missing_slurm=()
 if [ $want_slurm = 1 ]; then
   for pkg in "${!slurm_probe[@]}"; do [ -e "${slurm_probe[$pkg]}" ] || missing_slurm+=("$pkg"); done
 fi
-if [ $want_torch = 1 ] && ! python3 -c 'import torch' 2>/dev/null; then
+# Debian's interpreter, not whatever python3 comes first on PATH (pyenv, conda), which cannot see python3-torch.
+if [ $want_torch = 1 ] && ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   missing+=(python3-torch)
 fi
 
