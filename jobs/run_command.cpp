@@ -8,6 +8,7 @@
 #include "core/config.hpp"
 #include "core/conv2d_layer.hpp"
 #include "core/cpu_kernels.hpp"
+#include "core/device.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/commands.hpp"
@@ -34,6 +35,7 @@ namespace {
 
 void print_kernels(Trainer& trainer) {
   const auto report = kernel_report();
+  fmt::print("[device] {}\n", detect_devices().summary);
   fmt::print("[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
              report.openblas_core, report.cpu_best, trainer.threads());
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
