@@ -353,10 +353,11 @@ void read(const MapReader& m, std::string_view key, E& out, const std::array<Cho
 // ---------------------------------------------------------------------------------------------
 // Sections
 
-constexpr std::array<Choice<InitKind>, 3> init_choices{{
+constexpr std::array<Choice<InitKind>, 4> init_choices{{
     {"he", InitKind::he},
     {"glorot", InitKind::glorot},
     {"zeros", InitKind::zeros},
+    {"uniform_fan_in", InitKind::uniform_fan_in},
 }};
 
 constexpr std::array<Choice<DataSource>, 2> source_choices{{

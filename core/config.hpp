@@ -14,7 +14,9 @@ struct SourceMark {
 };
 
 enum class LayerKind { dense, conv2d, maxpool2d, avgpool2d, flatten, dropout, relu, tanh, sigmoid, leaky_relu };
-enum class InitKind { he, glorot, zeros };
+// he: N(0, 2/fan_in); glorot: U(+-sqrt(6/(fan_in+fan_out))); zeros; uniform_fan_in: U(+-1/sqrt(fan_in))
+// for weights and biases, which is PyTorch's default for Linear and Conv2d. Other kinds start biases at 0.
+enum class InitKind { he, glorot, zeros, uniform_fan_in };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;

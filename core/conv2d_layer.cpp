@@ -94,7 +94,7 @@ Shape Conv2DLayer::build(const Shape& input_shape) {
 void Conv2DLayer::initialize(Rng& rng) {
   const std::int64_t area = std::int64_t{kernel_} * kernel_;
   initialize_weights(weight_, init_, channels_ * area, filters_ * area, rng);
-  bias_.fill(0.0f);
+  initialize_bias(bias_, init_, channels_ * area, rng);
 }
 
 Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout input_layout) {

@@ -27,7 +27,7 @@ Shape DenseLayer::build(const Shape& input_shape) {
 
 void DenseLayer::initialize(Rng& rng) {
   initialize_weights(weight_, init_, inputs_, units_, rng);
-  bias_.fill(0.0f);
+  initialize_bias(bias_, init_, inputs_, rng);
 }
 
 void DenseLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {

@@ -412,7 +412,7 @@ TEST_CASE("unknown choices list the known ones", "[config][errors]") {
         "t.yaml:1:16: data.source: unknown data source 'csv' (known: hdf5, synthetic)");
   CHECK(
       error_of("model:\n  layers:\n    - dense: {units: 2, init: xavier}\n") ==
-      "t.yaml:3:31: model.layers[0].dense.init: unknown init 'xavier' (known: he, glorot, zeros)");
+      "t.yaml:3:31: model.layers[0].dense.init: unknown init 'xavier' (known: he, glorot, zeros, uniform_fan_in)");
 }
 
 TEST_CASE("stages must be a list of known stage names", "[config][errors]") {
