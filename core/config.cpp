@@ -602,6 +602,28 @@ TrainingConfig parse_training(const MapReader& m) {
   return t;
 }
 
+constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
+    {"linear", LrScaling::linear},
+    {"none", LrScaling::none},
+}};
+
+ParallelConfig parse_parallel(const MapReader& m) {
+  static constexpr std::string_view known[] = {"max_global_batch", "model",       "data",
+                                               "memory_per_rank_mib", "bucket_mib", "lr_scaling",
+                                               "accumulate",       "watchdog_s"};
+  m.allow_only(known);
+  ParallelConfig p;
+  read(m, "max_global_batch", p.max_global_batch, at_least_0);
+  read(m, "model", p.model, at_least_0);
+  read(m, "data", p.data, at_least_0);
+  read(m, "memory_per_rank_mib", p.memory_per_rank_mib, non_negative);
+  read(m, "bucket_mib", p.bucket_mib, non_negative);
+  read(m, "lr_scaling", p.lr_scaling, lr_scaling_choices, "lr_scaling");
+  read(m, "accumulate", p.accumulate, at_least_1);
+  read(m, "watchdog_s", p.watchdog_s, positive);
+  return p;
+}
+
 OutputConfig parse_output(const MapReader& m) {
   static constexpr std::string_view known[] = {"dir", "progress_seconds"};
   m.allow_only(known);
@@ -682,8 +704,8 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
     root.fail(fmt::format("expected a map of sections at the top level, got {}", root.found()));
 
   const MapReader top(root);
-  static constexpr std::string_view known[] = {"run",      "data",   "model",
-                                               "training", "output", "stages"};
+  static constexpr std::string_view known[] = {"run",    "data",   "model", "training",
+                                               "parallel", "output", "stages"};
   top.allow_only(known);
 
   Config config;
@@ -692,6 +714,10 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   config.data = parse_data(MapReader(top.require("data")));
   config.layers = parse_model(MapReader(top.require("model")));
   if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
+  if (auto p = top.get("parallel")) {
+    config.parallel = parse_parallel(MapReader(*p));
+    config.parallel.mark = p->mark();
+  }
   if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
   if (auto s = top.get("stages"))
     config.stages = parse_stages(*s);

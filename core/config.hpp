@@ -94,6 +94,21 @@ struct OutputConfig {
   double progress_seconds = 10.0;  // at most this long between progress lines
 };
 
+enum class LrScaling { none, linear };
+
+// How ranks are laid out and how a member group trains together (DESIGN §3-4).
+struct ParallelConfig {
+  int max_global_batch = 0;       // bound on D x local_batch; 0 = local_batch (no data parallelism)
+  int model = 0;                  // model-parallel shards M; 0 = the planner chooses
+  int data = 0;                   // data-parallel replicas D; 0 = the planner chooses
+  double memory_per_rank_mib = 0;  // limit for the planner's choice of M; 0 = no limit (M = 1)
+  double bucket_mib = 25.0;       // gradient allreduce bucket; 0 = one allreduce per tensor
+  LrScaling lr_scaling = LrScaling::linear;
+  int accumulate = 1;             // gradient accumulation steps
+  double watchdog_s = 300.0;      // report a rank stuck this long in one collective
+  SourceMark mark;                // of the parallel section, for planner errors
+};
+
 enum class StageKind { train };
 
 struct StageSpec {
@@ -107,6 +122,7 @@ struct Config {
   DataConfig data;
   std::vector<LayerSpec> layers;
   TrainingConfig training;
+  ParallelConfig parallel;
   OutputConfig output;
   std::vector<StageSpec> stages;  // defaults to one train stage
 };

@@ -14,6 +14,8 @@ struct RunOptions {
 int run_command(const RunOptions& options);
 int predict_command(const std::string& config_path, const std::string& weights_path, int threads);
 int import_idx_command(const std::string& dir, const std::string& out_path);
+// Prints the decomposition for `ranks` ranks without starting them; ranks_per_node 0: one node.
+int plan_command(const std::string& config_path, int ranks, int ranks_per_node);
 
 // Formats seconds as "1h02m", "3m12s" or "42s" for progress lines.
 std::string format_duration(double seconds);

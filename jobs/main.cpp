@@ -49,6 +49,16 @@ int dispatch(int argc, char** argv, int world_size) {
   predict_cmd->add_option("weights", weights, "HDF5 weights file (/weights/<layer>/weight, .../bias)")->required();
   predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
 
+  std::string plan_config;
+  int plan_ranks = 1, plan_ranks_per_node = 0;
+  auto* plan_cmd = app.add_subcommand("plan", "Print how N ranks would split into member groups, data replicas and "
+                                              "model shards for CONFIG, and why; starts no ranks");
+  plan_cmd->add_option("config", plan_config, "YAML run configuration")->required();
+  plan_cmd->add_option("--ranks", plan_ranks, "Number of MPI ranks of the job")->required()->check(CLI::Range(1, 1 << 24));
+  plan_cmd->add_option("--ranks-per-node", plan_ranks_per_node,
+                       "Ranks per node (default: STRATA_RANKS_PER_NODE, else all on one node)")
+      ->check(CLI::Range(1, 1 << 24));
+
   std::string idx_dir, idx_out;
   auto* data_cmd = app.add_subcommand("data", "Dataset tools");
   data_cmd->require_subcommand(1);
@@ -63,7 +73,7 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
-  if (world_size > 1) {
+  if (world_size > 1 && !*plan_cmd) {
     throw strata::ConfigError(fmt::format(
         "strata was started on {} ranks, but this build trains one model on one rank; start it with mpiexec -n 1",
         world_size));
@@ -71,6 +81,7 @@ int dispatch(int argc, char** argv, int world_size) {
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
+  if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node);
   return strata::exit_usage;
 }
 

@@ -312,7 +312,7 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   const std::string model = "model: {layers: [relu]}\n";
   SECTION("top level") {
     CHECK(error_of(model + "trainig: {epochs: 2}\n") ==
-          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, output, stages)");
+          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, stages)");
   }
   SECTION("in a section") {
     CHECK(error_of("run:\n  name: x\n  sede: 3\n" + model) ==
@@ -459,4 +459,39 @@ TEST_CASE("load_config reads a file and names it in errors", "[config][file]") {
   SECTION("a directory") {
     CHECK(load_error_of(data_dir) == data_dir + ": cannot read config file (Is a directory)");
   }
+}
+
+TEST_CASE("the parallel section parses and is checked", "[config]") {
+  const Config c = parse_config(with_data(R"(model: {layers: [flatten, {dense: {units: 3}}]}
+parallel:
+  max_global_batch: 256
+  model: 2
+  data: 4
+  memory_per_rank_mib: 512
+  bucket_mib: 0
+  lr_scaling: none
+  accumulate: 2
+  watchdog_s: 30
+)"),
+                                "t.yaml");
+  const auto& p = c.parallel;
+  CHECK(p.max_global_batch == 256);
+  CHECK(p.model == 2);
+  CHECK(p.data == 4);
+  CHECK(p.memory_per_rank_mib == 512.0);
+  CHECK(p.bucket_mib == 0.0);
+  CHECK(p.lr_scaling == strata::LrScaling::none);
+  CHECK(p.accumulate == 2);
+  CHECK(p.watchdog_s == 30.0);
+  CHECK(p.mark.line == 3);  // the section's first key, where planner errors point
+  const Config defaults = parse_config(with_data("model: {layers: [flatten, {dense: {units: 3}}]}\n"), "t.yaml");
+  CHECK(defaults.parallel.lr_scaling == strata::LrScaling::linear);
+  CHECK(defaults.parallel.bucket_mib == 25.0);
+
+  const std::string model = "model: {layers: [flatten, {dense: {units: 3}}]}\n";
+  CHECK_THAT(error_of(model + "parallel: {shards: 2}\n"),
+             Catch::Contains("t.yaml:2:12: parallel.shards: unknown key"));
+  CHECK_THAT(error_of(model + "parallel: {lr_scaling: sqrt}\n"),
+             Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
+  CHECK_THAT(error_of(model + "parallel: {accumulate: 0}\n"), Catch::Contains("parallel.accumulate: expected a positive integer, got 0"));
 }

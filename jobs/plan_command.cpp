@@ -1,0 +1,22 @@
+// `strata plan CONFIG --ranks N`: the decomposition a job of N ranks would get, without starting it.
+#include <fmt/format.h>
+
+#include "core/config.hpp"
+#include "jobs/commands.hpp"
+#include "jobs/run_plan.hpp"
+
+namespace strata {
+
+int plan_command(const std::string& config_path, int ranks, int ranks_per_node_option) {
+  const Config config = load_config(config_path);
+  const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
+  const Plan plan = plan_run(config, ranks, per_node);
+  const ModelSize size = model_size(config);
+  fmt::print("plan for {} ({}):\n{}", config.run.name, config.file, describe(plan));
+  fmt::print("model: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
+             size.parameters, static_cast<double>(size.bytes) / (1 << 20),
+             static_cast<double>(size.bytes) / (1 << 20) / plan.model);
+  return 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,66 @@
+#include "jobs/run_plan.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "core/dataset.hpp"
+#include "core/errors.hpp"
+#include "core/model.hpp"
+
+namespace strata {
+
+ModelSize model_size(const Config& config) {
+  Shape sample;
+  int classes = 0;
+  if (config.data.source == DataSource::synthetic) {
+    const auto& s = config.data.synthetic;
+    sample = {s.channels, s.height, s.width};
+    classes = s.classes;
+  } else {
+    const Dataset first_rows = read_dataset(config.data.path, 1, 1);
+    sample = {first_rows.train.channels, first_rows.train.height, first_rows.train.width};
+    classes = first_rows.num_classes;
+  }
+  Model model(config.layers, sample, classes, 0, config.file);
+  ModelSize size;
+  size.parameters = model.parameter_count();
+  const int optimizer_slots = config.training.optimizer.kind == OptimizerKind::adam ? 2
+                              : config.training.optimizer.momentum != 0.0         ? 1
+                                                                                  : 0;
+  size.bytes = size.parameters * static_cast<std::int64_t>(sizeof(float)) * (2 + optimizer_slots);
+  return size;
+}
+
+int ranks_per_node(int measured) {
+  if (const char* env = std::getenv("STRATA_RANKS_PER_NODE")) {
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || value < 1)
+      throw ConfigError(fmt::format("STRATA_RANKS_PER_NODE='{}' is not a positive integer", env));
+    return static_cast<int>(value);
+  }
+  return measured;
+}
+
+Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
+  const ParallelConfig& p = config.parallel;
+  PlanRequest request;
+  request.world_size = world_size;
+  request.local_batch = config.training.local_batch;
+  request.max_global_batch = p.max_global_batch;
+  request.fixed_model = p.model;
+  request.fixed_data = p.data;
+  request.ranks_per_node = ranks_per_node;
+  if (p.memory_per_rank_mib > 0) {
+    request.model_bytes = model_size(config).bytes;
+    request.memory_per_rank_bytes = static_cast<std::int64_t>(p.memory_per_rank_mib * (1 << 20));
+  }
+  try {
+    return make_plan(request);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}:{}:{}: {}", config.file, p.mark.line, p.mark.column, e.what()));
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,26 @@
+// A run's decomposition: the planner's request built from the config, the model's size and the world.
+#pragma once
+
+#include <cstdint>
+
+#include "core/config.hpp"
+#include "parallel/planner.hpp"
+
+namespace strata {
+
+struct ModelSize {
+  std::int64_t parameters = 0;
+  std::int64_t bytes = 0;  // weights, gradients and optimizer state, float32
+};
+
+// Builds the model for the data's sample shape (reading only the HDF5 file's shapes) and counts it.
+ModelSize model_size(const Config& config);
+
+// STRATA_RANKS_PER_NODE when set (tests use it to pretend to have several nodes), else `measured`.
+int ranks_per_node(int measured);
+
+// The plan for `world_size` ranks. Planner errors become ConfigErrors that name the config file
+// and the parallel section's line.
+Plan plan_run(const Config& config, int world_size, int ranks_per_node);
+
+}  // namespace strata

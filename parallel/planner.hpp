@@ -1,0 +1,59 @@
+// The bounded-batch planner: how N ranks split into G member groups x D replicas x M shards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct PlanRequest {
+  int world_size = 1;
+  int local_batch = 1;
+  int max_global_batch = 0;  // 0: the local batch (no data parallelism)
+  int fixed_model = 0;       // M fixed by the config; 0: choose
+  int fixed_data = 0;        // D fixed by the config; 0: choose
+  std::int64_t model_bytes = 0;            // weights + gradients + optimizer state of one whole model
+  std::int64_t memory_per_rank_bytes = 0;  // 0: no limit
+  int ranks_per_node = 0;                  // 0: all ranks on one node
+};
+
+// Rank coordinates in the layout world_rank = m + M*d + M*D*g (model shards vary fastest,
+// so the shards of one replica sit on neighbouring ranks, and therefore on one node when they can).
+struct RankCoords {
+  int group = 0;  // g
+  int data = 0;   // d
+  int model = 0;  // m
+};
+
+struct Plan {
+  int groups = 1;  // G
+  int data = 1;    // D
+  int model = 1;   // M
+  int world_size = 1;
+  int local_batch = 1;
+  int max_global_batch = 1;
+  int ranks_per_node = 1;
+  std::vector<std::string> reasons;  // why each number was chosen, for `strata plan` and plan.txt
+
+  int global_batch() const { return data * local_batch; }
+  int group_size() const { return data * model; }
+  int world_rank(RankCoords c) const { return c.model + model * c.data + model * data * c.group; }
+  RankCoords coords(int world_rank) const;
+  int node_of(int world_rank) const { return world_rank / ranks_per_node; }
+  // True when every replica's M shards share a node.
+  bool model_groups_within_nodes() const;
+};
+
+// Chooses G, D and M by DESIGN §3:
+//   M: the fixed value, else the smallest divisor of N whose shard of the model fits the memory limit;
+//   D: the fixed value, else the largest D with D*b <= B such that D*M divides N;
+//   G = N / (D*M): extra ranks become more member groups, never a larger batch.
+// Throws ConfigError with the actual numbers when no layout exists. It is pure arithmetic on the
+// request, so every rank that calls it with the same request fails the same way before any collective.
+Plan make_plan(const PlanRequest& request);
+
+// A multi-line description: the numbers, why, and where each member group's ranks sit.
+std::string describe(const Plan& plan, int max_groups_listed = 16);
+
+}  // namespace strata
