@@ -89,12 +89,13 @@ const Tensor& Model::forward(const Tensor& input, bool training) {
   return outputs_.back();
 }
 
-void Model::backward(const Tensor& input, const Tensor& grad_logits) {
+void Model::backward(const Tensor& input, const Tensor& grad_logits, const std::function<void(std::size_t layer)>& on_layer_done) {
   for (std::size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
     Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];
     layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
+    if (on_layer_done) on_layer_done(i);
   }
 }
 

@@ -1,6 +1,7 @@
 // A sequential model built from the YAML layer list: forward and backward through every layer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,8 +25,11 @@ class Model {
   // Returns the logits [batch, classes]; valid until the next forward.
   const Tensor& forward(const Tensor& input, bool training);
   // Back-propagates d(loss)/d(logits) through the last forward's activations and writes every
-  // parameter gradient. `input` must be the tensor the last forward saw.
-  void backward(const Tensor& input, const Tensor& grad_logits);
+  // parameter gradient. `input` must be the tensor the last forward saw. `on_layer_done`, when set,
+  // is called after each layer with parameters, as soon as its gradients are final, so that their
+  // reduction can overlap the rest of the backward pass.
+  void backward(const Tensor& input, const Tensor& grad_logits,
+                const std::function<void(std::size_t layer)>& on_layer_done = {});
 
   // Gives every noisy layer (dropout) its own stream derived from `seed`.
   void reseed_noise(std::uint64_t seed);

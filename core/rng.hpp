@@ -23,7 +23,8 @@ inline std::uint64_t derive_seed(std::uint64_t seed, std::initializer_list<std::
 }
 
 // What each stream of a run is for; every stream is derive_seed(run seed, {purpose, ...}).
-enum SeedPurpose : std::uint64_t { seed_init = 1, seed_split = 2, seed_shuffle = 3, seed_noise = 4, seed_synthetic = 5 };
+enum SeedPurpose : std::uint64_t { seed_init = 1, seed_split = 2, seed_shuffle = 3, seed_noise = 4, seed_synthetic = 5,
+                                  seed_member = 6 };
 
 class Rng {
  public:

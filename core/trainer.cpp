@@ -1,6 +1,7 @@
 #include "core/trainer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -26,16 +27,33 @@ constexpr std::int64_t eval_batch = 256;
 
 }  // namespace
 
-Trainer::Trainer(const Config& config, const TrainingData& data, int threads)
+namespace {
+
+int replicas_of(const GradientSync* sync) { return sync != nullptr ? sync->replicas() : 1; }
+
+// Goyal et al.: a k times larger global batch takes a k times larger rate (warm it up in the schedule).
+double scaled_lr(const Config& config, int replicas) {
+  const double lr = config.training.optimizer.lr;
+  return config.parallel.lr_scaling == LrScaling::linear ? lr * replicas : lr;
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync)
     : config_(config),
       data_(data),
+      sync_(sync),
       pool_(threads),
       optimizer_(make_optimizer(config.training.optimizer)),
-      steps_per_epoch_(data.train.count() / config.training.local_batch),
-      schedule_(config.training.schedule, config.training.optimizer.lr, steps_per_epoch_, config.training.epochs) {
+      global_batch_(std::int64_t{config.training.local_batch} * replicas_of(sync)),
+      steps_per_epoch_(data.train.count() / global_batch_),
+      schedule_(config.training.schedule, scaled_lr(config, replicas_of(sync)), steps_per_epoch_,
+                config.training.epochs) {
   if (steps_per_epoch_ == 0)
-    throw ConfigError(fmt::format("{}: training.local_batch: {} is larger than the {} training samples", config.file,
-                                  config.training.local_batch, data.train.count()));
+    throw ConfigError(fmt::format("{}: training.local_batch: the global batch {} ({} x {} replicas) is larger than "
+                                  "the {} training samples",
+                                  config.file, global_batch_, config.training.local_batch, replicas_of(sync),
+                                  data.train.count()));
   const std::uint64_t init_seed = derive_seed(config.run.seed, {seed_init});
   for (int i = 0; i < pool_.size(); ++i) {
     replicas_.emplace_back(config.layers, data.sample_shape, data.num_classes, init_seed, config.file);
@@ -43,6 +61,8 @@ Trainer::Trainer(const Config& config, const TrainingData& data, int threads)
   }
   workers_.resize(static_cast<std::size_t>(pool_.size()));
   for (auto& replica : replicas_) replica_params_.push_back(replica.params());
+  Model& first = replicas_.front();
+  for (std::size_t i = 0; i < first.layer_count(); ++i) layer_params_.push_back(first.layer(i).params());
 }
 
 void Trainer::broadcast_weights() {
@@ -53,20 +73,45 @@ void Trainer::broadcast_weights() {
                 replica_params_[r][k].value->values().begin());
 }
 
+void Trainer::sum_worker_gradients() {
+  const auto& total = replica_params_.front();
+  const int threads = pool_.size();
+  pool_.run([&](int worker) {
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      auto [begin, end] = share(total[k].grad->size(), threads, worker);
+      float* g = total[k].grad->data();
+      for (std::size_t r = 1; r < replicas_.size(); ++r) {
+        const float* h = replica_params_[r][k].grad->data();
+        for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
+      }
+    }
+  });
+}
+
 void Trainer::apply_gradients(double lr) {
   const auto& total = replica_params_.front();
+  // With data parallelism and several workers, the workers' sum must be complete before the
+  // processes reduce it; a single worker's gradients were handed to sync_ during backward.
+  const bool reduce_after_sum = sync_ != nullptr && replicas_.size() > 1;
+  if (reduce_after_sum) {
+    sum_worker_gradients();
+    for (std::size_t k = total.size(); k-- > 0;) sync_->gradients_ready(std::span(&total[k], 1));
+  }
+  if (sync_ != nullptr) sync_->finish();
   optimizer_->begin_step(total);
   const int threads = pool_.size();
+  const bool workers_summed = reduce_after_sum || replicas_.size() == 1;
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
   // order, so the result does not depend on timing), updates it, and copies it back to the replicas.
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
       auto [begin, end] = share(total[k].value->size(), threads, worker);
       float* g = total[k].grad->data();
-      for (std::size_t r = 1; r < replicas_.size(); ++r) {
-        const float* h = replica_params_[r][k].grad->data();
-        for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
-      }
+      if (!workers_summed)
+        for (std::size_t r = 1; r < replicas_.size(); ++r) {
+          const float* h = replica_params_[r][k].grad->data();
+          for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
+        }
       optimizer_->update(total[k], k, begin, end, lr);
       const float* w = total[k].value->data();
       for (std::size_t r = 1; r < replicas_.size(); ++r)
@@ -75,21 +120,37 @@ void Trainer::apply_gradients(double lr) {
   });
 }
 
-double Trainer::train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct) {
-  const auto n = static_cast<std::int64_t>(batch.size());
+void Trainer::sum_over_replicas(std::span<double> values) {
+  if (sync_ != nullptr) sync_->sum(values);
+}
+
+double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr, std::int64_t& correct) {
+  // This process's shard of the global batch; its workers split the shard again.
+  const auto local = static_cast<std::int64_t>(config_.training.local_batch);
+  const int replica = sync_ != nullptr ? sync_->replica() : 0;
+  const auto batch = global_batch.subspan(static_cast<std::size_t>(replica * local), static_cast<std::size_t>(local));
+  const auto scale = static_cast<double>(global_batch.size());
   const int threads = pool_.size();
+  // A single worker hands each layer's gradients to sync_ as backward finishes it, so the
+  // reduction of late layers overlaps the backward pass of early ones.
+  std::function<void(std::size_t)> on_layer_done;
+  if (sync_ != nullptr && threads == 1)
+    on_layer_done = [this](std::size_t layer) {
+      const auto& p = layer_params_[layer];
+      if (!p.empty()) sync_->gradients_ready(p);
+    };
   pool_.run([&](int i) {
-    auto [begin, end] = share(n, threads, i);
+    auto [begin, end] = share(local, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
     Model& model = replicas_[static_cast<std::size_t>(i)];
     gather_batch(data_.train, batch.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
                  w.images, w.labels);
     const Tensor& logits = model.forward(w.images, true);
-    // Each worker scales by the whole batch, so the summed gradients are the batch mean.
-    const double mean = softmax_cross_entropy(logits, w.labels, w.grad_logits, static_cast<double>(n));
+    // Each worker scales by the global batch, so the summed gradients are the global-batch mean.
+    const double mean = softmax_cross_entropy(logits, w.labels, w.grad_logits, scale);
     w.loss_sum = mean * static_cast<double>(end - begin);
     w.correct = count_correct(logits, w.labels);
-    model.backward(w.images, w.grad_logits);
+    model.backward(w.images, w.grad_logits, i == 0 ? on_layer_done : std::function<void(std::size_t)>{});
   });
   double loss_sum = 0.0;
   for (const auto& w : workers_) {
@@ -103,38 +164,42 @@ double Trainer::train_step(std::span<const std::int64_t> batch, double lr, std::
 
 EpochMetrics Trainer::run_epoch(int epoch, const ProgressCallback& on_progress) {
   const auto epoch_start = Clock::now();
-  const auto batch = static_cast<std::int64_t>(config_.training.local_batch);
-  const auto order =
-      shuffled_indices(data_.train.count(), derive_seed(config_.run.seed, {seed_shuffle, static_cast<std::uint64_t>(epoch)}));
+  // Every replica draws the same order; each takes its own shard of every global batch.
+  const auto order = shuffled_indices(data_.train.count(),
+                                      derive_seed(config_.run.seed, {seed_shuffle, static_cast<std::uint64_t>(epoch)}));
   EpochMetrics m;
   m.epoch = epoch;
-  double loss_sum = 0.0;
-  std::int64_t correct = 0;
+  double loss_sum = 0.0, correct = 0.0;
   auto last_report = epoch_start;
   const int epochs = config_.training.epochs;
   for (std::int64_t step = 0; step < steps_per_epoch_; ++step) {
     m.lr = schedule_.at(global_step_);
-    const double batch_loss =
-        train_step(std::span(order).subspan(static_cast<std::size_t>(step * batch), static_cast<std::size_t>(batch)),
-                   m.lr, correct);
-    if (!std::isfinite(batch_loss))
-      throw DivergedError(fmt::format("training diverged: the loss is {} at epoch {} step {} (lr {:g})", batch_loss,
+    std::int64_t step_correct = 0;
+    const double step_loss = train_step(
+        std::span(order).subspan(static_cast<std::size_t>(step * global_batch_), static_cast<std::size_t>(global_batch_)),
+        m.lr, step_correct);
+    // Summed over the replicas every step, so that all of them see the same loss and stop together.
+    std::array<double, 2> stats{step_loss, static_cast<double>(step_correct)};
+    sum_over_replicas(stats);
+    if (!std::isfinite(stats[0]))
+      throw DivergedError(fmt::format("training diverged: the loss is {} at epoch {} step {} (lr {:g})", stats[0],
                                       epoch, step + 1, m.lr));
-    loss_sum += batch_loss;
+    loss_sum += stats[0];
+    correct += stats[1];
     if (on_progress && seconds_since(last_report) >= config_.output.progress_seconds) {
       last_report = Clock::now();
       const double elapsed = seconds_since(epoch_start);
-      TrainProgress p{epoch, epochs, step + 1, steps_per_epoch_, loss_sum / static_cast<double>((step + 1) * batch),
-                      m.lr, static_cast<double>((step + 1) * batch) / elapsed, 0.0};
+      const auto seen = static_cast<double>((step + 1) * global_batch_);
+      TrainProgress p{epoch, epochs, step + 1, steps_per_epoch_, loss_sum / seen, m.lr, seen / elapsed, 0.0};
       const double steps_left = static_cast<double>((epochs - epoch + 1) * steps_per_epoch_ - (step + 1));
       p.eta_seconds = steps_left * elapsed / static_cast<double>(step + 1);
       on_progress(p);
     }
   }
   const double train_seconds = seconds_since(epoch_start);
-  const auto samples = static_cast<double>(steps_per_epoch_ * batch);
+  const auto samples = static_cast<double>(steps_per_epoch_ * global_batch_);
   m.train_loss = loss_sum / samples;
-  m.train_accuracy = static_cast<double>(correct) / samples;
+  m.train_accuracy = correct / samples;
   m.samples_per_s = samples / train_seconds;
   const Evaluation val = evaluate(data_.validation);
   const Evaluation test = evaluate(data_.test);
@@ -150,15 +215,18 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
   Evaluation e;
   e.count = set.count();
   if (e.count == 0) return e;
+  // Each replica evaluates its share of the rows, and its workers split that share.
+  const int replica = sync_ != nullptr ? sync_->replica() : 0;
+  const auto [mine_begin, mine_end] = share(e.count, replicas_of(sync_), replica);
   const int threads = pool_.size();
   pool_.run([&](int i) {
-    auto [begin, end] = share(e.count, threads, i);
+    auto [begin, end] = share(mine_end - mine_begin, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
     w.loss_sum = 0.0;
     w.correct = 0;
     std::vector<std::int64_t> rows;
-    for (std::int64_t first = begin; first < end; first += eval_batch) {
-      const std::int64_t last = std::min(first + eval_batch, end);
+    for (std::int64_t first = mine_begin + begin; first < mine_begin + end; first += eval_batch) {
+      const std::int64_t last = std::min(first + eval_batch, mine_begin + end);
       rows.resize(static_cast<std::size_t>(last - first));
       for (std::int64_t r = first; r < last; ++r) rows[static_cast<std::size_t>(r - first)] = r;
       gather_batch(set, rows, w.images, w.labels);
@@ -167,14 +235,14 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
       w.correct += count_correct(logits, w.labels);
     }
   });
-  double loss_sum = 0.0;
-  std::int64_t correct = 0;
+  std::array<double, 2> stats{0.0, 0.0};
   for (const auto& w : workers_) {
-    loss_sum += w.loss_sum;
-    correct += w.correct;
+    stats[0] += w.loss_sum;
+    stats[1] += static_cast<double>(w.correct);
   }
-  e.loss = loss_sum / static_cast<double>(e.count);
-  e.accuracy = static_cast<double>(correct) / static_cast<double>(e.count);
+  sum_over_replicas(stats);
+  e.loss = stats[0] / static_cast<double>(e.count);
+  e.accuracy = stats[1] / static_cast<double>(e.count);
   return e;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/gradient_sync.hpp"
 #include "core/lr_schedule.hpp"
 #include "core/model.hpp"
 #include "core/optimizer.hpp"
@@ -48,7 +49,10 @@ using ProgressCallback = std::function<void(const TrainProgress&)>;
 class Trainer {
  public:
   // `threads` workers split every batch; each runs single-threaded kernels on its own model replica.
-  Trainer(const Config& config, const TrainingData& data, int threads);
+  // With `sync`, this process is replica sync->replica() of sync->replicas() data-parallel replicas:
+  // each step takes its shard of a global batch of replicas x local_batch samples, and the
+  // gradients are summed over the replicas before the (identical) optimizer step everywhere.
+  Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync = nullptr);
 
   // Runs epoch `epoch` (1-based) and evaluates on validation and test data.
   // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf loss.
@@ -57,6 +61,7 @@ class Trainer {
 
   Model& model() { return replicas_.front(); }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  std::int64_t global_batch() const { return global_batch_; }
   int threads() const { return pool_.size(); }
   // Copies the weights of replica 0 to the others (after loading weights into model()).
   void broadcast_weights();
@@ -70,16 +75,23 @@ class Trainer {
   };
   // One optimizer step on the samples at `batch`; returns the batch's summed loss.
   double train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct);
-  // Sums the replicas' gradients, takes the optimizer step and copies the weights to every replica.
+  // Sums the worker replicas' gradients into the first (and, with data parallelism, over the
+  // processes), takes the optimizer step and copies the weights to every worker replica.
   void apply_gradients(double lr);
+  void sum_worker_gradients();
+  // Sums per-process statistics over the data-parallel replicas (no-op without them).
+  void sum_over_replicas(std::span<double> values);
 
   const Config& config_;
   const TrainingData& data_;
+  GradientSync* sync_;
   WorkerPool pool_;
   std::vector<Model> replicas_;
   std::vector<std::vector<Param>> replica_params_;  // replica_params_[r]: replica r's parameters
+  std::vector<std::vector<Param>> layer_params_;    // layer_params_[i]: layer i's parameters in replica 0
   std::vector<Worker> workers_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::int64_t global_batch_;
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;
   std::int64_t global_step_ = 0;

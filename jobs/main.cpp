@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -73,10 +75,10 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
-  if (world_size > 1 && !*plan_cmd) {
+  if (world_size > 1 && (*predict_cmd || *import_cmd)) {
     throw strata::ConfigError(fmt::format(
-        "strata was started on {} ranks, but this build trains one model on one rank; start it with mpiexec -n 1",
-        world_size));
+        "strata {} runs on one rank, but was started on {}; start it without mpiexec or with mpiexec -n 1",
+        *predict_cmd ? "predict" : "data import-idx", world_size));
   }
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
@@ -89,19 +91,26 @@ int dispatch(int argc, char** argv, int world_size) {
 
 int main(int argc, char** argv) {
   strata::MpiEnvironment mpi(argc, argv);
-  int code = strata::exit_internal;
+  int code = strata::exit_ok;
+  std::string kind, message;
   try {
     code = dispatch(argc, argv, mpi.size());
   } catch (const strata::ConfigError& e) {
-    fmt::print(stderr, "strata: config error: {}\n", e.what());
-    code = strata::exit_usage;
+    std::tie(code, kind, message) = std::tuple(strata::exit_usage, "config error", e.what());
   } catch (const strata::DataError& e) {
-    fmt::print(stderr, "strata: data error: {}\n", e.what());
-    code = strata::exit_data;
+    std::tie(code, kind, message) = std::tuple(strata::exit_data, "data error", e.what());
   } catch (const std::exception& e) {
-    fmt::print(stderr, "strata: error: {}\n", e.what());
-    code = strata::exit_internal;
+    std::tie(code, kind, message) = std::tuple(strata::exit_internal, "error", e.what());
   }
   std::fflush(stdout);
+  if (message.empty()) return code;
+  if (mpi.size() == 1) {
+    fmt::print(stderr, "strata: {}: {}\n", kind, message);
+    return code;
+  }
+  // Other ranks may be waiting in a collective for this one: end the whole job rather than hang it.
+  fmt::print(stderr, "strata: rank {}: {}: {}\n", mpi.rank(), kind, message);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
   return code;
 }

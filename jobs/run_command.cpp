@@ -1,7 +1,9 @@
-// `strata run CONFIG`: runs the config's stages; today the one stage kind is `train`.
+// `strata run CONFIG`: lays the world out in member groups and runs the config's stages in each;
+// today the one stage kind is `train`.
 #include <sched.h>
 
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -9,10 +11,15 @@
 #include "core/conv2d_layer.hpp"
 #include "core/cpu_kernels.hpp"
 #include "core/device.hpp"
+#include "core/errors.hpp"
+#include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_output.hpp"
+#include "jobs/run_plan.hpp"
+#include "parallel/gradient_sync.hpp"
+#include "parallel/topology.hpp"
 
 namespace strata {
 
@@ -33,6 +40,44 @@ int resolve_threads(int requested) {
 
 namespace {
 
+// What one member group trains with: its own seed and output directory.
+struct MemberRun {
+  Config config;
+  bool writes = false;  // this rank writes the member's files and prints its progress
+  std::string tag;      // "" for a single group, "[g3] " otherwise
+};
+
+MemberRun member_run(const Config& config, const Topology& topology) {
+  MemberRun run{config, topology.member().rank() == 0, ""};
+  const int g = topology.coords().group;
+  run.config.run.seed = derive_seed(config.run.seed, {seed_member, static_cast<std::uint64_t>(g)});
+  if (topology.plan().groups > 1) {
+    run.config.output.dir = (std::filesystem::path(config.output.dir) / "members" / std::to_string(g)).string();
+    run.tag = fmt::format("[g{}] ", g);
+  }
+  return run;
+}
+
+// World rank 0 alone looks at (and with --fresh moves aside) the output directory, then every rank
+// learns the outcome, so that all of them fail the same way or none does.
+std::optional<RunOutput> prepare_output(const Config& config, bool fresh, const Communicator& world) {
+  std::optional<RunOutput> output;
+  std::string problem;
+  if (world.rank() == 0) {
+    try {
+      output.emplace(config.output.dir, fresh);
+      if (!output->moved_aside().empty())
+        fmt::print("[run] --fresh: the earlier run in {} was moved to {}\n", output->dir().string(),
+                   output->moved_aside().string());
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  world.broadcast_string(problem, 0);
+  if (!problem.empty()) throw ConfigError(problem);
+  return output;
+}
+
 void print_kernels(Trainer& trainer) {
   const auto report = kernel_report();
   fmt::print("[device] {}\n", detect_devices().summary);
@@ -47,51 +92,82 @@ void print_conv_implementations(Model& model) {
       fmt::print("[kernels] {}: oneDNN {}\n", conv->name(), conv->implementation());
 }
 
-void train_stage(const Config& config, RunOutput& output, int threads) {
+void train_stage(const MemberRun& member, const Topology& topology, int threads) {
+  const Config& config = member.config;
   const TrainingData data = load_training_data(config);
-  fmt::print("[data] {} train / {} validation / {} test samples, shape {}, {} classes\n", data.train.count(),
-             data.validation.count(), data.test.count(), shape_string(data.sample_shape), data.num_classes);
-  Trainer trainer(config, data, threads);
-  print_kernels(trainer);
-  fmt::print("[model]\n{}", trainer.model().summary());
+  std::optional<DataParallelSync> sync;
+  if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
+  Trainer trainer(config, data, threads, sync ? &*sync : nullptr);
+  if (sync) sync->attach(trainer.model().params());
+  std::optional<RunOutput> output;
+  if (member.writes) {
+    output.emplace(RunOutput::inside_checked_run(config.output.dir));
+    fmt::print("{}[data] {} train / {} validation / {} test samples, shape {}, {} classes\n", member.tag,
+               data.train.count(), data.validation.count(), data.test.count(), shape_string(data.sample_shape),
+               data.num_classes);
+    if (topology.world_rank() == 0) {
+      print_kernels(trainer);
+      fmt::print("[model]\n{}", trainer.model().summary());
+    }
+  }
   const int epochs = config.training.epochs;
-  fmt::print("[train] {} epochs x {} steps of batch {}\n", epochs, trainer.steps_per_epoch(),
-             config.training.local_batch);
+  if (member.writes)
+    fmt::print("{}[train] {} epochs x {} steps of global batch {} ({} replicas x {})\n", member.tag, epochs,
+               trainer.steps_per_epoch(), trainer.global_batch(), topology.plan().data, config.training.local_batch);
   std::fflush(stdout);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
-    const EpochMetrics m = trainer.run_epoch(epoch, [](const TrainProgress& p) {
-      fmt::print("[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n", p.epoch, p.epochs,
-                 p.step, p.steps_per_epoch, p.loss, p.lr, p.samples_per_s, format_duration(p.eta_seconds));
+    const EpochMetrics m = trainer.run_epoch(epoch, [&](const TrainProgress& p) {
+      if (!member.writes) return;
+      fmt::print("{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n", member.tag,
+                 p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr, p.samples_per_s,
+                 format_duration(p.eta_seconds));
       std::fflush(stdout);
     });
-    if (epoch == 1) print_conv_implementations(trainer.model());
-    output.append_metrics(m);
+    if (!member.writes) continue;
+    if (epoch == 1 && topology.world_rank() == 0) print_conv_implementations(trainer.model());
+    output->append_metrics(m);
     fmt::print(
-        "[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc {:.4f} | "
+        "{}[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc {:.4f} | "
         "{:.0f} samples/s | {:.1f}s\n",
-        epoch, epochs, m.train_loss, m.train_accuracy, m.val_loss, m.val_accuracy, m.test_accuracy, m.samples_per_s,
-        m.seconds);
+        member.tag, epoch, epochs, m.train_loss, m.train_accuracy, m.val_loss, m.val_accuracy, m.test_accuracy,
+        m.samples_per_s, m.seconds);
     std::fflush(stdout);
   }
-  save_weights(output.weights_path().string(), trainer.model());
+  if (member.writes) save_weights(output->weights_path().string(), trainer.model());
 }
 
 }  // namespace
 
 int run_command(const RunOptions& options) {
+  const Communicator world = Communicator::world();
   const Config config = load_config(options.config_path);
-  RunOutput output(config.output.dir, options.fresh);
-  if (!output.moved_aside().empty())
-    fmt::print("[run] --fresh: the earlier run in {} was moved to {}\n", output.dir().string(),
-               output.moved_aside().string());
-  const int threads = resolve_threads(options.threads >= 0 ? options.threads : config.run.threads);
-  fmt::print("[run] {} from {}, seed {}, output {}\n", config.run.name, config.file, config.run.seed,
-             output.dir().string());
-  for (const auto& stage : config.stages) {
-    if (stage.kind == StageKind::train) train_stage(config, output, threads);
+  const int per_node = ranks_per_node(measure_ranks_per_node(world));
+  const Plan plan = plan_run(config, world.size(), per_node);
+  if (plan.model > 1)
+    throw ConfigError(fmt::format("{}: parallel.model: this version trains with M = 1 model shard per replica; "
+                                  "the plan asks for M = {}",
+                                  config.file, plan.model));
+  std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
+  const Topology topology(world, plan);
+  // Ranks on one node share its cores: "all cores" means this rank's share of them.
+  const int requested = options.threads >= 0 ? options.threads : config.run.threads;
+  const int threads = requested > 0 ? requested : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
+  if (world.rank() == 0) {
+    fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file, config.run.seed,
+               config.output.dir, describe(plan));
+    top->write_text("plan.txt", describe(plan));
   }
-  fmt::print("[run] done. Results: {} (per-epoch metrics), {} (final weights)\n", output.metrics_path().string(),
-             output.weights_path().string());
+  const MemberRun member = member_run(config, topology);
+  for (const auto& stage : config.stages) {
+    if (stage.kind == StageKind::train) train_stage(member, topology, threads);
+  }
+  world.barrier();
+  if (world.rank() == 0) {
+    const std::string where = plan.groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<g>").string()
+                                              : config.output.dir;
+    fmt::print("[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final weights)\n", where,
+               where);
+  }
   return 0;
 }
 

@@ -12,10 +12,12 @@ namespace fs = std::filesystem;
 
 RunOutput::RunOutput(const fs::path& dir, bool fresh) : dir_(dir) {
   std::error_code ec;
-  const bool has_run = fs::exists(dir_ / "metrics.jsonl", ec) || fs::exists(dir_ / "weights.h5", ec);
+  bool has_run = false;
+  for (const char* mark : {"metrics.jsonl", "weights.h5", "plan.txt", "members"})
+    has_run = has_run || fs::exists(dir_ / mark, ec);
   if (has_run && !fresh)
     throw ConfigError(fmt::format(
-        "output directory {} already holds a run (metrics.jsonl or weights.h5); pass --fresh to start over "
+        "output directory {} already holds a run; pass --fresh to start over "
         "(the earlier run is kept as {}.previous-<n>) or choose another output.dir",
         dir_.string(), dir_.string()));
   if (has_run) {
@@ -28,8 +30,25 @@ RunOutput::RunOutput(const fs::path& dir, bool fresh) : dir_(dir) {
       break;
     }
   }
+  create_directory();
+}
+
+RunOutput RunOutput::inside_checked_run(const fs::path& dir) {
+  RunOutput output(dir);
+  output.create_directory();
+  return output;
+}
+
+void RunOutput::create_directory() const {
+  std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw DataError(fmt::format("cannot create output directory {}: {}", dir_.string(), ec.message()));
+}
+
+void RunOutput::write_text(const std::string& name, const std::string& text) const {
+  std::ofstream file(dir_ / name, std::ios::out | std::ios::trunc);
+  file << text;
+  if (!file) throw DataError(fmt::format("cannot write {}", (dir_ / name).string()));
 }
 
 void RunOutput::append_metrics(const EpochMetrics& m) {

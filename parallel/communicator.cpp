@@ -1,0 +1,334 @@
+#include "parallel/communicator.hpp"
+
+#include <climits>
+#include <cstdio>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace strata {
+
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error code {}", code);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+}  // namespace
+
+MpiError::MpiError(std::string op, std::string communicator, int rank, int code, const std::string& detail)
+    : std::runtime_error(
+          fmt::format("{} failed on communicator '{}' (rank {}): {}", op, communicator, rank, detail)),
+      op_(std::move(op)),
+      communicator_(std::move(communicator)),
+      rank_(rank),
+      code_(code) {}
+
+// ---------------------------------------------------------------- Request
+
+Request::Request(MPI_Request request, const char* op, std::string communicator, int rank,
+                 int expected_count)
+    : request_(request),
+      op_(op),
+      communicator_(std::move(communicator)),
+      rank_(rank),
+      expected_count_(expected_count) {}
+
+Request::Request(Request&& other) noexcept
+    : request_(std::exchange(other.request_, MPI_REQUEST_NULL)),
+      op_(other.op_),
+      communicator_(std::move(other.communicator_)),
+      rank_(other.rank_),
+      expected_count_(other.expected_count_) {}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this == &other) return *this;
+  // The operation this request tracks may still use its buffers: finish it before forgetting it.
+  Request finished(std::move(*this));
+  (void)finished;  // its destructor waits
+  request_ = std::exchange(other.request_, MPI_REQUEST_NULL);
+  op_ = other.op_;
+  communicator_ = std::move(other.communicator_);
+  rank_ = other.rank_;
+  expected_count_ = other.expected_count_;
+  return *this;
+}
+
+Request::~Request() {
+  if (done()) return;
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    // A destructor must not throw (it may run during unwinding); say what went wrong instead.
+    std::fprintf(stderr, "strata: error while completing a request in its destructor: %s\n", e.what());
+  }
+}
+
+void Request::wait() {
+  if (done()) return;
+  MPI_Status status{};
+  const int rc = MPI_Wait(&request_, &status);
+  finish(rc, true, status);
+}
+
+bool Request::test() {
+  if (done()) return true;
+  MPI_Status status{};
+  int flag = 0;
+  const int rc = MPI_Test(&request_, &flag, &status);
+  finish(rc, flag != 0, status);
+  return done();
+}
+
+void Request::finish(int rc, bool completed, const MPI_Status& status) {
+  if (rc != MPI_SUCCESS) {
+    // After a failed completion the request's state is undefined; never wait on it again (the
+    // destructor would block or fail a second time).
+    request_ = MPI_REQUEST_NULL;
+    throw MpiError(op_, communicator_, rank_, rc, mpi_error_text(rc));
+  }
+  if (!completed || expected_count_ < 0) return;
+  int received = 0;
+  const int count_rc = MPI_Get_count(&status, MPI_FLOAT, &received);
+  if (count_rc != MPI_SUCCESS)
+    throw MpiError("MPI_Get_count", communicator_, rank_, count_rc, mpi_error_text(count_rc));
+  if (received != expected_count_)
+    throw MpiError(op_, communicator_, rank_, MPI_ERR_COUNT,
+                   fmt::format("expected {} floats from rank {} (tag {}), received {}", expected_count_,
+                               status.MPI_SOURCE, status.MPI_TAG, received));
+}
+
+void wait_all(std::span<Request> requests) {
+  for (Request& r : requests) r.wait();
+}
+
+// ---------------------------------------------------------------- Communicator
+
+Communicator Communicator::adopt(MPI_Comm comm, std::string name) {
+  Communicator c(comm, std::move(name));
+  if (!c.valid()) return c;
+  // Without this, any MPI error would abort the whole job with no word on which call failed.
+  c.check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  c.check(MPI_Comm_rank(comm, &c.rank_), "MPI_Comm_rank");
+  c.check(MPI_Comm_size(comm, &c.size_), "MPI_Comm_size");
+  return c;
+}
+
+Communicator::~Communicator() { release(); }
+
+Communicator::Communicator(Communicator&& other) noexcept
+    : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
+      name_(std::move(other.name_)),
+      rank_(std::exchange(other.rank_, -1)),
+      size_(std::exchange(other.size_, 0)) {}
+
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this == &other) return *this;
+  release();
+  comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+  name_ = std::move(other.name_);
+  rank_ = std::exchange(other.rank_, -1);
+  size_ = std::exchange(other.size_, 0);
+  return *this;
+}
+
+void Communicator::release() noexcept {
+  if (comm_ == MPI_COMM_NULL) return;
+  // Freeing after MPI_Finalize is erroneous; by then MPI has released everything anyway.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // We only ever hold handles we created (world() duplicates), so this never frees WORLD/SELF.
+  // MPI_Comm_free is safe with operations pending: MPI releases the communicator after them.
+  if (!finalized) MPI_Comm_free(&comm_);
+  comm_ = MPI_COMM_NULL;
+  rank_ = -1;
+  size_ = 0;
+}
+
+Communicator Communicator::world() {
+  MPI_Comm dup = MPI_COMM_NULL;
+  // MPI_COMM_WORLD's handler is still the default (fatal) one here: a failure aborts the job.
+  const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  if (rc != MPI_SUCCESS) throw MpiError("MPI_Comm_dup", "world", -1, rc, mpi_error_text(rc));
+  return adopt(dup, "world");
+}
+
+Communicator Communicator::split(int color, int key, std::string name) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  check(MPI_Comm_split(live("MPI_Comm_split"), color, key, &out), "MPI_Comm_split");
+  return adopt(out, std::move(name));
+}
+
+Communicator Communicator::split_shared(std::string name) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(live("MPI_Comm_split_type"), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
+        "MPI_Comm_split_type");
+  return adopt(out, std::move(name));
+}
+
+void Communicator::check(int rc, const char* op) const {
+  if (rc != MPI_SUCCESS) throw MpiError(op, name_, rank_, rc, mpi_error_text(rc));
+}
+
+MPI_Comm Communicator::live(const char* op) const {
+  if (comm_ == MPI_COMM_NULL)
+    throw std::logic_error(fmt::format("{} on communicator '{}', which this rank is not part of (MPI_COMM_NULL)",
+                                       op, name_));
+  return comm_;
+}
+
+int Communicator::count(std::size_t n, const char* op) const {
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw std::invalid_argument(fmt::format("{} on communicator '{}' (rank {}): {} elements exceed MPI's int count",
+                                            op, name_, rank_, n));
+  return static_cast<int>(n);
+}
+
+void Communicator::check_blocks(std::size_t whole, std::size_t part, const char* op, const char* whole_name,
+                                const char* part_name) const {
+  live(op);
+  if (whole != part * static_cast<std::size_t>(size_))
+    throw std::invalid_argument(
+        fmt::format("{} on communicator '{}' (rank {}): {} has {} elements, expected {} ({} x {} ranks)", op, name_,
+                    rank_, whole_name, whole, part * static_cast<std::size_t>(size_), part_name, size_));
+}
+
+Request Communicator::make_request(MPI_Request request, const char* op, int expected_count) const {
+  return Request(request, op, name_, rank_, expected_count);
+}
+
+void Communicator::barrier() const { check(MPI_Barrier(live("MPI_Barrier")), "MPI_Barrier"); }
+
+// ---- blocking collectives
+
+void Communicator::allreduce_sum(std::span<float> values) const {
+  const char* op = "MPI_Allreduce";
+  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM, live(op)), op);
+}
+
+int Communicator::allreduce_max(int value) const {
+  const char* op = "MPI_Allreduce";
+  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, live(op)), op);
+  return value;
+}
+
+int Communicator::allreduce_min(int value) const {
+  const char* op = "MPI_Allreduce";
+  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MIN, live(op)), op);
+  return value;
+}
+
+std::int64_t Communicator::allreduce_sum_int64(std::int64_t value) const {
+  const char* op = "MPI_Allreduce";
+  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_SUM, live(op)), op);
+  return value;
+}
+
+double Communicator::allreduce_sum_double(double value) const {
+  const char* op = "MPI_Allreduce";
+  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, live(op)), op);
+  return value;
+}
+
+void Communicator::allgather(std::span<const float> mine, std::span<float> all) const {
+  const char* op = "MPI_Allgather";
+  check_blocks(all.size(), mine.size(), op, "the output", "the input");
+  const int n = count(mine.size(), op);
+  check(MPI_Allgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm_), op);
+}
+
+void Communicator::reduce_scatter_sum(std::span<const float> in, std::span<float> out) const {
+  const char* op = "MPI_Reduce_scatter_block";
+  check_blocks(in.size(), out.size(), op, "the input", "the output");
+  check(MPI_Reduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM, comm_), op);
+}
+
+void Communicator::broadcast(std::span<float> values, int root) const {
+  const char* op = "MPI_Bcast";
+  check(MPI_Bcast(values.data(), count(values.size(), op), MPI_FLOAT, root, live(op)), op);
+}
+
+void Communicator::broadcast_string(std::string& text, int root) const {
+  const char* op = "MPI_Bcast";
+  // The length first, so that every rank can size its buffer for the bytes.
+  std::uint64_t length = text.size();
+  check(MPI_Bcast(&length, 1, MPI_UINT64_T, root, live(op)), op);
+  text.resize(static_cast<std::size_t>(length));
+  check(MPI_Bcast(text.data(), count(text.size(), op), MPI_CHAR, root, comm_), op);
+}
+
+// ---- point to point
+
+void Communicator::send(std::span<const float> values, int dest, int tag) const {
+  const char* op = "MPI_Send";
+  check(MPI_Send(values.data(), count(values.size(), op), MPI_FLOAT, dest, tag, live(op)), op);
+}
+
+void Communicator::recv(std::span<float> values, int source, int tag) const {
+  const char* op = "MPI_Recv";
+  const int n = count(values.size(), op);
+  MPI_Status status{};
+  check(MPI_Recv(values.data(), n, MPI_FLOAT, source, tag, live(op), &status), op);
+  int received = 0;
+  check(MPI_Get_count(&status, MPI_FLOAT, &received), "MPI_Get_count");
+  // A longer message is already an MPI error (truncation); a shorter one would pass silently.
+  if (received != n)
+    throw MpiError(op, name_, rank_, MPI_ERR_COUNT,
+                   fmt::format("expected {} floats from rank {} (tag {}), received {}", n, status.MPI_SOURCE,
+                               status.MPI_TAG, received));
+}
+
+// ---- non-blocking
+
+Request Communicator::iallreduce_sum(std::span<float> values) const {
+  const char* op = "MPI_Iallreduce";
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM, live(op), &r),
+        op);
+  return make_request(r, op);
+}
+
+Request Communicator::iallgather(std::span<const float> mine, std::span<float> all) const {
+  const char* op = "MPI_Iallgather";
+  check_blocks(all.size(), mine.size(), op, "the output", "the input");
+  const int n = count(mine.size(), op);
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Iallgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm_, &r), op);
+  return make_request(r, op);
+}
+
+Request Communicator::ireduce_scatter_sum(std::span<const float> in, std::span<float> out) const {
+  const char* op = "MPI_Ireduce_scatter_block";
+  check_blocks(in.size(), out.size(), op, "the input", "the output");
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Ireduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM, comm_, &r),
+        op);
+  return make_request(r, op);
+}
+
+Request Communicator::ibroadcast(std::span<float> values, int root) const {
+  const char* op = "MPI_Ibcast";
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Ibcast(values.data(), count(values.size(), op), MPI_FLOAT, root, live(op), &r), op);
+  return make_request(r, op);
+}
+
+Request Communicator::isend(std::span<const float> values, int dest, int tag) const {
+  const char* op = "MPI_Isend";
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Isend(values.data(), count(values.size(), op), MPI_FLOAT, dest, tag, live(op), &r), op);
+  return make_request(r, op);
+}
+
+Request Communicator::irecv(std::span<float> values, int source, int tag) const {
+  const char* op = "MPI_Irecv";
+  const int n = count(values.size(), op);
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Irecv(values.data(), n, MPI_FLOAT, source, tag, live(op), &r), op);
+  return make_request(r, op, n);
+}
+
+}  // namespace strata

@@ -1,0 +1,178 @@
+// RAII over MPI communicators and requests (DESIGN.md §3, §4, §7).
+//
+// Every communicator strata uses ("world", "member", "data", "model", "peers", ...) is a
+// Communicator that owns its MPI_Comm, returns MPI errors instead of aborting, and turns each
+// failed call into an MpiError naming the operation, the communicator and the rank. Argument
+// mistakes that MPI cannot see (buffer sizes that do not match) throw std::invalid_argument
+// before any MPI call, so a rank never enters a collective the others will not match.
+//
+// Communicators and requests must be destroyed before MPI_Finalize.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "core/tensor.hpp"
+
+namespace strata {
+
+// An MPI call returned an error code. what() names the operation, the communicator, the rank
+// and MPI's own description of the error.
+class MpiError : public std::runtime_error {
+ public:
+  MpiError(std::string op, std::string communicator, int rank, int code, const std::string& detail);
+
+  const std::string& op() const { return op_; }
+  const std::string& communicator() const { return communicator_; }
+  int rank() const { return rank_; }
+  int code() const { return code_; }  // the MPI error code (MPI_ERR_*)
+
+ private:
+  std::string op_;
+  std::string communicator_;
+  int rank_;
+  int code_;
+};
+
+// A non-blocking operation in flight: move-only RAII over MPI_Request.
+//
+// The buffers handed to the call that made the request must stay alive and untouched until the
+// request is done. To make that hard to get wrong, the destructor of a request that is still
+// active WAITS for it: MPI may still read or write the buffer, and a collective cannot be
+// cancelled, so neither freeing the request nor leaking it is safe. (If the other ranks never
+// join the collective this wait blocks; that is the watchdog's job, DESIGN.md §7.) Errors seen
+// by the destructor cannot be thrown and are printed to stderr; call wait() to get them as an
+// MpiError.
+class Request {
+ public:
+  Request() = default;  // an already-done request
+  ~Request();
+  Request(Request&& other) noexcept;
+  Request& operator=(Request&& other) noexcept;  // waits for this request first, like the destructor
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // Blocks until the operation completes; throws MpiError if it failed. No-op when done().
+  void wait();
+  // Completes the operation if it has finished; returns done(). Throws MpiError if it failed.
+  bool test();
+  // True once completed by wait() or test() (and for a default-constructed request).
+  bool done() const { return request_ == MPI_REQUEST_NULL; }
+
+ private:
+  friend class Communicator;
+  Request(MPI_Request request, const char* op, std::string communicator, int rank,
+          int expected_count);
+  // Checks the outcome of MPI_Wait/MPI_Test; `completed` says whether `status` is meaningful.
+  void finish(int rc, bool completed, const MPI_Status& status);
+
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  const char* op_ = "";       // a string literal such as "MPI_Iallreduce"
+  std::string communicator_;  // for messages; the communicator may be freed before we complete
+  int rank_ = -1;
+  int expected_count_ = -1;  // floats an irecv must receive; -1 when not checked
+};
+
+// Completes every request, in order. Waiting on them one by one cannot deadlock: all of them are
+// already started, and MPI progresses every pending operation while a rank blocks in MPI_Wait.
+// If one fails its MpiError is thrown; the requests after it stay active (their destructors wait).
+void wait_all(std::span<Request> requests);
+
+// An owned MPI communicator. Move-only; the destructor frees it (MPI_Comm_free). A
+// default-constructed or moved-from communicator, or the result of split() with color
+// MPI_UNDEFINED on this rank, holds MPI_COMM_NULL: valid() is false, rank() is -1, size() is 0,
+// and any operation on it throws std::logic_error.
+//
+// Counts are MPI ints: a buffer of more than INT_MAX floats throws std::invalid_argument.
+class Communicator {
+ public:
+  Communicator() = default;
+  ~Communicator();
+  Communicator(Communicator&& other) noexcept;
+  Communicator& operator=(Communicator&& other) noexcept;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // A duplicate of MPI_COMM_WORLD, named "world". strata never uses (or frees) MPI_COMM_WORLD
+  // itself, so its messages cannot mix with another library's. Collective over the world.
+  static Communicator world();
+
+  // Ranks with the same color form a new communicator, ordered by key (ties by rank here).
+  // Color MPI_UNDEFINED gives this rank an invalid communicator. Collective.
+  Communicator split(int color, int key, std::string name) const;
+  // The ranks of this communicator that share this rank's node (MPI_COMM_TYPE_SHARED). Collective.
+  Communicator split_shared(std::string name) const;
+
+  bool valid() const { return comm_ != MPI_COMM_NULL; }
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm handle() const { return comm_; }
+
+  void barrier() const;
+
+  // ---- blocking collectives ----
+  // Sums `values` element-wise over all ranks, in place.
+  void allreduce_sum(std::span<float> values) const;
+  void allreduce_sum(Tensor& t) const { allreduce_sum(t.values()); }
+  // Small helpers for agreeing on a value (a flag, a count, a step) across ranks.
+  int allreduce_max(int value) const;
+  int allreduce_min(int value) const;
+  std::int64_t allreduce_sum_int64(std::int64_t value) const;
+  double allreduce_sum_double(double value) const;
+  // Rank r's `mine` lands in all[r*n, (r+1)*n), n = mine.size(); needs all.size() == n*size().
+  // `mine` must not overlap `all`.
+  void allgather(std::span<const float> mine, std::span<float> all) const;
+  // Sums `in` over all ranks and keeps block rank() of the sum: out = sum[rank*n, (rank+1)*n),
+  // n = out.size(); needs in.size() == n*size().
+  void reduce_scatter_sum(std::span<const float> in, std::span<float> out) const;
+  // Root's `values` are copied to every rank; all ranks pass the same size.
+  void broadcast(std::span<float> values, int root) const;
+  void broadcast(Tensor& t, int root) const { broadcast(t.values(), root); }
+  // Root's string (any bytes, any length) replaces `text` on every rank.
+  void broadcast_string(std::string& text, int root) const;
+
+  // ---- point to point ----
+  void send(std::span<const float> values, int dest, int tag) const;
+  // Receives exactly values.size() floats; a shorter or longer message throws MpiError.
+  void recv(std::span<float> values, int source, int tag) const;
+
+  // ---- non-blocking: same meaning as above; the buffers must outlive the Request ----
+  [[nodiscard]] Request iallreduce_sum(std::span<float> values) const;
+  [[nodiscard]] Request iallreduce_sum(Tensor& t) const { return iallreduce_sum(t.values()); }
+  [[nodiscard]] Request iallgather(std::span<const float> mine, std::span<float> all) const;
+  [[nodiscard]] Request ireduce_scatter_sum(std::span<const float> in, std::span<float> out) const;
+  [[nodiscard]] Request ibroadcast(std::span<float> values, int root) const;
+  [[nodiscard]] Request ibroadcast(Tensor& t, int root) const { return ibroadcast(t.values(), root); }
+  [[nodiscard]] Request isend(std::span<const float> values, int dest, int tag) const;
+  // Like recv(): completing with a message of another length throws MpiError from wait()/test().
+  [[nodiscard]] Request irecv(std::span<float> values, int source, int tag) const;
+
+ private:
+  // Takes ownership of `comm` without MPI calls, so that the destructor frees it if adopt() throws.
+  Communicator(MPI_Comm comm, std::string name) noexcept : comm_(comm), name_(std::move(name)) {}
+  // Owns `comm`: sets MPI_ERRORS_RETURN and caches rank and size.
+  static Communicator adopt(MPI_Comm comm, std::string name);
+  void release() noexcept;
+
+  // Throws MpiError describing `op` if rc is not MPI_SUCCESS.
+  void check(int rc, const char* op) const;
+  // The handle, or std::logic_error if this communicator is MPI_COMM_NULL.
+  MPI_Comm live(const char* op) const;
+  // `n` as an MPI count, or std::invalid_argument if it does not fit.
+  int count(std::size_t n, const char* op) const;
+  void check_blocks(std::size_t whole, std::size_t part, const char* op, const char* whole_name,
+                    const char* part_name) const;
+  Request make_request(MPI_Request request, const char* op, int expected_count = -1) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::string name_;
+  int rank_ = -1;
+  int size_ = 0;
+};
+
+}  // namespace strata

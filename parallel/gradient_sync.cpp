@@ -1,0 +1,78 @@
+#include "parallel/gradient_sync.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace strata {
+
+void DataParallelSync::attach(const std::vector<Param>& params) {
+  buckets_.clear();
+  bucket_of_.clear();
+  const auto limit = static_cast<std::int64_t>(bucket_mib_ * (1 << 20) / sizeof(float));
+  std::int64_t filled = 0;
+  for (auto p = params.rbegin(); p != params.rend(); ++p) {
+    const std::int64_t size = p->grad->size();
+    if (buckets_.empty() || limit == 0 || filled + size > limit) {
+      buckets_.emplace_back();
+      filled = 0;
+    }
+    buckets_.back().grads.push_back(p->grad);
+    bucket_of_[p->grad] = buckets_.size() - 1;
+    filled += size;
+  }
+  for (auto& b : buckets_) {
+    if (b.grads.size() < 2) continue;
+    std::int64_t total = 0;
+    for (const Tensor* g : b.grads) total += g->size();
+    b.packed.resize(static_cast<std::size_t>(total));
+  }
+}
+
+void DataParallelSync::start(Bucket& b) {
+  if (b.packed.empty()) {
+    b.reduction = data_.iallreduce_sum(*b.grads.front());
+  } else {
+    float* at = b.packed.data();
+    for (const Tensor* g : b.grads) at = std::copy(g->values().begin(), g->values().end(), at);
+    b.reduction = data_.iallreduce_sum(std::span<float>(b.packed));
+  }
+  b.started = true;
+}
+
+void DataParallelSync::gradients_ready(std::span<const Param> params) {
+  for (const Param& p : params) {
+    const auto found = bucket_of_.find(p.grad);
+    if (found == bucket_of_.end())
+      throw std::logic_error(fmt::format("gradient sync: {} is not one of the model's parameters", p.name));
+    Bucket& b = buckets_[found->second];
+    // Every rank reports the same layers in the same order, so the buckets start in the same order
+    // everywhere, as MPI requires of non-blocking collectives.
+    if (++b.ready == b.grads.size()) start(b);
+  }
+}
+
+void DataParallelSync::finish() {
+  for (auto& b : buckets_) {
+    if (!b.started)
+      throw std::logic_error(fmt::format("gradient sync: a bucket got {} of its {} gradients before finish()",
+                                         b.ready, b.grads.size()));
+    b.reduction.wait();
+    if (!b.packed.empty()) {
+      const float* at = b.packed.data();
+      for (Tensor* g : b.grads) {
+        std::copy(at, at + g->size(), g->values().begin());
+        at += g->size();
+      }
+    }
+    b.ready = 0;
+    b.started = false;
+  }
+}
+
+void DataParallelSync::sum(std::span<double> values) {
+  for (double& v : values) v = data_.allreduce_sum_double(v);
+}
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+// Data-parallel gradient averaging: bucketed non-blocking allreduces that overlap the backward pass.
+#pragma once
+
+#include <cstddef>
+#include <unordered_map>
+#include <vector>
+
+#include "core/gradient_sync.hpp"
+#include "parallel/communicator.hpp"
+
+namespace strata {
+
+class DataParallelSync final : public GradientSync {
+ public:
+  // `data` must outlive this object. attach() must follow before the first step.
+  DataParallelSync(const Communicator& data, double bucket_mib) : data_(data), bucket_mib_(bucket_mib) {}
+  // The parameters whose gradients are averaged, in the model's (forward) order. Buckets are
+  // filled in backward order, each up to bucket_mib MiB; 0 gives one allreduce per tensor.
+  void attach(const std::vector<Param>& params);
+
+  int replica() const override { return data_.rank(); }
+  int replicas() const override { return data_.size(); }
+  void gradients_ready(std::span<const Param> params) override;
+  void finish() override;
+  void sum(std::span<double> values) override;
+
+  std::size_t bucket_count() const { return buckets_.size(); }
+
+ private:
+  struct Bucket {
+    std::vector<Tensor*> grads;  // in backward order
+    std::vector<float> packed;   // the bucket's gradients back to back; empty for a one-tensor bucket
+    std::size_t ready = 0;       // gradients written this step
+    Request reduction;
+    bool started = false;
+  };
+  void start(Bucket& bucket);
+
+  const Communicator& data_;
+  double bucket_mib_;
+  std::vector<Bucket> buckets_;
+  std::unordered_map<const Tensor*, std::size_t> bucket_of_;  // gradient -> its bucket
+};
+
+}  // namespace strata

@@ -1,0 +1,27 @@
+#include "parallel/topology.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace strata {
+
+Topology::Topology(const Communicator& world, const Plan& plan)
+    : plan_(plan), world_rank_(world.rank()), coords_(plan.coords(world.rank())) {
+  if (plan.world_size != world.size())
+    throw std::invalid_argument(
+        fmt::format("the plan is for {} ranks but the world has {}", plan.world_size, world.size()));
+  const int M = plan.model, D = plan.data;
+  const auto [g, d, m] = coords_;
+  member_ = world.split(g, d * M + m, "member");
+  data_ = world.split(g * M + m, d, "data");
+  model_ = world.split(g * D + d, m, "model");
+  peers_ = world.split(d * M + m, g, "peers");
+}
+
+int measure_ranks_per_node(const Communicator& world) {
+  const Communicator node = world.split_shared("node");
+  return world.allreduce_max(node.size());
+}
+
+}  // namespace strata

@@ -1,0 +1,38 @@
+// A rank's nested communicators, all derived in one place from the plan's layout formula.
+#pragma once
+
+#include "parallel/communicator.hpp"
+#include "parallel/planner.hpp"
+
+namespace strata {
+
+// world_rank = m + M*d + M*D*g. From that one formula:
+//   member: the D*M ranks of group g (ordered by d*M + m)   — trains one model together
+//   data:   the ranks of group g with the same m (ordered by d) — averages gradients
+//   model:  the ranks of group g with the same d (ordered by m) — holds one replica's shards
+//   peers:  the ranks with the same (d, m) in every group (ordered by g) — exchanges models
+class Topology {
+ public:
+  // Collective over `world`. Every rank must pass the same plan, made for world.size() ranks;
+  // a plan for another size throws std::invalid_argument on every rank before any split.
+  Topology(const Communicator& world, const Plan& plan);
+
+  const Plan& plan() const { return plan_; }
+  RankCoords coords() const { return coords_; }
+  int world_rank() const { return world_rank_; }
+  const Communicator& member() const { return member_; }
+  const Communicator& data() const { return data_; }
+  const Communicator& model() const { return model_; }
+  const Communicator& peers() const { return peers_; }
+
+ private:
+  Plan plan_;
+  int world_rank_;
+  RankCoords coords_;
+  Communicator member_, data_, model_, peers_;
+};
+
+// Ranks per node as MPI sees it (MPI_COMM_TYPE_SHARED), the largest over the world. Collective.
+int measure_ranks_per_node(const Communicator& world);
+
+}  // namespace strata
