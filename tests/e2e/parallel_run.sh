@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `mpiexec -n 4 strata run` on configs/parallel.yaml (a data subset): 2 member groups of D=2 each write
+# their own metrics and weights; an impossible plan stops every rank with exit 2 instead of hanging.
+STRATA="$1"
+source "$(dirname "$0")/lib.sh"
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
+root="$PWD"
+cd "$work"
+sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/parallel|dir: $work/out|" \
+    -e 's/validation_fraction: 0.1/validation_fraction: 0.1\n  train_subset: 2560\n  test_subset: 500/' \
+    -e 's/epochs: 2/epochs: 1/' "$root/configs/parallel.yaml" > parallel.yaml
+
+expect_exit 0 '4 ranks = G 2 member groups x D 2 data replicas x M 1 model shards; global batch 64' -- \
+  "$MPIEXEC" -n 4 "$STRATA" run parallel.yaml
+for g in 0 1; do
+  [ "$(wc -l < out/members/$g/metrics.jsonl)" = 1 ] || { echo "FAIL: members/$g/metrics.jsonl"; fails=$((fails + 1)); }
+  [ -f out/members/$g/weights.h5 ] || { echo "FAIL: members/$g/weights.h5 missing"; fails=$((fails + 1)); }
+done
+grep -q 'group 1: ranks 2-3' out/plan.txt || { echo "FAIL: plan.txt lacks the group layout"; fails=$((fails + 1)); }
+# Each member has its own seed, so the two models differ.
+if cmp -s <(h5dump -d /weights/dense_9/weight out/members/0/weights.h5 | tail -n +3) \
+          <(h5dump -d /weights/dense_9/weight out/members/1/weights.h5 | tail -n +3); then
+  echo "FAIL: the two member groups trained identical models"; fails=$((fails + 1))
+else echo "ok: the member groups trained different models"; fi
+
+sed 's/  data: 2 .*/  data: 2\n  model: 2/' parallel.yaml > bad.yaml
+expect_exit 2 'bad.yaml:[0-9]+:[0-9]+: parallel.model: 3 ranks cannot be split into model groups of 2 shards' -- \
+  "$MPIEXEC" -n 3 "$STRATA" run bad.yaml
+finish

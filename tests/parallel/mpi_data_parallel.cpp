@@ -1,0 +1,113 @@
+// Data parallelism is the serial computation: D replicas of local batch b give the weights one rank
+// gets with batch D*b, up to float summation order; and the same run twice gives the same bits.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "core/trainer.hpp"
+#include "parallel/gradient_sync.hpp"
+#include "parallel/topology.hpp"
+
+using namespace strata;
+
+namespace {
+
+Config small_cnn_config(int local_batch) {
+  const std::string yaml = R"(run: {name: dp, seed: 11}
+data:
+  source: synthetic
+  validation_fraction: 0.0
+  synthetic: {train: 512, test: 64, classes: 4, channels: 1, height: 10, width: 10}
+model:
+  layers:
+    - conv2d: {filters: 16, kernel: 3, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dense: {units: 12, init: glorot}
+    - tanh
+    - dense: {units: 4, init: glorot}
+training:
+  epochs: 1
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+parallel: {lr_scaling: none}
+)";
+  Config c = parse_config(yaml, "dp.yaml");
+  c.training.local_batch = local_batch;
+  return c;
+}
+
+std::vector<float> flat_weights(Model& model) {
+  std::vector<float> all;
+  for (const auto& p : model.params()) all.insert(all.end(), p.value->values().begin(), p.value->values().end());
+  return all;
+}
+
+// Trains one epoch (8 steps of global batch 64) and returns the weights.
+std::vector<float> train_epoch(const Config& config, const Communicator* data, double bucket_mib) {
+  const TrainingData set = load_training_data(config);
+  std::optional<DataParallelSync> sync;
+  if (data != nullptr) sync.emplace(*data, bucket_mib);
+  Trainer trainer(config, set, 1, sync ? &*sync : nullptr);
+  if (sync) sync->attach(trainer.model().params());
+  trainer.run_epoch(1, {});
+  return flat_weights(trainer.model());
+}
+
+// The largest difference relative to the largest weight: per-element ratios of weights near zero
+// would measure float rounding, not the algorithm.
+double largest_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return worst / scale;
+}
+
+}  // namespace
+
+TEST_CASE("D=2 replicas of batch b give the weights of one rank with batch 2b", "[mpi][data_parallel]") {
+  const Communicator world = Communicator::world();
+  // Pairs of neighbouring ranks form the data communicators, as the layout does for M=1, D=2.
+  const Communicator data = world.split(world.rank() / 2, world.rank(), "data");
+  REQUIRE(data.size() == 2);
+  const auto serial = train_epoch(small_cnn_config(64), nullptr, 0.0);
+  for (double bucket_mib : {0.0, 0.005, 25.0}) {
+    const auto parallel = train_epoch(small_cnn_config(32), &data, bucket_mib);
+    const double worst = largest_relative_difference(parallel, serial);
+    WARN("bucket_mib " << bucket_mib << ": largest relative weight difference after 8 steps " << worst);
+    CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE("the same config and decomposition give bit-identical weights", "[mpi][data_parallel]") {
+  const Communicator world = Communicator::world();
+  const Communicator data = world.split(0, world.rank(), "data");  // every rank is a replica
+  const auto first = train_epoch(small_cnn_config(16), &data, 0.005);
+  const auto second = train_epoch(small_cnn_config(16), &data, 0.005);
+  CHECK(first == second);
+  // Every replica ends with the same weights: compare against rank 0's.
+  std::vector<float> root = first;
+  data.broadcast(root, 0);
+  CHECK(root == first);
+}
+
+TEST_CASE("buckets follow bucket_mib", "[mpi][data_parallel]") {
+  const Communicator world = Communicator::world();
+  Config config = small_cnn_config(16);
+  const TrainingData set = load_training_data(config);
+  Trainer trainer(config, set, 1);
+  const auto params = trainer.model().params();  // 6 tensors, 3296 floats, the largest the 256x12 dense weight
+  DataParallelSync per_tensor(world, 0.0), one_bucket(world, 25.0), small(world, 0.005);
+  per_tensor.attach(params);
+  one_bucket.attach(params);
+  small.attach(params);
+  CHECK(per_tensor.bucket_count() == params.size());
+  CHECK(one_bucket.bucket_count() == 1);
+  CHECK(small.bucket_count() > 1);
+  CHECK(small.bucket_count() < params.size());
+}
