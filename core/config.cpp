@@ -608,9 +608,8 @@ constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
 }};
 
 ParallelConfig parse_parallel(const MapReader& m) {
-  static constexpr std::string_view known[] = {"max_global_batch", "model",       "data",
-                                               "memory_per_rank_mib", "bucket_mib", "lr_scaling",
-                                               "accumulate",       "watchdog_s"};
+  static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
+                                               "memory_per_rank_mib", "bucket_mib", "lr_scaling"};
   m.allow_only(known);
   ParallelConfig p;
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
@@ -619,8 +618,6 @@ ParallelConfig parse_parallel(const MapReader& m) {
   read(m, "memory_per_rank_mib", p.memory_per_rank_mib, non_negative);
   read(m, "bucket_mib", p.bucket_mib, non_negative);
   read(m, "lr_scaling", p.lr_scaling, lr_scaling_choices, "lr_scaling");
-  read(m, "accumulate", p.accumulate, at_least_1);
-  read(m, "watchdog_s", p.watchdog_s, positive);
   return p;
 }
 

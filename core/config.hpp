@@ -104,8 +104,6 @@ struct ParallelConfig {
   double memory_per_rank_mib = 0;  // limit for the planner's choice of M; 0 = no limit (M = 1)
   double bucket_mib = 25.0;       // gradient allreduce bucket; 0 = one allreduce per tensor
   LrScaling lr_scaling = LrScaling::linear;
-  int accumulate = 1;             // gradient accumulation steps
-  double watchdog_s = 300.0;      // report a rank stuck this long in one collective
   SourceMark mark;                // of the parallel section, for planner errors
 };
 

@@ -470,8 +470,6 @@ parallel:
   memory_per_rank_mib: 512
   bucket_mib: 0
   lr_scaling: none
-  accumulate: 2
-  watchdog_s: 30
 )"),
                                 "t.yaml");
   const auto& p = c.parallel;
@@ -481,8 +479,6 @@ parallel:
   CHECK(p.memory_per_rank_mib == 512.0);
   CHECK(p.bucket_mib == 0.0);
   CHECK(p.lr_scaling == strata::LrScaling::none);
-  CHECK(p.accumulate == 2);
-  CHECK(p.watchdog_s == 30.0);
   CHECK(p.mark.line == 3);  // the section's first key, where planner errors point
   const Config defaults = parse_config(with_data("model: {layers: [flatten, {dense: {units: 3}}]}\n"), "t.yaml");
   CHECK(defaults.parallel.lr_scaling == strata::LrScaling::linear);
@@ -493,5 +489,5 @@ parallel:
              Catch::Contains("t.yaml:2:12: parallel.shards: unknown key"));
   CHECK_THAT(error_of(model + "parallel: {lr_scaling: sqrt}\n"),
              Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
-  CHECK_THAT(error_of(model + "parallel: {accumulate: 0}\n"), Catch::Contains("parallel.accumulate: expected a positive integer, got 0"));
+  CHECK_THAT(error_of(model + "parallel: {data: -1}\n"), Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
 }
