@@ -35,7 +35,8 @@ void ActivationLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) 
 
 // Each derivative is written in terms of what is cheapest to read: the input for the
 // piecewise-linear ones, the output for tanh and sigmoid.
-void ActivationLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
+void ActivationLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                               Tensor* grad_in) {
   if (grad_in == nullptr) return;
   grad_in->resize(in.shape(), in.layout());
   const float* x = in.data();

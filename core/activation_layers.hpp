@@ -13,7 +13,8 @@ class ActivationLayer final : public Layer {
   const char* kind() const override { return to_string(kind_); }
   Shape build(const Shape& input_shape) override { return input_shape; }
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
 
  private:
   LayerKind kind_;

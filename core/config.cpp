@@ -701,7 +701,7 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
     root.fail(fmt::format("expected a map of sections at the top level, got {}", root.found()));
 
   const MapReader top(root);
-  static constexpr std::string_view known[] = {"run",    "data",   "model", "training",
+  static constexpr std::string_view known[] = {"run",      "data",   "model", "training",
                                                "parallel", "output", "stages"};
   top.allow_only(known);
 

@@ -13,22 +13,34 @@ struct SourceMark {
   int column = 0;
 };
 
-enum class LayerKind { dense, conv2d, maxpool2d, avgpool2d, flatten, dropout, relu, tanh, sigmoid, leaky_relu };
-// he: N(0, 2/fan_in); glorot: U(+-sqrt(6/(fan_in+fan_out))); zeros; uniform_fan_in: U(+-1/sqrt(fan_in))
-// for weights and biases, which is PyTorch's default for Linear and Conv2d. Other kinds start biases at 0.
+enum class LayerKind {
+  dense,
+  conv2d,
+  maxpool2d,
+  avgpool2d,
+  flatten,
+  dropout,
+  relu,
+  tanh,
+  sigmoid,
+  leaky_relu
+};
+// he: N(0, 2/fan_in); glorot: U(+-sqrt(6/(fan_in+fan_out))); zeros; uniform_fan_in:
+// U(+-1/sqrt(fan_in)) for weights and biases, which is PyTorch's default for Linear and Conv2d.
+// Other kinds start biases at 0.
 enum class InitKind { he, glorot, zeros, uniform_fan_in };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
-  std::string name;        // unique; defaults to "<kind>_<index>"
-  int units = 0;           // dense
-  int filters = 0;         // conv2d
-  int kernel = 0;          // conv2d
-  int stride = 1;          // conv2d; pools default to their size
-  int padding = 0;         // conv2d
-  int size = 2;            // pools: window edge
-  float rate = 0.5f;       // dropout
-  float alpha = 0.01f;     // leaky_relu
+  std::string name;              // unique; defaults to "<kind>_<index>"
+  int units = 0;                 // dense
+  int filters = 0;               // conv2d
+  int kernel = 0;                // conv2d
+  int stride = 1;                // conv2d; pools default to their size
+  int padding = 0;               // conv2d
+  int size = 2;                  // pools: window edge
+  float rate = 0.5f;             // dropout
+  float alpha = 0.01f;           // leaky_relu
   InitKind init = InitKind::he;  // dense, conv2d weights; biases start at zero
   SourceMark mark;
 };
@@ -98,13 +110,13 @@ enum class LrScaling { none, linear };
 
 // How ranks are laid out and how a member group trains together (DESIGN §3-4).
 struct ParallelConfig {
-  int max_global_batch = 0;       // bound on D x local_batch; 0 = local_batch (no data parallelism)
-  int model = 0;                  // model-parallel shards M; 0 = the planner chooses
-  int data = 0;                   // data-parallel replicas D; 0 = the planner chooses
+  int max_global_batch = 0;  // bound on D x local_batch; 0 = local_batch (no data parallelism)
+  int model = 0;             // model-parallel shards M; 0 = the planner chooses
+  int data = 0;              // data-parallel replicas D; 0 = the planner chooses
   double memory_per_rank_mib = 0;  // limit for the planner's choice of M; 0 = no limit (M = 1)
-  double bucket_mib = 25.0;       // gradient allreduce bucket; 0 = one allreduce per tensor
+  double bucket_mib = 25.0;        // gradient allreduce bucket; 0 = one allreduce per tensor
   LrScaling lr_scaling = LrScaling::linear;
-  SourceMark mark;                // of the parallel section, for planner errors
+  SourceMark mark;  // of the parallel section, for planner errors
 };
 
 enum class StageKind { train };

@@ -16,7 +16,8 @@ using dt = dnnl::memory::data_type;
 
 namespace {
 
-memory::desc activation_desc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, Layout layout) {
+memory::desc activation_desc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                             Layout layout) {
   return {{n, c, h, w}, dt::f32, layout == Layout::channel_blocked16 ? tag::nChw16c : tag::nchw};
 }
 
@@ -28,8 +29,8 @@ struct Operand {
   bool needs_reorder() const { return primitive.get_data_handle() != user.get_data_handle(); }
 };
 
-Operand bind(const memory::desc& user_desc, const float* data, const memory::desc& wanted, memory& scratch,
-             const dnnl::engine& engine) {
+Operand bind(const memory::desc& user_desc, const float* data, const memory::desc& wanted,
+             memory& scratch, const dnnl::engine& engine) {
   Operand op;
   op.user = memory(user_desc, engine, const_cast<float*>(data));
   if (user_desc == wanted) {
@@ -62,25 +63,34 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
   // Scratch buffers in the primitives' layouts, used only when a strata tensor's layout differs.
-  memory src, dst, fwd_weights, bwd_src, diff_dst_w, diff_dst_d, diff_weights, bwd_data_weights, diff_src;
+  memory src, dst, fwd_weights, bwd_src, diff_dst_w, diff_dst_d, diff_weights, bwd_data_weights,
+      diff_src;
 };
 
-Conv2DLayer::Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init)
-    : Layer(std::move(name)), filters_(filters), kernel_(kernel), stride_(stride), padding_(padding), init_(init) {}
+Conv2DLayer::Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding,
+                         InitKind init)
+    : Layer(std::move(name)),
+      filters_(filters),
+      kernel_(kernel),
+      stride_(stride),
+      padding_(padding),
+      init_(init) {}
 
 Conv2DLayer::~Conv2DLayer() = default;
 
 Shape Conv2DLayer::build(const Shape& input_shape) {
   if (input_shape.size() != 3)
-    throw std::invalid_argument(
-        fmt::format("layer {}: conv2d needs a [C,H,W] input, got {}", name(), shape_string(input_shape)));
+    throw std::invalid_argument(fmt::format("layer {}: conv2d needs a [C,H,W] input, got {}",
+                                            name(), shape_string(input_shape)));
   channels_ = input_shape[0];
   in_h_ = input_shape[1];
   in_w_ = input_shape[2];
-  const std::int64_t span_h = in_h_ + 2 * padding_ - kernel_, span_w = in_w_ + 2 * padding_ - kernel_;
+  const std::int64_t span_h = in_h_ + 2 * padding_ - kernel_,
+                     span_w = in_w_ + 2 * padding_ - kernel_;
   if (span_h < 0 || span_w < 0)
-    throw std::invalid_argument(fmt::format("layer {}: kernel {} does not fit the padded input {}x{}", name(),
-                                            kernel_, in_h_ + 2 * padding_, in_w_ + 2 * padding_));
+    throw std::invalid_argument(
+        fmt::format("layer {}: kernel {} does not fit the padded input {}x{}", name(), kernel_,
+                    in_h_ + 2 * padding_, in_w_ + 2 * padding_));
   out_h_ = span_h / stride_ + 1;
   out_w_ = span_w / stride_ + 1;
   weight_ = Tensor({filters_, channels_, kernel_, kernel_});
@@ -98,7 +108,8 @@ void Conv2DLayer::initialize(Rng& rng) {
 }
 
 Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout input_layout) {
-  if (primitives_ && primitives_->batch == batch && primitives_->input_layout == input_layout) return *primitives_;
+  if (primitives_ && primitives_->batch == batch && primitives_->input_layout == input_layout)
+    return *primitives_;
   auto p = std::make_unique<Primitives>();
   p->batch = batch;
   p->input_layout = input_layout;
@@ -106,7 +117,8 @@ Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout 
   const memory::dims strides{stride_, stride_}, pads{padding_, padding_};
   // The input layout is given; oneDNN chooses the weights and output layouts.
   const auto src_md = activation_desc(batch, channels_, in_h_, in_w_, input_layout);
-  const memory::desc weight_any(weight_dims, dt::f32, tag::any), bias_md({filters_}, dt::f32, tag::x),
+  const memory::desc weight_any(weight_dims, dt::f32, tag::any),
+      bias_md({filters_}, dt::f32, tag::x),
       dst_any({batch, filters_, out_h_, out_w_}, dt::f32, tag::any);
   const memory::desc src_any({batch, channels_, in_h_, in_w_}, dt::f32, tag::any);
 
@@ -117,23 +129,24 @@ Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout 
     attr.set_post_ops(ops);
   }
   p->fwd_pd = dnnl::convolution_forward::primitive_desc(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                      src_md, weight_any, bias_md, dst_any, strides, pads, pads),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                      dnnl::algorithm::convolution_direct, src_md, weight_any,
+                                      bias_md, dst_any, strides, pads, pads),
       attr, p->engine);
   p->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any, weight_any, dst_any,
-                                            strides, pads, pads),
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any,
+                                            weight_any, dst_any, strides, pads, pads),
       p->engine, p->fwd_pd);
   p->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, weight_any, bias_md,
-                                               dst_any, strides, pads, pads),
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
+                                               weight_any, bias_md, dst_any, strides, pads, pads),
       p->engine, p->fwd_pd);
   p->fwd = dnnl::convolution_forward(p->fwd_pd);
   p->bwd_data = dnnl::convolution_backward_data(p->bwd_data_pd);
   p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   const bool blocked_out =
-      filters_ % 16 == 0 &&
-      p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, Layout::channel_blocked16);
+      filters_ % 16 == 0 && p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_,
+                                                                    Layout::channel_blocked16);
   p->output_layout = blocked_out ? Layout::channel_blocked16 : Layout::plain;
   primitives_ = std::move(p);
   return *primitives_;
@@ -149,11 +162,11 @@ void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   out.resize({batch, filters_, out_h_, out_w_}, p.output_layout);
   const memory src(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), p.engine,
                    const_cast<float*>(in.data()));
-  const Operand weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, weight_.data(),
-                               p.fwd_pd.weights_desc(), p.fwd_weights, p.engine);
+  const Operand weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw},
+                               weight_.data(), p.fwd_pd.weights_desc(), p.fwd_weights, p.engine);
   const memory bias({{filters_}, dt::f32, tag::x}, p.engine, bias_.data());
-  const Operand dst = bind(activation_desc(batch, filters_, out_h_, out_w_, p.output_layout), out.data(),
-                           p.fwd_pd.dst_desc(), p.dst, p.engine);
+  const Operand dst = bind(activation_desc(batch, filters_, out_h_, out_w_, p.output_layout),
+                           out.data(), p.fwd_pd.dst_desc(), p.dst, p.engine);
   if (weights.needs_reorder()) reorder(weights.user, weights.primitive, p.stream);
   p.fwd.execute(p.stream, {{DNNL_ARG_SRC, src},
                            {DNNL_ARG_WEIGHTS, weights.primitive},
@@ -163,7 +176,8 @@ void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   p.stream.wait();
 }
 
-void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
+void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                           Tensor* grad_in) {
   const std::int64_t batch = in.dim(0);
   Primitives& p = primitives_for(batch, in.layout());
   const float* diff = grad_out.data();
@@ -178,10 +192,11 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
   const auto out_desc = activation_desc(batch, filters_, out_h_, out_w_, grad_out.layout());
   const Operand src = bind(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), in.data(),
                            p.bwd_weights_pd.src_desc(), p.bwd_src, p.engine);
-  const Operand diff_dst_w = bind(out_desc, diff, p.bwd_weights_pd.diff_dst_desc(), p.diff_dst_w, p.engine);
-  const Operand diff_weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw},
-                                    weight_grad_.data(), p.bwd_weights_pd.diff_weights_desc(), p.diff_weights,
-                                    p.engine);
+  const Operand diff_dst_w =
+      bind(out_desc, diff, p.bwd_weights_pd.diff_dst_desc(), p.diff_dst_w, p.engine);
+  const Operand diff_weights =
+      bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, weight_grad_.data(),
+           p.bwd_weights_pd.diff_weights_desc(), p.diff_weights, p.engine);
   const memory diff_bias({{filters_}, dt::f32, tag::x}, p.engine, bias_grad_.data());
   if (src.needs_reorder()) reorder(src.user, src.primitive, p.stream);
   if (diff_dst_w.needs_reorder()) reorder(diff_dst_w.user, diff_dst_w.primitive, p.stream);
@@ -193,11 +208,14 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
 
   if (grad_in != nullptr) {
     grad_in->resize(in.shape(), in.layout());
-    const Operand diff_dst_d = bind(out_desc, diff, p.bwd_data_pd.diff_dst_desc(), p.diff_dst_d, p.engine);
-    const Operand weights = bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, weight_.data(),
-                                 p.bwd_data_pd.weights_desc(), p.bwd_data_weights, p.engine);
-    const Operand diff_src = bind(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), grad_in->data(),
-                                  p.bwd_data_pd.diff_src_desc(), p.diff_src, p.engine);
+    const Operand diff_dst_d =
+        bind(out_desc, diff, p.bwd_data_pd.diff_dst_desc(), p.diff_dst_d, p.engine);
+    const Operand weights =
+        bind({{filters_, channels_, kernel_, kernel_}, dt::f32, tag::oihw}, weight_.data(),
+             p.bwd_data_pd.weights_desc(), p.bwd_data_weights, p.engine);
+    const Operand diff_src =
+        bind(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), grad_in->data(),
+             p.bwd_data_pd.diff_src_desc(), p.diff_src, p.engine);
     if (diff_dst_d.needs_reorder()) reorder(diff_dst_d.user, diff_dst_d.primitive, p.stream);
     if (weights.needs_reorder()) reorder(weights.user, weights.primitive, p.stream);
     p.bwd_data.execute(p.stream, {{DNNL_ARG_DIFF_DST, diff_dst_d.primitive},

@@ -1,4 +1,5 @@
-// 2-D convolution on oneDNN primitives, optionally with a fused ReLU; weights [filters, channels, k, k].
+// 2-D convolution on oneDNN primitives, optionally with a fused ReLU; weights [filters, channels,
+// k, k].
 #pragma once
 
 #include <memory>
@@ -19,7 +20,8 @@ class Conv2DLayer final : public Layer {
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
   std::vector<Param> params() override;
 
   // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),

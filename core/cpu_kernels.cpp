@@ -19,7 +19,8 @@ KernelReport kernel_report() {
   r.openblas_weaker_than_cpu = (avx512 && !core_avx512 && !core_avx2) || (avx2 && !core_avx2);
   if (r.openblas_weaker_than_cpu)
     r.warning = fmt::format(
-        "OpenBLAS picked its '{}' kernels but this CPU supports {}; dense layers will run 3-4x slower. "
+        "OpenBLAS picked its '{}' kernels but this CPU supports {}; dense layers will run 3-4x "
+        "slower. "
         "Set OPENBLAS_CORETYPE={} before starting strata (jobs/*.sh do).",
         core, r.cpu_best, avx512 ? "SkylakeX" : "Haswell");
   return r;

@@ -32,7 +32,8 @@ struct Dataset {
 //   root attributes num_classes (integer) and source (string).
 // `train_limit` / `test_limit` > 0 read only the first that many samples (hyperslab).
 // Throws DataError naming the file and what is missing or inconsistent.
-Dataset read_dataset(const std::string& path, std::int64_t train_limit = 0, std::int64_t test_limit = 0);
+Dataset read_dataset(const std::string& path, std::int64_t train_limit = 0,
+                     std::int64_t test_limit = 0);
 
 // Writes a dataset in that layout (used by the importer and by tests).
 void write_dataset(const std::string& path, const Dataset& dataset);

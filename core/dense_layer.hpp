@@ -13,7 +13,8 @@ class DenseLayer final : public Layer {
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
   std::vector<Param> params() override;
 
  private:

@@ -16,13 +16,15 @@ DeviceReport detect_devices() {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     // Error 35 (insufficient driver) is what a machine without a GPU answers.
-    r.summary = fmt::format("CPU (the CUDA runtime found no usable GPU: {} {})", static_cast<int>(status),
-                            cudaGetErrorString(status));
+    r.summary = fmt::format("CPU (the CUDA runtime found no usable GPU: {} {})",
+                            static_cast<int>(status), cudaGetErrorString(status));
     return r;
   }
   r.cuda_devices = count;
-  r.summary = count > 0 ? fmt::format("CPU ({} CUDA GPU(s) visible; this version's kernels run on the CPU)", count)
-                        : std::string("CPU (no CUDA GPU visible)");
+  r.summary =
+      count > 0 ? fmt::format("CPU ({} CUDA GPU(s) visible; this version's kernels run on the CPU)",
+                              count)
+                : std::string("CPU (no CUDA GPU visible)");
 #else
   r.summary = "CPU (built without CUDA)";
 #endif

@@ -6,7 +6,13 @@
 
 namespace strata {
 
-enum ExitCode : int { exit_ok = 0, exit_usage = 2, exit_data = 3, exit_checkpointed = 75, exit_internal = 1 };
+enum ExitCode : int {
+  exit_ok = 0,
+  exit_usage = 2,
+  exit_data = 3,
+  exit_checkpointed = 75,
+  exit_internal = 1
+};
 
 // Bad command line or configuration: exit code 2.
 class ConfigError : public std::runtime_error {
@@ -20,7 +26,8 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The loss became NaN or infinite: the training cannot go on (exit code 1; a search records it as failed).
+// The loss became NaN or infinite: the training cannot go on (exit code 1; a search records it as
+// failed).
 class DivergedError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

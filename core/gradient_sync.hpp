@@ -1,4 +1,5 @@
-// How a trainer combines gradients and statistics with other processes; parallel/ implements it over MPI.
+// How a trainer combines gradients and statistics with other processes; parallel/ implements it
+// over MPI.
 #pragma once
 
 #include <span>

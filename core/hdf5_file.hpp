@@ -43,8 +43,10 @@ class File {
   // Dimensions of a dataset.
   std::vector<std::int64_t> shape(const std::string& dataset) const;
 
-  void write_u8(const std::string& dataset, const std::vector<std::int64_t>& shape, const std::uint8_t* values);
-  void write_f32(const std::string& dataset, const std::vector<std::int64_t>& shape, const float* values);
+  void write_u8(const std::string& dataset, const std::vector<std::int64_t>& shape,
+                const std::uint8_t* values);
+  void write_f32(const std::string& dataset, const std::vector<std::int64_t>& shape,
+                 const float* values);
   // Reads rows [first, first+count) along the first axis (count < 0: to the end) into `out`,
   // which is resized. The dataset's type is converted by HDF5.
   void read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, std::int64_t first = 0,
@@ -53,7 +55,8 @@ class File {
                 std::int64_t count = -1) const;
 
   void write_attr_int(const std::string& object, const std::string& name, std::int64_t value);
-  void write_attr_string(const std::string& object, const std::string& name, const std::string& value);
+  void write_attr_string(const std::string& object, const std::string& name,
+                         const std::string& value);
   bool has_attr(const std::string& object, const std::string& name) const;
   std::int64_t read_attr_int(const std::string& object, const std::string& name) const;
   std::string read_attr_string(const std::string& object, const std::string& name) const;

@@ -4,7 +4,8 @@
 
 namespace strata {
 
-void initialize_weights(Tensor& weights, InitKind kind, std::int64_t fan_in, std::int64_t fan_out, Rng& rng) {
+void initialize_weights(Tensor& weights, InitKind kind, std::int64_t fan_in, std::int64_t fan_out,
+                        Rng& rng) {
   switch (kind) {
     case InitKind::zeros:
       weights.fill(0.0f);

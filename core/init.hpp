@@ -7,8 +7,10 @@
 
 namespace strata {
 
-// fan_in / fan_out count the inputs and outputs that feed one weight (for conv: channels x kernel area).
-void initialize_weights(Tensor& weights, InitKind kind, std::int64_t fan_in, std::int64_t fan_out, Rng& rng);
+// fan_in / fan_out count the inputs and outputs that feed one weight (for conv: channels x kernel
+// area).
+void initialize_weights(Tensor& weights, InitKind kind, std::int64_t fan_in, std::int64_t fan_out,
+                        Rng& rng);
 // Biases start at zero except for uniform_fan_in, which draws them like the weights.
 void initialize_bias(Tensor& bias, InitKind kind, std::int64_t fan_in, Rng& rng);
 

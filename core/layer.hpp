@@ -37,7 +37,8 @@ class Layer {
   virtual void forward(const Tensor& in, Tensor& out, bool training) = 0;
   // Writes (not accumulates) the parameter gradients for this batch, and the input gradient
   // when grad_in is not null; the first layer passes null because nothing needs it.
-  virtual void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) = 0;
+  virtual void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                        Tensor* grad_in) = 0;
 
   virtual std::vector<Param> params() { return {}; }
 

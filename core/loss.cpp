@@ -5,8 +5,8 @@
 
 namespace strata {
 
-double softmax_cross_entropy(const Tensor& logits, std::span<const std::int32_t> labels, Tensor& grad,
-                             double grad_scale) {
+double softmax_cross_entropy(const Tensor& logits, std::span<const std::int32_t> labels,
+                             Tensor& grad, double grad_scale) {
   const std::int64_t batch = logits.dim(0), classes = logits.dim(1);
   grad.resize(logits.shape());
   const double scale = grad_scale > 0.0 ? grad_scale : static_cast<double>(batch);

@@ -6,7 +6,8 @@
 
 namespace strata {
 
-LrSchedule::LrSchedule(const ScheduleSpec& spec, double base_lr, std::int64_t steps_per_epoch, int epochs)
+LrSchedule::LrSchedule(const ScheduleSpec& spec, double base_lr, std::int64_t steps_per_epoch,
+                       int epochs)
     : spec_(spec),
       base_lr_(base_lr),
       steps_per_epoch_(static_cast<double>(std::max<std::int64_t>(steps_per_epoch, 1))),
@@ -27,7 +28,8 @@ double LrSchedule::at(std::int64_t step) const {
     case ScheduleKind::cosine: {
       const double span = std::max(total_steps_ - warmup_steps_, 1.0);
       const double progress = std::min(after / span, 1.0);
-      return spec_.min_lr + (base_lr_ - spec_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+      return spec_.min_lr +
+             (base_lr_ - spec_.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
     }
   }
   return base_lr_;

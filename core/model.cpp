@@ -20,7 +20,8 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& s) {
     case LayerKind::dense:
       return std::make_unique<DenseLayer>(s.name, s.units, s.init);
     case LayerKind::conv2d:
-      return std::make_unique<Conv2DLayer>(s.name, s.filters, s.kernel, s.stride, s.padding, s.init);
+      return std::make_unique<Conv2DLayer>(s.name, s.filters, s.kernel, s.stride, s.padding,
+                                           s.init);
     case LayerKind::maxpool2d:
       return std::make_unique<Pool2DLayer>(s.name, Pool2DLayer::Mode::max, s.size, s.stride);
     case LayerKind::avgpool2d:
@@ -39,8 +40,8 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& s) {
 }
 
 std::string where(const std::string& file, const LayerSpec& s, std::size_t index) {
-  return fmt::format("{}:{}:{}: model.layers[{}] ({})", file.empty() ? "<model>" : file, s.mark.line,
-                     s.mark.column, index, s.name);
+  return fmt::format("{}:{}:{}: model.layers[{}] ({})", file.empty() ? "<model>" : file,
+                     s.mark.line, s.mark.column, index, s.name);
 }
 
 }  // namespace
@@ -48,7 +49,8 @@ std::string where(const std::string& file, const LayerSpec& s, std::size_t index
 Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
              std::uint64_t init_seed, const std::string& config_file)
     : input_shape_(input_shape) {
-  if (specs.empty()) throw ConfigError(fmt::format("{}: model.layers: the model has no layers", config_file));
+  if (specs.empty())
+    throw ConfigError(fmt::format("{}: model.layers: the model has no layers", config_file));
   Rng rng(init_seed);
   Shape shape = input_shape;
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -69,12 +71,13 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
     layers_.push_back(std::move(layer));
   }
   if (shape.size() != 1 || shape[0] != num_classes)
-    throw ConfigError(fmt::format("{}: the last layer must output {} logits (one per class), but outputs {}",
-                                  where(config_file, specs.back(), specs.size() - 1), num_classes,
-                                  shape_string(shape)));
+    throw ConfigError(fmt::format(
+        "{}: the last layer must output {} logits (one per class), but outputs {}",
+        where(config_file, specs.back(), specs.size() - 1), num_classes, shape_string(shape)));
   outputs_.resize(layers_.size());
   grads_.resize(layers_.size());
-  while (first_trainable_ + 1 < layers_.size() && layers_[first_trainable_]->params().empty()) ++first_trainable_;
+  while (first_trainable_ + 1 < layers_.size() && layers_[first_trainable_]->params().empty())
+    ++first_trainable_;
   reseed_noise(derive_seed(init_seed, {layers_.size()}));
 }
 
@@ -89,7 +92,8 @@ const Tensor& Model::forward(const Tensor& input, bool training) {
   return outputs_.back();
 }
 
-void Model::backward(const Tensor& input, const Tensor& grad_logits, const std::function<void(std::size_t layer)>& on_layer_done) {
+void Model::backward(const Tensor& input, const Tensor& grad_logits,
+                     const std::function<void(std::size_t layer)>& on_layer_done) {
   for (std::size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
@@ -121,8 +125,8 @@ std::string Model::summary() {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     std::int64_t count = 0;
     for (auto& p : layers_[i]->params()) count += p.value->size();
-    text += fmt::format("  {:<14} {:<11} out {:<14} params {}\n", layers_[i]->name(), layers_[i]->kind(),
-                        shape_string(output_shapes_[i]), count);
+    text += fmt::format("  {:<14} {:<11} out {:<14} params {}\n", layers_[i]->name(),
+                        layers_[i]->kind(), shape_string(output_shapes_[i]), count);
   }
   text += fmt::format("  total parameters {}\n", parameter_count());
   return text;

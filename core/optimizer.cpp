@@ -16,7 +16,8 @@ void ensure_buffers(std::vector<Tensor>& buffers, const std::vector<Param>& para
 
 void Optimizer::step(const std::vector<Param>& params, double lr) {
   begin_step(params);
-  for (std::size_t k = 0; k < params.size(); ++k) update(params[k], k, 0, params[k].value->size(), lr);
+  for (std::size_t k = 0; k < params.size(); ++k)
+    update(params[k], k, 0, params[k].value->size(), lr);
 }
 
 void SgdOptimizer::begin_step(const std::vector<Param>& params) {
@@ -25,7 +26,8 @@ void SgdOptimizer::begin_step(const std::vector<Param>& params) {
   ++steps_;
 }
 
-void SgdOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) {
+void SgdOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
+                          double lr) {
   const auto mu = static_cast<float>(spec_.momentum), wd = static_cast<float>(spec_.weight_decay),
              rate = static_cast<float>(lr);
   float* w = param.value->data();
@@ -56,7 +58,8 @@ void AdamOptimizer::begin_step(const std::vector<Param>& params) {
   bias2_sqrt_ = std::sqrt(1.0 - std::pow(spec_.beta2, t));
 }
 
-void AdamOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) {
+void AdamOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
+                           double lr) {
   const auto b1 = static_cast<float>(spec_.beta1), b2 = static_cast<float>(spec_.beta2),
              eps = static_cast<float>(spec_.eps), wd = static_cast<float>(spec_.weight_decay);
   const auto step_size = static_cast<float>(lr / bias1_);

@@ -19,7 +19,8 @@ class Optimizer {
   // Counts the step and sizes the state for `params` on the first call.
   virtual void begin_step(const std::vector<Param>& params) = 0;
   // Updates elements [begin, end) of parameter `k` (index into the begin_step list) at rate `lr`.
-  virtual void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) = 0;
+  virtual void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
+                      double lr) = 0;
   // The optimizer's moving state, one tensor per (buffer, parameter), for checkpoints.
   virtual std::vector<Tensor*> state() = 0;
 
@@ -36,7 +37,8 @@ class SgdOptimizer final : public Optimizer {
  public:
   explicit SgdOptimizer(const OptimizerSpec& spec) : spec_(spec) {}
   void begin_step(const std::vector<Param>& params) override;
-  void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) override;
+  void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
+              double lr) override;
   std::vector<Tensor*> state() override;
 
  private:
@@ -50,7 +52,8 @@ class AdamOptimizer final : public Optimizer {
  public:
   explicit AdamOptimizer(const OptimizerSpec& spec) : spec_(spec) {}
   void begin_step(const std::vector<Param>& params) override;
-  void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end, double lr) override;
+  void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
+              double lr) override;
   std::vector<Tensor*> state() override;
 
  private:

@@ -62,10 +62,11 @@ void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int si
 
 // Max pooling's gradient goes to the first input in each window that equals the window's output,
 // found again here rather than stored by the forward pass, so the forward pass stays a plain max.
-// `assign`: the windows tile the input exactly, so every input element is written once, not added to.
+// `assign`: the windows tile the input exactly, so every input element is written once, not added
+// to.
 template <class V, bool max_mode, bool assign>
-void pool_plane_backward(const float* x, const float* y, const float* dy, float* dx, const PlaneGeometry& g,
-                         int size, int stride) {
+void pool_plane_backward(const float* x, const float* y, const float* dy, float* dx,
+                         const PlaneGeometry& g, int size, int stride) {
   constexpr std::int64_t L = sizeof(V) / sizeof(float);
   const float inv_area = 1.0f / static_cast<float>(size * size);
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -96,8 +97,10 @@ void pool_plane_backward(const float* x, const float* y, const float* dy, float*
 template <class V>
 void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor& grad_in,
                      const PlaneGeometry& g, int size, int stride, bool max_mode, bool assign) {
-  auto plane = max_mode ? (assign ? pool_plane_backward<V, true, true> : pool_plane_backward<V, true, false>)
-                        : (assign ? pool_plane_backward<V, false, true> : pool_plane_backward<V, false, false>);
+  auto plane =
+      max_mode
+          ? (assign ? pool_plane_backward<V, true, true> : pool_plane_backward<V, true, false>)
+          : (assign ? pool_plane_backward<V, false, true> : pool_plane_backward<V, false, false>);
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   for (std::int64_t p = 0; p < g.planes; ++p)
     plane(in.data() + p * in_plane, out.data() + p * out_plane, grad_out.data() + p * out_plane,
@@ -105,10 +108,12 @@ void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out
 }
 
 template <class V>
-void forward_planes(const Tensor& in, Tensor& out, const PlaneGeometry& g, int size, int stride, bool max_mode) {
+void forward_planes(const Tensor& in, Tensor& out, const PlaneGeometry& g, int size, int stride,
+                    bool max_mode) {
   auto plane = max_mode ? pool_plane_forward<V, true> : pool_plane_forward<V, false>;
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
-  for (std::int64_t p = 0; p < g.planes; ++p) plane(in.data() + p * in_plane, out.data() + p * out_plane, g, size, stride);
+  for (std::int64_t p = 0; p < g.planes; ++p)
+    plane(in.data() + p * in_plane, out.data() + p * out_plane, g, size, stride);
 }
 
 }  // namespace
@@ -118,14 +123,14 @@ Pool2DLayer::Pool2DLayer(std::string name, Mode mode, int size, int stride)
 
 Shape Pool2DLayer::build(const Shape& input_shape) {
   if (input_shape.size() != 3)
-    throw std::invalid_argument(
-        fmt::format("layer {}: pooling needs a [C,H,W] input, got {}", name(), shape_string(input_shape)));
+    throw std::invalid_argument(fmt::format("layer {}: pooling needs a [C,H,W] input, got {}",
+                                            name(), shape_string(input_shape)));
   channels_ = input_shape[0];
   in_h_ = input_shape[1];
   in_w_ = input_shape[2];
   if (in_h_ < size_ || in_w_ < size_)
-    throw std::invalid_argument(fmt::format("layer {}: window {} is larger than the input {}x{}", name(), size_,
-                                            in_h_, in_w_));
+    throw std::invalid_argument(fmt::format("layer {}: window {} is larger than the input {}x{}",
+                                            name(), size_, in_h_, in_w_));
   out_h_ = (in_h_ - size_) / stride_ + 1;
   out_w_ = (in_w_ - size_) / stride_ + 1;
   return {channels_, out_h_, out_w_};
@@ -141,7 +146,8 @@ void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
     forward_planes<float>(in, out, g, size_, stride_, max_mode);
 }
 
-void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
+void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                           Tensor* grad_in) {
   if (grad_in == nullptr) return;
   grad_in->resize(in.shape(), in.layout());
   const bool tiles_exactly = stride_ == size_ && out_h_ * size_ == in_h_ && out_w_ * size_ == in_w_;
@@ -149,7 +155,8 @@ void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
   const PlaneGeometry g = geometry(in, out_h_, out_w_);
   const bool max_mode = mode_ == Mode::max;
   if (g.lanes == 16)
-    backward_planes<Lanes16>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly);
+    backward_planes<Lanes16>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode,
+                             tiles_exactly);
   else
     backward_planes<float>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly);
 }

@@ -14,7 +14,8 @@ class Pool2DLayer final : public Layer {
   const char* kind() const override { return mode_ == Mode::max ? "maxpool2d" : "avgpool2d"; }
   Shape build(const Shape& input_shape) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
 
  private:
   Mode mode_;

@@ -1,4 +1,5 @@
-// Counter-based random streams: the whole state is (key, counter), so it saves and restores exactly.
+// Counter-based random streams: the whole state is (key, counter), so it saves and restores
+// exactly.
 #pragma once
 
 #include <cmath>
@@ -23,8 +24,14 @@ inline std::uint64_t derive_seed(std::uint64_t seed, std::initializer_list<std::
 }
 
 // What each stream of a run is for; every stream is derive_seed(run seed, {purpose, ...}).
-enum SeedPurpose : std::uint64_t { seed_init = 1, seed_split = 2, seed_shuffle = 3, seed_noise = 4, seed_synthetic = 5,
-                                  seed_member = 6 };
+enum SeedPurpose : std::uint64_t {
+  seed_init = 1,
+  seed_split = 2,
+  seed_shuffle = 3,
+  seed_noise = 4,
+  seed_synthetic = 5,
+  seed_member = 6
+};
 
 class Rng {
  public:
@@ -41,7 +48,8 @@ class Rng {
   float normal() {
     double u1 = 1.0 - uniform_double();
     double u2 = uniform_double();
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
+                              std::cos(2.0 * std::numbers::pi * u2));
   }
 
   std::uint64_t key() const { return key_; }

@@ -17,7 +17,8 @@ void FlattenLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   std::copy(in.values().begin(), in.values().end(), out.values().begin());
 }
 
-void FlattenLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+void FlattenLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
+                            Tensor* grad_in) {
   if (grad_in == nullptr) return;
   if (in.layout() == Layout::plain) {
     grad_in->resize(in.shape());
@@ -44,7 +45,8 @@ void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {
   }
 }
 
-void DropoutLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+void DropoutLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
+                            Tensor* grad_in) {
   if (grad_in == nullptr) return;
   grad_in->resize(in.shape(), in.layout());
   for (std::int64_t i = 0; i < in.size(); ++i)

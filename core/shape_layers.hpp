@@ -13,7 +13,8 @@ class FlattenLayer final : public Layer {
   const char* kind() const override { return "flatten"; }
   Shape build(const Shape& input_shape) override { return {element_count(input_shape)}; }
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
 
  private:
   Tensor plain_grad_;
@@ -28,7 +29,8 @@ class DropoutLayer final : public Layer {
   Shape build(const Shape& input_shape) override { return input_shape; }
   void reseed_noise(std::uint64_t seed) override { rng_ = Rng(seed); }
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
 
   Rng& rng() { return rng_; }
 

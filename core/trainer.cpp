@@ -16,7 +16,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Worker i's share [begin, end) of n items split over `workers`.
 std::pair<std::int64_t, std::int64_t> share(std::int64_t n, int workers, int i) {
@@ -29,9 +31,12 @@ constexpr std::int64_t eval_batch = 256;
 
 namespace {
 
-int replicas_of(const GradientSync* sync) { return sync != nullptr ? sync->replicas() : 1; }
+int replicas_of(const GradientSync* sync) {
+  return sync != nullptr ? sync->replicas() : 1;
+}
 
-// Goyal et al.: a k times larger global batch takes a k times larger rate (warm it up in the schedule).
+// Goyal et al.: a k times larger global batch takes a k times larger rate (warm it up in the
+// schedule).
 double scaled_lr(const Config& config, int replicas) {
   const double lr = config.training.optimizer.lr;
   return config.parallel.lr_scaling == LrScaling::linear ? lr * replicas : lr;
@@ -50,19 +55,23 @@ Trainer::Trainer(const Config& config, const TrainingData& data, int threads, Gr
       schedule_(config.training.schedule, scaled_lr(config, replicas_of(sync)), steps_per_epoch_,
                 config.training.epochs) {
   if (steps_per_epoch_ == 0)
-    throw ConfigError(fmt::format("{}: training.local_batch: the global batch {} ({} x {} replicas) is larger than "
-                                  "the {} training samples",
-                                  config.file, global_batch_, config.training.local_batch, replicas_of(sync),
-                                  data.train.count()));
+    throw ConfigError(fmt::format(
+        "{}: training.local_batch: the global batch {} ({} x {} replicas) is larger than "
+        "the {} training samples",
+        config.file, global_batch_, config.training.local_batch, replicas_of(sync),
+        data.train.count()));
   const std::uint64_t init_seed = derive_seed(config.run.seed, {seed_init});
   for (int i = 0; i < pool_.size(); ++i) {
-    replicas_.emplace_back(config.layers, data.sample_shape, data.num_classes, init_seed, config.file);
-    replicas_.back().reseed_noise(derive_seed(config.run.seed, {seed_noise, static_cast<std::uint64_t>(i)}));
+    replicas_.emplace_back(config.layers, data.sample_shape, data.num_classes, init_seed,
+                           config.file);
+    replicas_.back().reseed_noise(
+        derive_seed(config.run.seed, {seed_noise, static_cast<std::uint64_t>(i)}));
   }
   workers_.resize(static_cast<std::size_t>(pool_.size()));
   for (auto& replica : replicas_) replica_params_.push_back(replica.params());
   Model& first = replicas_.front();
-  for (std::size_t i = 0; i < first.layer_count(); ++i) layer_params_.push_back(first.layer(i).params());
+  for (std::size_t i = 0; i < first.layer_count(); ++i)
+    layer_params_.push_back(first.layer(i).params());
 }
 
 void Trainer::broadcast_weights() {
@@ -102,7 +111,8 @@ void Trainer::apply_gradients(double lr) {
   const int threads = pool_.size();
   const bool workers_summed = reduce_after_sum || replicas_.size() == 1;
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
-  // order, so the result does not depend on timing), updates it, and copies it back to the replicas.
+  // order, so the result does not depend on timing), updates it, and copies it back to the
+  // replicas.
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
       auto [begin, end] = share(total[k].value->size(), threads, worker);
@@ -124,11 +134,13 @@ void Trainer::sum_over_replicas(std::span<double> values) {
   if (sync_ != nullptr) sync_->sum(values);
 }
 
-double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr, std::int64_t& correct) {
+double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr,
+                           std::int64_t& correct) {
   // This process's shard of the global batch; its workers split the shard again.
   const auto local = static_cast<std::int64_t>(config_.training.local_batch);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
-  const auto batch = global_batch.subspan(static_cast<std::size_t>(replica * local), static_cast<std::size_t>(local));
+  const auto batch = global_batch.subspan(static_cast<std::size_t>(replica * local),
+                                          static_cast<std::size_t>(local));
   const auto scale = static_cast<double>(global_batch.size());
   const int threads = pool_.size();
   // A single worker hands each layer's gradients to sync_ as backward finishes it, so the
@@ -143,14 +155,17 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
     auto [begin, end] = share(local, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
     Model& model = replicas_[static_cast<std::size_t>(i)];
-    gather_batch(data_.train, batch.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
-                 w.images, w.labels);
+    gather_batch(
+        data_.train,
+        batch.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
+        w.images, w.labels);
     const Tensor& logits = model.forward(w.images, true);
     // Each worker scales by the global batch, so the summed gradients are the global-batch mean.
     const double mean = softmax_cross_entropy(logits, w.labels, w.grad_logits, scale);
     w.loss_sum = mean * static_cast<double>(end - begin);
     w.correct = count_correct(logits, w.labels);
-    model.backward(w.images, w.grad_logits, i == 0 ? on_layer_done : std::function<void(std::size_t)>{});
+    model.backward(w.images, w.grad_logits,
+                   i == 0 ? on_layer_done : std::function<void(std::size_t)>{});
   });
   double loss_sum = 0.0;
   for (const auto& w : workers_) {
@@ -165,8 +180,9 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
 EpochMetrics Trainer::run_epoch(int epoch, const ProgressCallback& on_progress) {
   const auto epoch_start = Clock::now();
   // Every replica draws the same order; each takes its own shard of every global batch.
-  const auto order = shuffled_indices(data_.train.count(),
-                                      derive_seed(config_.run.seed, {seed_shuffle, static_cast<std::uint64_t>(epoch)}));
+  const auto order = shuffled_indices(
+      data_.train.count(),
+      derive_seed(config_.run.seed, {seed_shuffle, static_cast<std::uint64_t>(epoch)}));
   EpochMetrics m;
   m.epoch = epoch;
   double loss_sum = 0.0, correct = 0.0;
@@ -175,23 +191,27 @@ EpochMetrics Trainer::run_epoch(int epoch, const ProgressCallback& on_progress) 
   for (std::int64_t step = 0; step < steps_per_epoch_; ++step) {
     m.lr = schedule_.at(global_step_);
     std::int64_t step_correct = 0;
-    const double step_loss = train_step(
-        std::span(order).subspan(static_cast<std::size_t>(step * global_batch_), static_cast<std::size_t>(global_batch_)),
-        m.lr, step_correct);
+    const double step_loss =
+        train_step(std::span(order).subspan(static_cast<std::size_t>(step * global_batch_),
+                                            static_cast<std::size_t>(global_batch_)),
+                   m.lr, step_correct);
     // Summed over the replicas every step, so that all of them see the same loss and stop together.
     std::array<double, 2> stats{step_loss, static_cast<double>(step_correct)};
     sum_over_replicas(stats);
     if (!std::isfinite(stats[0]))
-      throw DivergedError(fmt::format("training diverged: the loss is {} at epoch {} step {} (lr {:g})", stats[0],
-                                      epoch, step + 1, m.lr));
+      throw DivergedError(
+          fmt::format("training diverged: the loss is {} at epoch {} step {} (lr {:g})", stats[0],
+                      epoch, step + 1, m.lr));
     loss_sum += stats[0];
     correct += stats[1];
     if (on_progress && seconds_since(last_report) >= config_.output.progress_seconds) {
       last_report = Clock::now();
       const double elapsed = seconds_since(epoch_start);
       const auto seen = static_cast<double>((step + 1) * global_batch_);
-      TrainProgress p{epoch, epochs, step + 1, steps_per_epoch_, loss_sum / seen, m.lr, seen / elapsed, 0.0};
-      const double steps_left = static_cast<double>((epochs - epoch + 1) * steps_per_epoch_ - (step + 1));
+      TrainProgress p{epoch,           epochs, step + 1,       steps_per_epoch_,
+                      loss_sum / seen, m.lr,   seen / elapsed, 0.0};
+      const double steps_left =
+          static_cast<double>((epochs - epoch + 1) * steps_per_epoch_ - (step + 1));
       p.eta_seconds = steps_left * elapsed / static_cast<double>(step + 1);
       on_progress(p);
     }
@@ -231,7 +251,8 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
       for (std::int64_t r = first; r < last; ++r) rows[static_cast<std::size_t>(r - first)] = r;
       gather_batch(set, rows, w.images, w.labels);
       const Tensor& logits = replicas_[static_cast<std::size_t>(i)].forward(w.images, false);
-      w.loss_sum += softmax_cross_entropy(logits, w.labels, w.grad_logits) * static_cast<double>(last - first);
+      w.loss_sum += softmax_cross_entropy(logits, w.labels, w.grad_logits) *
+                    static_cast<double>(last - first);
       w.correct += count_correct(logits, w.labels);
     }
   });

@@ -48,14 +48,16 @@ using ProgressCallback = std::function<void(const TrainProgress&)>;
 
 class Trainer {
  public:
-  // `threads` workers split every batch; each runs single-threaded kernels on its own model replica.
-  // With `sync`, this process is replica sync->replica() of sync->replicas() data-parallel replicas:
-  // each step takes its shard of a global batch of replicas x local_batch samples, and the
-  // gradients are summed over the replicas before the (identical) optimizer step everywhere.
-  Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync = nullptr);
+  // `threads` workers split every batch; each runs single-threaded kernels on its own model
+  // replica. With `sync`, this process is replica sync->replica() of sync->replicas() data-parallel
+  // replicas: each step takes its shard of a global batch of replicas x local_batch samples, and
+  // the gradients are summed over the replicas before the (identical) optimizer step everywhere.
+  Trainer(const Config& config, const TrainingData& data, int threads,
+          GradientSync* sync = nullptr);
 
   // Runs epoch `epoch` (1-based) and evaluates on validation and test data.
-  // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf loss.
+  // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf
+  // loss.
   EpochMetrics run_epoch(int epoch, const ProgressCallback& on_progress);
   Evaluation evaluate(const SampleSet& set);
 
@@ -88,7 +90,8 @@ class Trainer {
   WorkerPool pool_;
   std::vector<Model> replicas_;
   std::vector<std::vector<Param>> replica_params_;  // replica_params_[r]: replica r's parameters
-  std::vector<std::vector<Param>> layer_params_;    // layer_params_[i]: layer i's parameters in replica 0
+  std::vector<std::vector<Param>>
+      layer_params_;  // layer_params_[i]: layer i's parameters in replica 0
   std::vector<Worker> workers_;
   std::unique_ptr<Optimizer> optimizer_;
   std::int64_t global_batch_;

@@ -10,10 +10,12 @@ namespace strata {
 
 namespace {
 
-SampleSet to_samples(const LabeledImages& images, std::span<const std::int64_t> rows, float mean, float stddev) {
+SampleSet to_samples(const LabeledImages& images, std::span<const std::int64_t> rows, float mean,
+                     float stddev) {
   SampleSet set;
   const std::int64_t size = images.sample_size();
-  set.images = Tensor({static_cast<std::int64_t>(rows.size()), images.channels, images.height, images.width});
+  set.images = Tensor(
+      {static_cast<std::int64_t>(rows.size()), images.channels, images.height, images.width});
   set.labels.resize(rows.size());
   const float scale = 1.0f / (255.0f * stddev), shift = mean / stddev;
   for (std::size_t r = 0; r < rows.size(); ++r) {
@@ -37,21 +39,25 @@ std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed) {
   auto order = iota_rows(n);
   Rng rng(seed);
   for (std::int64_t i = n - 1; i > 0; --i)
-    std::swap(order[static_cast<std::size_t>(i)], order[rng.below(static_cast<std::uint64_t>(i + 1))]);
+    std::swap(order[static_cast<std::size_t>(i)],
+              order[rng.below(static_cast<std::uint64_t>(i + 1))]);
   return order;
 }
 
-TrainingData prepare_training_data(const Dataset& dataset, double validation_fraction, std::uint64_t split_seed) {
+TrainingData prepare_training_data(const Dataset& dataset, double validation_fraction,
+                                   std::uint64_t split_seed) {
   TrainingData data;
   const LabeledImages& train = dataset.train;
   data.sample_shape = {train.channels, train.height, train.width};
   data.num_classes = dataset.num_classes;
 
   const auto order = shuffled_indices(train.count, split_seed);
-  const auto held_out = static_cast<std::int64_t>(std::floor(validation_fraction * static_cast<double>(train.count)));
+  const auto held_out =
+      static_cast<std::int64_t>(std::floor(validation_fraction * static_cast<double>(train.count)));
   std::vector<std::int64_t> train_rows(order.begin(), order.end() - held_out);
   std::vector<std::int64_t> validation_rows(order.end() - held_out, order.end());
-  // Keep the original file order inside each part so that the split is the only thing the seed changes.
+  // Keep the original file order inside each part so that the split is the only thing the seed
+  // changes.
   std::sort(train_rows.begin(), train_rows.end());
   std::sort(validation_rows.begin(), validation_rows.end());
 
@@ -76,10 +82,12 @@ TrainingData prepare_training_data(const Dataset& dataset, double validation_fra
 
 TrainingData load_training_data(const Config& config) {
   const DataConfig& d = config.data;
-  Dataset dataset = d.source == DataSource::synthetic
-                        ? make_synthetic(d.synthetic, derive_seed(config.run.seed, {seed_synthetic}))
-                        : read_dataset(d.path, d.train_subset, d.test_subset);
-  return prepare_training_data(dataset, d.validation_fraction, derive_seed(config.run.seed, {seed_split}));
+  Dataset dataset =
+      d.source == DataSource::synthetic
+          ? make_synthetic(d.synthetic, derive_seed(config.run.seed, {seed_synthetic}))
+          : read_dataset(d.path, d.train_subset, d.test_subset);
+  return prepare_training_data(dataset, d.validation_fraction,
+                               derive_seed(config.run.seed, {seed_split}));
 }
 
 void gather_batch(const SampleSet& set, std::span<const std::int64_t> indices, Tensor& images,

@@ -1,4 +1,5 @@
-// Samples ready for training: normalised float images, the validation hold-out, and batch gathering.
+// Samples ready for training: normalised float images, the validation hold-out, and batch
+// gathering.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,11 @@ struct TrainingData {
 
 // Scales pixels to [0,1] and standardises them with the training split's mean and deviation,
 // after holding out `validation_fraction` of /train, chosen by a shuffle seeded with `split_seed`.
-TrainingData prepare_training_data(const Dataset& dataset, double validation_fraction, std::uint64_t split_seed);
+TrainingData prepare_training_data(const Dataset& dataset, double validation_fraction,
+                                   std::uint64_t split_seed);
 
-// Reads the dataset the config names (HDF5 file or synthetic) and prepares it with the run's split seed.
-// Throws DataError for a missing or damaged file.
+// Reads the dataset the config names (HDF5 file or synthetic) and prepares it with the run's split
+// seed. Throws DataError for a missing or damaged file.
 TrainingData load_training_data(const Config& config);
 
 // A permutation of [0, n) drawn from `seed`.

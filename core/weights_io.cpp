@@ -8,14 +8,17 @@
 namespace strata {
 
 namespace {
-std::string dataset_name(const Param& p) { return "/weights/" + p.name; }
+std::string dataset_name(const Param& p) {
+  return "/weights/" + p.name;
+}
 }  // namespace
 
 void save_weights(const std::string& path, Model& model) {
   auto file = h5::File::create(path);
   file.write_attr_string("/", "format", "strata-weights");
   file.write_attr_int("/", "format_version", 1);
-  for (const auto& p : model.params()) file.write_f32(dataset_name(p), p.value->shape(), p.value->data());
+  for (const auto& p : model.params())
+    file.write_f32(dataset_name(p), p.value->shape(), p.value->data());
   file.flush();
 }
 
@@ -25,7 +28,8 @@ void load_weights(const std::string& path, Model& model) {
   for (const auto& p : model.params()) {
     const auto name = dataset_name(p);
     if (!file.exists(name))
-      throw DataError(fmt::format("{}: dataset {} not found (the model's layer names must match the file)", path, name));
+      throw DataError(fmt::format(
+          "{}: dataset {} not found (the model's layer names must match the file)", path, name));
     const auto shape = file.shape(name);
     if (shape != p.value->shape())
       throw DataError(fmt::format("{}: dataset {} has shape {} but the model needs {}", path, name,

@@ -1,4 +1,5 @@
-// The strata sub-commands; each returns the process exit code and throws strata errors for main to map.
+// The strata sub-commands; each returns the process exit code and throws strata errors for main to
+// map.
 #pragma once
 
 #include <string>

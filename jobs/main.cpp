@@ -20,7 +20,8 @@ int import_idx_command(const std::string& dir, const std::string& out_path) {
   const auto parent = std::filesystem::path(out_path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) throw DataError(fmt::format("cannot create directory {}: {}", parent.string(), ec.message()));
+  if (ec)
+    throw DataError(fmt::format("cannot create directory {}: {}", parent.string(), ec.message()));
   import_idx(dir, out_path);
   fmt::print("wrote {} from the IDX files in {}\n", out_path, dir);
   return 0;
@@ -41,31 +42,46 @@ int dispatch(int argc, char** argv, int world_size) {
   auto* run_cmd = app.add_subcommand("run", "Run the stages of CONFIG (default: one train stage)");
   run_cmd->add_option("config", run.config_path, "YAML run configuration")->required();
   run_cmd->add_flag("--fresh", run.fresh,
-                    "Start over when output.dir already holds a run; the earlier run is moved aside, not deleted");
-  run_cmd->add_option("--threads", run.threads, "Worker threads per rank (overrides run.threads; 0 = all cores)");
+                    "Start over when output.dir already holds a run; the earlier run is moved "
+                    "aside, not deleted");
+  run_cmd->add_option("--threads", run.threads,
+                      "Worker threads per rank (overrides run.threads; 0 = all cores)");
 
   std::string predict_config, weights;
   int predict_threads = -1;
-  auto* predict_cmd = app.add_subcommand("predict", "Report the test accuracy of WEIGHTS.h5 on CONFIG's data and model");
-  predict_cmd->add_option("config", predict_config, "YAML configuration naming the data and the model")->required();
-  predict_cmd->add_option("weights", weights, "HDF5 weights file (/weights/<layer>/weight, .../bias)")->required();
+  auto* predict_cmd = app.add_subcommand(
+      "predict", "Report the test accuracy of WEIGHTS.h5 on CONFIG's data and model");
+  predict_cmd
+      ->add_option("config", predict_config, "YAML configuration naming the data and the model")
+      ->required();
+  predict_cmd
+      ->add_option("weights", weights, "HDF5 weights file (/weights/<layer>/weight, .../bias)")
+      ->required();
   predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
 
   std::string plan_config;
   int plan_ranks = 1, plan_ranks_per_node = 0;
-  auto* plan_cmd = app.add_subcommand("plan", "Print how N ranks would split into member groups, data replicas and "
-                                              "model shards for CONFIG, and why; starts no ranks");
+  auto* plan_cmd =
+      app.add_subcommand("plan",
+                         "Print how N ranks would split into member groups, data replicas and "
+                         "model shards for CONFIG, and why; starts no ranks");
   plan_cmd->add_option("config", plan_config, "YAML run configuration")->required();
-  plan_cmd->add_option("--ranks", plan_ranks, "Number of MPI ranks of the job")->required()->check(CLI::Range(1, 1 << 24));
-  plan_cmd->add_option("--ranks-per-node", plan_ranks_per_node,
-                       "Ranks per node (default: STRATA_RANKS_PER_NODE, else all on one node)")
+  plan_cmd->add_option("--ranks", plan_ranks, "Number of MPI ranks of the job")
+      ->required()
+      ->check(CLI::Range(1, 1 << 24));
+  plan_cmd
+      ->add_option("--ranks-per-node", plan_ranks_per_node,
+                   "Ranks per node (default: STRATA_RANKS_PER_NODE, else all on one node)")
       ->check(CLI::Range(1, 1 << 24));
 
   std::string idx_dir, idx_out;
   auto* data_cmd = app.add_subcommand("data", "Dataset tools");
   data_cmd->require_subcommand(1);
-  auto* import_cmd = data_cmd->add_subcommand("import-idx", "Convert gzipped IDX files (Fashion-MNIST, MNIST) to HDF5");
-  import_cmd->add_option("dir", idx_dir, "Directory with train-images-idx3-ubyte.gz and the other three files")
+  auto* import_cmd = data_cmd->add_subcommand(
+      "import-idx", "Convert gzipped IDX files (Fashion-MNIST, MNIST) to HDF5");
+  import_cmd
+      ->add_option("dir", idx_dir,
+                   "Directory with train-images-idx3-ubyte.gz and the other three files")
       ->required();
   import_cmd->add_option("out", idx_out, "HDF5 file to write")->required();
 
@@ -76,9 +92,10 @@ int dispatch(int argc, char** argv, int world_size) {
     return code == 0 ? 0 : strata::exit_usage;
   }
   if (world_size > 1 && (*predict_cmd || *import_cmd)) {
-    throw strata::ConfigError(fmt::format(
-        "strata {} runs on one rank, but was started on {}; start it without mpiexec or with mpiexec -n 1",
-        *predict_cmd ? "predict" : "data import-idx", world_size));
+    throw strata::ConfigError(
+        fmt::format("strata {} runs on one rank, but was started on {}; start it without mpiexec "
+                    "or with mpiexec -n 1",
+                    *predict_cmd ? "predict" : "data import-idx", world_size));
   }
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);

@@ -1,4 +1,5 @@
-// `strata plan CONFIG --ranks N`: the decomposition a job of N ranks would get, without starting it.
+// `strata plan CONFIG --ranks N`: the decomposition a job of N ranks would get, without starting
+// it.
 #include <fmt/format.h>
 
 #include "core/config.hpp"
@@ -13,9 +14,10 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
   const Plan plan = plan_run(config, ranks, per_node);
   const ModelSize size = model_size(config);
   fmt::print("plan for {} ({}):\n{}", config.run.name, config.file, describe(plan));
-  fmt::print("model: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
-             size.parameters, static_cast<double>(size.bytes) / (1 << 20),
-             static_cast<double>(size.bytes) / (1 << 20) / plan.model);
+  fmt::print(
+      "model: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
+      size.parameters, static_cast<double>(size.bytes) / (1 << 20),
+      static_cast<double>(size.bytes) / (1 << 20) / plan.model);
   return 0;
 }
 

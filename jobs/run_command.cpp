@@ -52,7 +52,8 @@ MemberRun member_run(const Config& config, const Topology& topology) {
   const int g = topology.coords().group;
   run.config.run.seed = derive_seed(config.run.seed, {seed_member, static_cast<std::uint64_t>(g)});
   if (topology.plan().groups > 1) {
-    run.config.output.dir = (std::filesystem::path(config.output.dir) / "members" / std::to_string(g)).string();
+    run.config.output.dir =
+        (std::filesystem::path(config.output.dir) / "members" / std::to_string(g)).string();
     run.tag = fmt::format("[g{}] ", g);
   }
   return run;
@@ -60,7 +61,8 @@ MemberRun member_run(const Config& config, const Topology& topology) {
 
 // World rank 0 alone looks at (and with --fresh moves aside) the output directory, then every rank
 // learns the outcome, so that all of them fail the same way or none does.
-std::optional<RunOutput> prepare_output(const Config& config, bool fresh, const Communicator& world) {
+std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
+                                        const Communicator& world) {
   std::optional<RunOutput> output;
   std::string problem;
   if (world.rank() == 0) {
@@ -81,8 +83,9 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh, const 
 void print_kernels(Trainer& trainer) {
   const auto report = kernel_report();
   fmt::print("[device] {}\n", detect_devices().summary);
-  fmt::print("[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
-             report.openblas_core, report.cpu_best, trainer.threads());
+  fmt::print(
+      "[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
+      report.openblas_core, report.cpu_best, trainer.threads());
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
 }
 
@@ -102,9 +105,9 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
   std::optional<RunOutput> output;
   if (member.writes) {
     output.emplace(RunOutput::inside_checked_run(config.output.dir));
-    fmt::print("{}[data] {} train / {} validation / {} test samples, shape {}, {} classes\n", member.tag,
-               data.train.count(), data.validation.count(), data.test.count(), shape_string(data.sample_shape),
-               data.num_classes);
+    fmt::print("{}[data] {} train / {} validation / {} test samples, shape {}, {} classes\n",
+               member.tag, data.train.count(), data.validation.count(), data.test.count(),
+               shape_string(data.sample_shape), data.num_classes);
     if (topology.world_rank() == 0) {
       print_kernels(trainer);
       fmt::print("[model]\n{}", trainer.model().summary());
@@ -112,25 +115,27 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
   }
   const int epochs = config.training.epochs;
   if (member.writes)
-    fmt::print("{}[train] {} epochs x {} steps of global batch {} ({} replicas x {})\n", member.tag, epochs,
-               trainer.steps_per_epoch(), trainer.global_batch(), topology.plan().data, config.training.local_batch);
+    fmt::print("{}[train] {} epochs x {} steps of global batch {} ({} replicas x {})\n", member.tag,
+               epochs, trainer.steps_per_epoch(), trainer.global_batch(), topology.plan().data,
+               config.training.local_batch);
   std::fflush(stdout);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const EpochMetrics m = trainer.run_epoch(epoch, [&](const TrainProgress& p) {
       if (!member.writes) return;
-      fmt::print("{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n", member.tag,
-                 p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr, p.samples_per_s,
-                 format_duration(p.eta_seconds));
+      fmt::print("{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n",
+                 member.tag, p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr,
+                 p.samples_per_s, format_duration(p.eta_seconds));
       std::fflush(stdout);
     });
     if (!member.writes) continue;
     if (epoch == 1 && topology.world_rank() == 0) print_conv_implementations(trainer.model());
     output->append_metrics(m);
     fmt::print(
-        "{}[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc {:.4f} | "
+        "{}[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc "
+        "{:.4f} | "
         "{:.0f} samples/s | {:.1f}s\n",
-        member.tag, epoch, epochs, m.train_loss, m.train_accuracy, m.val_loss, m.val_accuracy, m.test_accuracy,
-        m.samples_per_s, m.seconds);
+        member.tag, epoch, epochs, m.train_loss, m.train_accuracy, m.val_loss, m.val_accuracy,
+        m.test_accuracy, m.samples_per_s, m.seconds);
     std::fflush(stdout);
   }
   if (member.writes) save_weights(output->weights_path().string(), trainer.model());
@@ -144,17 +149,20 @@ int run_command(const RunOptions& options) {
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   const Plan plan = plan_run(config, world.size(), per_node);
   if (plan.model > 1)
-    throw ConfigError(fmt::format("{}: parallel.model: this version trains with M = 1 model shard per replica; "
-                                  "the plan asks for M = {}",
-                                  config.file, plan.model));
+    throw ConfigError(
+        fmt::format("{}: parallel.model: this version trains with M = 1 model shard per replica; "
+                    "the plan asks for M = {}",
+                    config.file, plan.model));
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
   const Topology topology(world, plan);
   // Ranks on one node share its cores: "all cores" means this rank's share of them.
   const int requested = options.threads >= 0 ? options.threads : config.run.threads;
-  const int threads = requested > 0 ? requested : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
+  const int threads = requested > 0
+                          ? requested
+                          : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
   if (world.rank() == 0) {
-    fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file, config.run.seed,
-               config.output.dir, describe(plan));
+    fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file,
+               config.run.seed, config.output.dir, describe(plan));
     top->write_text("plan.txt", describe(plan));
   }
   const MemberRun member = member_run(config, topology);
@@ -163,10 +171,13 @@ int run_command(const RunOptions& options) {
   }
   world.barrier();
   if (world.rank() == 0) {
-    const std::string where = plan.groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<g>").string()
-                                              : config.output.dir;
-    fmt::print("[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final weights)\n", where,
-               where);
+    const std::string where =
+        plan.groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<g>").string()
+                        : config.output.dir;
+    fmt::print(
+        "[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final "
+        "weights)\n",
+        where, where);
   }
   return 0;
 }
@@ -178,8 +189,8 @@ int predict_command(const std::string& config_path, const std::string& weights_p
   load_weights(weights_path, trainer.model());
   trainer.broadcast_weights();
   const Evaluation test = trainer.evaluate(data.test);
-  fmt::print("test accuracy {:.4f} loss {:.4f} ({} samples, weights {})\n", test.accuracy, test.loss, test.count,
-             weights_path);
+  fmt::print("test accuracy {:.4f} loss {:.4f} ({} samples, weights {})\n", test.accuracy,
+             test.loss, test.count, weights_path);
   return 0;
 }
 

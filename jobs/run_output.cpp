@@ -16,16 +16,18 @@ RunOutput::RunOutput(const fs::path& dir, bool fresh) : dir_(dir) {
   for (const char* mark : {"metrics.jsonl", "weights.h5", "plan.txt", "members"})
     has_run = has_run || fs::exists(dir_ / mark, ec);
   if (has_run && !fresh)
-    throw ConfigError(fmt::format(
-        "output directory {} already holds a run; pass --fresh to start over "
-        "(the earlier run is kept as {}.previous-<n>) or choose another output.dir",
-        dir_.string(), dir_.string()));
+    throw ConfigError(
+        fmt::format("output directory {} already holds a run; pass --fresh to start over "
+                    "(the earlier run is kept as {}.previous-<n>) or choose another output.dir",
+                    dir_.string(), dir_.string()));
   if (has_run) {
     for (int n = 1;; ++n) {
       fs::path aside = dir_.string() + fmt::format(".previous-{}", n);
       if (fs::exists(aside, ec)) continue;
       fs::rename(dir_, aside, ec);
-      if (ec) throw DataError(fmt::format("cannot move {} aside to {}: {}", dir_.string(), aside.string(), ec.message()));
+      if (ec)
+        throw DataError(fmt::format("cannot move {} aside to {}: {}", dir_.string(), aside.string(),
+                                    ec.message()));
       moved_aside_ = aside;
       break;
     }
@@ -42,7 +44,9 @@ RunOutput RunOutput::inside_checked_run(const fs::path& dir) {
 void RunOutput::create_directory() const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec) throw DataError(fmt::format("cannot create output directory {}: {}", dir_.string(), ec.message()));
+  if (ec)
+    throw DataError(
+        fmt::format("cannot create output directory {}: {}", dir_.string(), ec.message()));
 }
 
 void RunOutput::write_text(const std::string& name, const std::string& text) const {

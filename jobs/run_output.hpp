@@ -1,4 +1,5 @@
-// The files a run writes into output_dir: the directory itself, metrics.jsonl and the final weights.
+// The files a run writes into output_dir: the directory itself, metrics.jsonl and the final
+// weights.
 #pragma once
 
 #include <filesystem>
@@ -15,7 +16,8 @@ class RunOutput {
   // refuses (ConfigError) unless `fresh`, in which case the earlier run is moved aside to
   // "<dir>.previous-<n>", never deleted.
   RunOutput(const std::filesystem::path& dir, bool fresh);
-  // A directory inside a run that was already checked (a member's own directory): created, not checked.
+  // A directory inside a run that was already checked (a member's own directory): created, not
+  // checked.
   static RunOutput inside_checked_run(const std::filesystem::path& dir);
 
   const std::filesystem::path& dir() const { return dir_; }

@@ -26,8 +26,8 @@ ModelSize model_size(const Config& config) {
   ModelSize size;
   size.parameters = model.parameter_count();
   const int optimizer_slots = config.training.optimizer.kind == OptimizerKind::adam ? 2
-                              : config.training.optimizer.momentum != 0.0         ? 1
-                                                                                  : 0;
+                              : config.training.optimizer.momentum != 0.0           ? 1
+                                                                                    : 0;
   size.bytes = size.parameters * static_cast<std::int64_t>(sizeof(float)) * (2 + optimizer_slots);
   return size;
 }
@@ -59,7 +59,8 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   try {
     return make_plan(request);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}:{}:{}: {}", config.file, p.mark.line, p.mark.column, e.what()));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: {}", config.file, p.mark.line, p.mark.column, e.what()));
   }
 }
 

@@ -1,4 +1,5 @@
-// A run's decomposition: the planner's request built from the config, the model's size and the world.
+// A run's decomposition: the planner's request built from the config, the model's size and the
+// world.
 #pragma once
 
 #include <cstdint>

@@ -13,15 +13,17 @@ namespace {
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error code {}", code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return fmt::format("MPI error code {}", code);
   return std::string(text, static_cast<std::size_t>(length));
 }
 
 }  // namespace
 
-MpiError::MpiError(std::string op, std::string communicator, int rank, int code, const std::string& detail)
-    : std::runtime_error(
-          fmt::format("{} failed on communicator '{}' (rank {}): {}", op, communicator, rank, detail)),
+MpiError::MpiError(std::string op, std::string communicator, int rank, int code,
+                   const std::string& detail)
+    : std::runtime_error(fmt::format("{} failed on communicator '{}' (rank {}): {}", op,
+                                     communicator, rank, detail)),
       op_(std::move(op)),
       communicator_(std::move(communicator)),
       rank_(rank),
@@ -63,7 +65,8 @@ Request::~Request() {
     wait();
   } catch (const std::exception& e) {
     // A destructor must not throw (it may run during unwinding); say what went wrong instead.
-    std::fprintf(stderr, "strata: error while completing a request in its destructor: %s\n", e.what());
+    std::fprintf(stderr, "strata: error while completing a request in its destructor: %s\n",
+                 e.what());
   }
 }
 
@@ -97,8 +100,8 @@ void Request::finish(int rc, bool completed, const MPI_Status& status) {
     throw MpiError("MPI_Get_count", communicator_, rank_, count_rc, mpi_error_text(count_rc));
   if (received != expected_count_)
     throw MpiError(op_, communicator_, rank_, MPI_ERR_COUNT,
-                   fmt::format("expected {} floats from rank {} (tag {}), received {}", expected_count_,
-                               status.MPI_SOURCE, status.MPI_TAG, received));
+                   fmt::format("expected {} floats from rank {} (tag {}), received {}",
+                               expected_count_, status.MPI_SOURCE, status.MPI_TAG, received));
 }
 
 void wait_all(std::span<Request> requests) {
@@ -117,7 +120,9 @@ Communicator Communicator::adopt(MPI_Comm comm, std::string name) {
   return c;
 }
 
-Communicator::~Communicator() { release(); }
+Communicator::~Communicator() {
+  release();
+}
 
 Communicator::Communicator(Communicator&& other) noexcept
     : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
@@ -164,7 +169,8 @@ Communicator Communicator::split(int color, int key, std::string name) const {
 
 Communicator Communicator::split_shared(std::string name) const {
   MPI_Comm out = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(live("MPI_Comm_split_type"), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
+  check(MPI_Comm_split_type(live("MPI_Comm_split_type"), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                            &out),
         "MPI_Comm_split_type");
   return adopt(out, std::move(name));
 }
@@ -175,38 +181,43 @@ void Communicator::check(int rc, const char* op) const {
 
 MPI_Comm Communicator::live(const char* op) const {
   if (comm_ == MPI_COMM_NULL)
-    throw std::logic_error(fmt::format("{} on communicator '{}', which this rank is not part of (MPI_COMM_NULL)",
-                                       op, name_));
+    throw std::logic_error(fmt::format(
+        "{} on communicator '{}', which this rank is not part of (MPI_COMM_NULL)", op, name_));
   return comm_;
 }
 
 int Communicator::count(std::size_t n, const char* op) const {
   if (n > static_cast<std::size_t>(INT_MAX))
-    throw std::invalid_argument(fmt::format("{} on communicator '{}' (rank {}): {} elements exceed MPI's int count",
-                                            op, name_, rank_, n));
+    throw std::invalid_argument(
+        fmt::format("{} on communicator '{}' (rank {}): {} elements exceed MPI's int count", op,
+                    name_, rank_, n));
   return static_cast<int>(n);
 }
 
-void Communicator::check_blocks(std::size_t whole, std::size_t part, const char* op, const char* whole_name,
-                                const char* part_name) const {
+void Communicator::check_blocks(std::size_t whole, std::size_t part, const char* op,
+                                const char* whole_name, const char* part_name) const {
   live(op);
   if (whole != part * static_cast<std::size_t>(size_))
-    throw std::invalid_argument(
-        fmt::format("{} on communicator '{}' (rank {}): {} has {} elements, expected {} ({} x {} ranks)", op, name_,
-                    rank_, whole_name, whole, part * static_cast<std::size_t>(size_), part_name, size_));
+    throw std::invalid_argument(fmt::format(
+        "{} on communicator '{}' (rank {}): {} has {} elements, expected {} ({} x {} ranks)", op,
+        name_, rank_, whole_name, whole, part * static_cast<std::size_t>(size_), part_name, size_));
 }
 
 Request Communicator::make_request(MPI_Request request, const char* op, int expected_count) const {
   return Request(request, op, name_, rank_, expected_count);
 }
 
-void Communicator::barrier() const { check(MPI_Barrier(live("MPI_Barrier")), "MPI_Barrier"); }
+void Communicator::barrier() const {
+  check(MPI_Barrier(live("MPI_Barrier")), "MPI_Barrier");
+}
 
 // ---- blocking collectives
 
 void Communicator::allreduce_sum(std::span<float> values) const {
   const char* op = "MPI_Allreduce";
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM, live(op)), op);
+  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM,
+                      live(op)),
+        op);
 }
 
 int Communicator::allreduce_max(int value) const {
@@ -243,7 +254,9 @@ void Communicator::allgather(std::span<const float> mine, std::span<float> all) 
 void Communicator::reduce_scatter_sum(std::span<const float> in, std::span<float> out) const {
   const char* op = "MPI_Reduce_scatter_block";
   check_blocks(in.size(), out.size(), op, "the input", "the output");
-  check(MPI_Reduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM, comm_), op);
+  check(MPI_Reduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM,
+                                 comm_),
+        op);
 }
 
 void Communicator::broadcast(std::span<float> values, int root) const {
@@ -277,8 +290,8 @@ void Communicator::recv(std::span<float> values, int source, int tag) const {
   // A longer message is already an MPI error (truncation); a shorter one would pass silently.
   if (received != n)
     throw MpiError(op, name_, rank_, MPI_ERR_COUNT,
-                   fmt::format("expected {} floats from rank {} (tag {}), received {}", n, status.MPI_SOURCE,
-                               status.MPI_TAG, received));
+                   fmt::format("expected {} floats from rank {} (tag {}), received {}", n,
+                               status.MPI_SOURCE, status.MPI_TAG, received));
 }
 
 // ---- non-blocking
@@ -286,7 +299,8 @@ void Communicator::recv(std::span<float> values, int source, int tag) const {
 Request Communicator::iallreduce_sum(std::span<float> values) const {
   const char* op = "MPI_Iallreduce";
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM, live(op), &r),
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM,
+                       live(op), &r),
         op);
   return make_request(r, op);
 }
@@ -304,7 +318,8 @@ Request Communicator::ireduce_scatter_sum(std::span<const float> in, std::span<f
   const char* op = "MPI_Ireduce_scatter_block";
   check_blocks(in.size(), out.size(), op, "the input", "the output");
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Ireduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM, comm_, &r),
+  check(MPI_Ireduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM,
+                                  comm_, &r),
         op);
   return make_request(r, op);
 }

@@ -52,7 +52,8 @@ class Request {
   Request() = default;  // an already-done request
   ~Request();
   Request(Request&& other) noexcept;
-  Request& operator=(Request&& other) noexcept;  // waits for this request first, like the destructor
+  Request& operator=(
+      Request&& other) noexcept;  // waits for this request first, like the destructor
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
@@ -147,7 +148,9 @@ class Communicator {
   [[nodiscard]] Request iallgather(std::span<const float> mine, std::span<float> all) const;
   [[nodiscard]] Request ireduce_scatter_sum(std::span<const float> in, std::span<float> out) const;
   [[nodiscard]] Request ibroadcast(std::span<float> values, int root) const;
-  [[nodiscard]] Request ibroadcast(Tensor& t, int root) const { return ibroadcast(t.values(), root); }
+  [[nodiscard]] Request ibroadcast(Tensor& t, int root) const {
+    return ibroadcast(t.values(), root);
+  }
   [[nodiscard]] Request isend(std::span<const float> values, int dest, int tag) const;
   // Like recv(): completing with a message of another length throws MpiError from wait()/test().
   [[nodiscard]] Request irecv(std::span<float> values, int source, int tag) const;

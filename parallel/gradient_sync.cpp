@@ -45,7 +45,8 @@ void DataParallelSync::gradients_ready(std::span<const Param> params) {
   for (const Param& p : params) {
     const auto found = bucket_of_.find(p.grad);
     if (found == bucket_of_.end())
-      throw std::logic_error(fmt::format("gradient sync: {} is not one of the model's parameters", p.name));
+      throw std::logic_error(
+          fmt::format("gradient sync: {} is not one of the model's parameters", p.name));
     Bucket& b = buckets_[found->second];
     // Every rank reports the same layers in the same order, so the buckets start in the same order
     // everywhere, as MPI requires of non-blocking collectives.
@@ -56,8 +57,9 @@ void DataParallelSync::gradients_ready(std::span<const Param> params) {
 void DataParallelSync::finish() {
   for (auto& b : buckets_) {
     if (!b.started)
-      throw std::logic_error(fmt::format("gradient sync: a bucket got {} of its {} gradients before finish()",
-                                         b.ready, b.grads.size()));
+      throw std::logic_error(
+          fmt::format("gradient sync: a bucket got {} of its {} gradients before finish()", b.ready,
+                      b.grads.size()));
     b.reduction.wait();
     if (!b.packed.empty()) {
       const float* at = b.packed.data();

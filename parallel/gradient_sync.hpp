@@ -1,4 +1,5 @@
-// Data-parallel gradient averaging: bucketed non-blocking allreduces that overlap the backward pass.
+// Data-parallel gradient averaging: bucketed non-blocking allreduces that overlap the backward
+// pass.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,8 @@ namespace strata {
 class DataParallelSync final : public GradientSync {
  public:
   // `data` must outlive this object. attach() must follow before the first step.
-  DataParallelSync(const Communicator& data, double bucket_mib) : data_(data), bucket_mib_(bucket_mib) {}
+  DataParallelSync(const Communicator& data, double bucket_mib)
+      : data_(data), bucket_mib_(bucket_mib) {}
   // The parameters whose gradients are averaged, in the model's (forward) order. Buckets are
   // filled in backward order, each up to bucket_mib MiB; 0 gives one allreduce per tensor.
   void attach(const std::vector<Param>& params);
@@ -29,8 +31,9 @@ class DataParallelSync final : public GradientSync {
  private:
   struct Bucket {
     std::vector<Tensor*> grads;  // in backward order
-    std::vector<float> packed;   // the bucket's gradients back to back; empty for a one-tensor bucket
-    std::size_t ready = 0;       // gradients written this step
+    std::vector<float>
+        packed;             // the bucket's gradients back to back; empty for a one-tensor bucket
+    std::size_t ready = 0;  // gradients written this step
     Request reduction;
     bool started = false;
   };

@@ -18,69 +18,81 @@ bool Plan::model_groups_within_nodes() const {
 
 namespace {
 
-std::string mib(std::int64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string mib(std::int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 int choose_model(const PlanRequest& r, std::vector<std::string>& reasons) {
   const int n = r.world_size;
   if (r.fixed_model > 0) {
     if (n % r.fixed_model != 0)
-      throw ConfigError(fmt::format(
-          "parallel.model: {} ranks cannot be split into model groups of {} shards ({} is not a multiple of {})",
-          n, r.fixed_model, n, r.fixed_model));
+      throw ConfigError(
+          fmt::format("parallel.model: {} ranks cannot be split into model groups of {} shards ({} "
+                      "is not a multiple of {})",
+                      n, r.fixed_model, n, r.fixed_model));
     reasons.push_back(fmt::format("M = {}: fixed by parallel.model", r.fixed_model));
     return r.fixed_model;
   }
   if (r.memory_per_rank_bytes <= 0 || r.model_bytes <= r.memory_per_rank_bytes) {
-    reasons.push_back(r.memory_per_rank_bytes <= 0
-                          ? std::string("M = 1: no parallel.memory_per_rank_mib limit, the whole model on each rank")
-                          : fmt::format("M = 1: the model's {} fit the {} per rank", mib(r.model_bytes),
-                                        mib(r.memory_per_rank_bytes)));
+    reasons.push_back(
+        r.memory_per_rank_bytes <= 0
+            ? std::string(
+                  "M = 1: no parallel.memory_per_rank_mib limit, the whole model on each rank")
+            : fmt::format("M = 1: the model's {} fit the {} per rank", mib(r.model_bytes),
+                          mib(r.memory_per_rank_bytes)));
     return 1;
   }
   for (int m = 2; m <= n; ++m) {
     if (n % m != 0 || r.model_bytes / m > r.memory_per_rank_bytes) continue;
-    reasons.push_back(fmt::format("M = {}: the smallest divisor of {} ranks at which a shard ({}) fits {} per rank",
-                                  m, n, mib(r.model_bytes / m), mib(r.memory_per_rank_bytes)));
+    reasons.push_back(fmt::format(
+        "M = {}: the smallest divisor of {} ranks at which a shard ({}) fits {} per rank", m, n,
+        mib(r.model_bytes / m), mib(r.memory_per_rank_bytes)));
     return m;
   }
-  throw ConfigError(fmt::format(
-      "parallel.memory_per_rank_mib: the model needs {}, which does not fit {} per rank even split {} ways",
-      mib(r.model_bytes), mib(r.memory_per_rank_bytes), n));
+  throw ConfigError(
+      fmt::format("parallel.memory_per_rank_mib: the model needs {}, which does not fit {} per "
+                  "rank even split {} ways",
+                  mib(r.model_bytes), mib(r.memory_per_rank_bytes), n));
 }
 
 int choose_data(const PlanRequest& r, int model, int bound, std::vector<std::string>& reasons) {
   const int n = r.world_size, b = r.local_batch;
   if (r.fixed_data > 0) {
     if (r.fixed_data * b > bound)
-      throw ConfigError(fmt::format(
-          "parallel.data: {} replicas x local batch {} = global batch {}, above parallel.max_global_batch {}",
-          r.fixed_data, b, r.fixed_data * b, bound));
+      throw ConfigError(
+          fmt::format("parallel.data: {} replicas x local batch {} = global batch {}, above "
+                      "parallel.max_global_batch {}",
+                      r.fixed_data, b, r.fixed_data * b, bound));
     if (n % (r.fixed_data * model) != 0)
       throw ConfigError(fmt::format(
-          "parallel.data: {} ranks cannot be split into groups of D x M = {} x {} = {} ranks", n, r.fixed_data,
-          model, r.fixed_data * model));
+          "parallel.data: {} ranks cannot be split into groups of D x M = {} x {} = {} ranks", n,
+          r.fixed_data, model, r.fixed_data * model));
     reasons.push_back(fmt::format("D = {}: fixed by parallel.data", r.fixed_data));
     return r.fixed_data;
   }
   int best = 1;
   for (int d = 1; d * b <= bound && d * model <= n; ++d)
     if (n % (d * model) == 0) best = d;
-  reasons.push_back(fmt::format("D = {}: the largest D with D x {} <= {} and D x M = {} dividing {} ranks", best, b,
-                                bound, best * model, n));
+  reasons.push_back(
+      fmt::format("D = {}: the largest D with D x {} <= {} and D x M = {} dividing {} ranks", best,
+                  b, bound, best * model, n));
   return best;
 }
 
 }  // namespace
 
 Plan make_plan(const PlanRequest& r) {
-  if (r.world_size < 1) throw ConfigError(fmt::format("the world has {} ranks; it needs at least 1", r.world_size));
+  if (r.world_size < 1)
+    throw ConfigError(fmt::format("the world has {} ranks; it needs at least 1", r.world_size));
   if (r.local_batch < 1)
-    throw ConfigError(fmt::format("training.local_batch: {} is not a positive batch size", r.local_batch));
+    throw ConfigError(
+        fmt::format("training.local_batch: {} is not a positive batch size", r.local_batch));
   const int bound = r.max_global_batch > 0 ? r.max_global_batch : r.local_batch;
   if (r.local_batch > bound)
-    throw ConfigError(fmt::format(
-        "parallel.max_global_batch: {} is smaller than training.local_batch {}; one replica alone exceeds the bound",
-        bound, r.local_batch));
+    throw ConfigError(
+        fmt::format("parallel.max_global_batch: {} is smaller than training.local_batch {}; one "
+                    "replica alone exceeds the bound",
+                    bound, r.local_batch));
   Plan plan;
   plan.world_size = r.world_size;
   plan.local_batch = r.local_batch;
@@ -89,17 +101,20 @@ Plan make_plan(const PlanRequest& r) {
   plan.model = choose_model(r, plan.reasons);
   plan.data = choose_data(r, plan.model, bound, plan.reasons);
   plan.groups = r.world_size / (plan.data * plan.model);
-  plan.reasons.push_back(fmt::format("G = {}: {} ranks / (D x M = {}); extra ranks train more members, not a larger batch",
-                                     plan.groups, r.world_size, plan.data * plan.model));
+  plan.reasons.push_back(fmt::format(
+      "G = {}: {} ranks / (D x M = {}); extra ranks train more members, not a larger batch",
+      plan.groups, r.world_size, plan.data * plan.model));
   return plan;
 }
 
 std::string describe(const Plan& p, int max_groups_listed) {
   std::string text = fmt::format(
-      "{} ranks = G {} member groups x D {} data replicas x M {} model shards; global batch {} (bound {}) per group\n",
+      "{} ranks = G {} member groups x D {} data replicas x M {} model shards; global batch {} "
+      "(bound {}) per group\n",
       p.world_size, p.groups, p.data, p.model, p.global_batch(), p.max_global_batch);
   for (const auto& reason : p.reasons) text += "  " + reason + "\n";
-  text += fmt::format("layout: world_rank = m + M*d + M*D*g; {} ranks per node\n", p.ranks_per_node);
+  text +=
+      fmt::format("layout: world_rank = m + M*d + M*D*g; {} ranks per node\n", p.ranks_per_node);
   for (int g = 0; g < p.groups && g < max_groups_listed; ++g) {
     const int first = p.world_rank({g, 0, 0}), last = first + p.group_size() - 1;
     const int first_node = p.node_of(first), last_node = p.node_of(last);
@@ -108,13 +123,16 @@ std::string describe(const Plan& p, int max_groups_listed) {
                         first_node == last_node ? fmt::format("{}", first_node)
                                                 : fmt::format("{}-{}", first_node, last_node));
   }
-  if (p.groups > max_groups_listed) text += fmt::format("  ... and {} more groups\n", p.groups - max_groups_listed);
+  if (p.groups > max_groups_listed)
+    text += fmt::format("  ... and {} more groups\n", p.groups - max_groups_listed);
   if (p.model > 1)
     text += p.model_groups_within_nodes()
                 ? "  every replica's model shards share a node\n"
-                : fmt::format("  warning: {} ranks per node is not a multiple of M = {}, so some replicas' model "
-                              "shards span two nodes and their collectives cross the network\n",
-                              p.ranks_per_node, p.model);
+                : fmt::format(
+                      "  warning: {} ranks per node is not a multiple of M = {}, so some replicas' "
+                      "model "
+                      "shards span two nodes and their collectives cross the network\n",
+                      p.ranks_per_node, p.model);
   return text;
 }
 

@@ -10,10 +10,10 @@ namespace strata {
 struct PlanRequest {
   int world_size = 1;
   int local_batch = 1;
-  int max_global_batch = 0;  // 0: the local batch (no data parallelism)
-  int fixed_model = 0;       // M fixed by the config; 0: choose
-  int fixed_data = 0;        // D fixed by the config; 0: choose
-  std::int64_t model_bytes = 0;            // weights + gradients + optimizer state of one whole model
+  int max_global_batch = 0;      // 0: the local batch (no data parallelism)
+  int fixed_model = 0;           // M fixed by the config; 0: choose
+  int fixed_data = 0;            // D fixed by the config; 0: choose
+  std::int64_t model_bytes = 0;  // weights + gradients + optimizer state of one whole model
   std::int64_t memory_per_rank_bytes = 0;  // 0: no limit
   int ranks_per_node = 0;                  // 0: all ranks on one node
 };
@@ -46,11 +46,12 @@ struct Plan {
 };
 
 // Chooses G, D and M by DESIGN §3:
-//   M: the fixed value, else the smallest divisor of N whose shard of the model fits the memory limit;
-//   D: the fixed value, else the largest D with D*b <= B such that D*M divides N;
-//   G = N / (D*M): extra ranks become more member groups, never a larger batch.
+//   M: the fixed value, else the smallest divisor of N whose shard of the model fits the memory
+//   limit; D: the fixed value, else the largest D with D*b <= B such that D*M divides N; G = N /
+//   (D*M): extra ranks become more member groups, never a larger batch.
 // Throws ConfigError with the actual numbers when no layout exists. It is pure arithmetic on the
-// request, so every rank that calls it with the same request fails the same way before any collective.
+// request, so every rank that calls it with the same request fails the same way before any
+// collective.
 Plan make_plan(const PlanRequest& request);
 
 // A multi-line description: the numbers, why, and where each member group's ranks sit.

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/config.hpp"
@@ -41,7 +41,8 @@ struct Options {
   int sgemm_n = 2048;
   std::vector<int> batches{64, 256};
   std::string cnn_config = STRATA_SOURCE_DIR "/configs/fashion_cnn.yaml";
-  std::string python = "/usr/bin/python3";  // Debian's, which has torch; pyenv's python3 on PATH does not
+  std::string python =
+      "/usr/bin/python3";  // Debian's, which has torch; pyenv's python3 on PATH does not
   std::string torch_script = STRATA_SOURCE_DIR "/tests/bench/torch_reference.py";
 };
 
@@ -85,14 +86,15 @@ std::string repeats_string(const std::vector<double>& v) {
 
 // ---- FLOP count -------------------------------------------------------------------------------
 
-// Multiply-adds of one sample's forward pass through each layer, walking the shapes like Model does.
-// Pools, activations and biases are left out: they are a few percent and not sgemm-like work.
+// Multiply-adds of one sample's forward pass through each layer, walking the shapes like Model
+// does. Pools, activations and biases are left out: they are a few percent and not sgemm-like work.
 struct LayerFlops {
   double macs = 0.0;
   bool has_params = false;
 };
 
-std::vector<LayerFlops> forward_macs(const std::vector<strata::LayerSpec>& layers, strata::Shape shape) {
+std::vector<LayerFlops> forward_macs(const std::vector<strata::LayerSpec>& layers,
+                                     strata::Shape shape) {
   using strata::LayerKind;
   std::vector<LayerFlops> out;
   for (const auto& spec : layers) {
@@ -103,7 +105,8 @@ std::vector<LayerFlops> forward_macs(const std::vector<strata::LayerSpec>& layer
       case LayerKind::conv2d: {
         const std::int64_t h = (shape[1] + 2 * spec.padding - spec.kernel) / spec.stride + 1;
         const std::int64_t w = (shape[2] + 2 * spec.padding - spec.kernel) / spec.stride + 1;
-        f = {static_cast<double>(h * w * spec.filters) * spec.kernel * spec.kernel * static_cast<double>(shape[0]),
+        f = {static_cast<double>(h * w * spec.filters) * spec.kernel * spec.kernel *
+                 static_cast<double>(shape[0]),
              true};
         shape = {spec.filters, h, w};
         break;
@@ -127,9 +130,10 @@ std::vector<LayerFlops> forward_macs(const std::vector<strata::LayerSpec>& layer
   return out;
 }
 
-// FLOP per training sample: forward, weight gradient and input gradient each cost 2 x MACs, except that
-// layers before and including the first one with parameters need no input gradient.
-double training_flops_per_sample(const std::vector<strata::LayerSpec>& layers, const strata::Shape& input) {
+// FLOP per training sample: forward, weight gradient and input gradient each cost 2 x MACs, except
+// that layers before and including the first one with parameters need no input gradient.
+double training_flops_per_sample(const std::vector<strata::LayerSpec>& layers,
+                                 const strata::Shape& input) {
   double flops = 0.0;
   bool seen_params = false;
   for (const auto& f : forward_macs(layers, input)) {
@@ -149,13 +153,14 @@ double sgemm_gflops(int n, int threads, int calls) {
   std::vector<float> a(elements, 0.5f), b(elements, 0.25f), c(elements, 0.0f);
   auto once = [&] {
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
-                n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   once();  // first call: thread start-up and page faults
   std::vector<double> rates;
-  for (int i = 0; i < calls; ++i) rates.push_back(2.0 * n * n * static_cast<double>(n) / once() * 1e-9);
+  for (int i = 0; i < calls; ++i)
+    rates.push_back(2.0 * n * n * static_cast<double>(n) / once() * 1e-9);
   openblas_set_num_threads(1);  // strata's workers run single-threaded BLAS (cpu_kernels.hpp)
   return median(rates);
 }
@@ -168,7 +173,8 @@ strata::Config bench_config(const std::vector<strata::LayerSpec>& layers, int ba
   config.run.seed = 1;
   config.layers = layers;
   config.training.local_batch = batch;
-  config.training.epochs = 1 << 20;  // the schedule is constant; only keeps the Trainer's bookkeeping in range
+  config.training.epochs =
+      1 << 20;  // the schedule is constant; only keeps the Trainer's bookkeeping in range
   config.training.optimizer.kind = strata::OptimizerKind::sgd;
   config.training.optimizer.lr = 0.01;  // the same on the PyTorch side; speed does not depend on it
   config.training.optimizer.momentum = 0.9;
@@ -183,23 +189,27 @@ double epoch_train_seconds(strata::Trainer& trainer, int epoch, int batch) {
 }
 
 // Steady-state samples/s of each repeat, each repeat a whole number of epochs of about `seconds`.
-std::vector<double> measure_strata(const ModelCase& model, int batch, const strata::TrainingData& data,
-                                   const Options& o, std::string& conv_impls) {
+std::vector<double> measure_strata(const ModelCase& model, int batch,
+                                   const strata::TrainingData& data, const Options& o,
+                                   std::string& conv_impls) {
   const strata::Config config = bench_config(model.layers, batch);
   strata::Trainer trainer(config, data, o.threads);
   int epoch = 0;
   double last = 0.0, warm = 0.0;
-  while (warm < o.warmup_seconds || epoch < 1) warm += last = epoch_train_seconds(trainer, ++epoch, batch);
+  while (warm < o.warmup_seconds || epoch < 1)
+    warm += last = epoch_train_seconds(trainer, ++epoch, batch);
   conv_impls.clear();
   for (std::size_t i = 0; i < trainer.model().layer_count(); ++i)
     if (auto* conv = dynamic_cast<strata::Conv2DLayer*>(&trainer.model().layer(i)))
-      conv_impls += fmt::format("{}{}: {}", conv_impls.empty() ? "" : ", ", conv->name(), conv->implementation());
+      conv_impls += fmt::format("{}{}: {}", conv_impls.empty() ? "" : ", ", conv->name(),
+                                conv->implementation());
   const int epochs_per_repeat = std::max(1, static_cast<int>(std::lround(o.seconds / last)));
   const auto samples = static_cast<double>(trainer.steps_per_epoch() * batch * epochs_per_repeat);
   std::vector<double> rates;
   for (int r = 0; r < o.repeats; ++r) {
     double seconds = 0.0;
-    for (int e = 0; e < epochs_per_repeat; ++e) seconds += epoch_train_seconds(trainer, ++epoch, batch);
+    for (int e = 0; e < epochs_per_repeat; ++e)
+      seconds += epoch_train_seconds(trainer, ++epoch, batch);
     rates.push_back(samples / seconds);
   }
   return rates;
@@ -213,21 +223,24 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Fails before any measurement when the reference cannot run, rather than after the first strata row.
+// Fails before any measurement when the reference cannot run, rather than after the first strata
+// row.
 void check_torch(const Options& o) {
   const std::string command = shell_quote(o.python) + " -c 'import torch' 2>/dev/null";
   if (std::system(command.c_str()) != 0)
-    throw std::runtime_error(fmt::format("{} cannot import torch; install it with jobs/install_deps.sh --with-torch "
-                                         "(or name another interpreter with --python)",
-                                         o.python));
+    throw std::runtime_error(
+        fmt::format("{} cannot import torch; install it with jobs/install_deps.sh --with-torch "
+                    "(or name another interpreter with --python)",
+                    o.python));
 }
 
 // Runs torch_reference.py for one row and returns its JSON result line.
 nlohmann::json measure_torch(const std::string& model, int batch, const Options& o) {
   const std::string command = fmt::format(
-      "{} {} --model {} --batch {} --threads {} --seconds {} --warmup-seconds {} --repeats {} --samples {}",
-      shell_quote(o.python), shell_quote(o.torch_script), model, batch, o.threads, o.seconds, o.warmup_seconds,
-      o.repeats, o.train_samples);
+      "{} {} --model {} --batch {} --threads {} --seconds {} --warmup-seconds {} --repeats {} "
+      "--samples {}",
+      shell_quote(o.python), shell_quote(o.torch_script), model, batch, o.threads, o.seconds,
+      o.warmup_seconds, o.repeats, o.train_samples);
   std::FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot start: " + command);
   std::string output;
@@ -237,10 +250,12 @@ nlohmann::json measure_torch(const std::string& model, int batch, const Options&
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 127) throw std::runtime_error(fmt::format("cannot run {} (not found?)", o.python));
   if (code == 3)
-    throw std::runtime_error(fmt::format("{} has no torch; install it with jobs/install_deps.sh --with-torch "
-                                         "(or name another interpreter with --python)",
-                                         o.python));
-  if (code != 0) throw std::runtime_error(fmt::format("PyTorch reference failed (exit {}): {}", code, command));
+    throw std::runtime_error(
+        fmt::format("{} has no torch; install it with jobs/install_deps.sh --with-torch "
+                    "(or name another interpreter with --python)",
+                    o.python));
+  if (code != 0)
+    throw std::runtime_error(fmt::format("PyTorch reference failed (exit {}): {}", code, command));
   const auto start = output.rfind("\n{", output.size() >= 2 ? output.size() - 2 : 0);
   return nlohmann::json::parse(output.substr(start == std::string::npos ? 0 : start + 1));
 }
@@ -256,9 +271,9 @@ std::vector<ModelCase> models(const Options& o) {
     s.units = units;
     return s;
   };
-  std::vector<strata::LayerSpec> mlp = {layer(LayerKind::flatten),    layer(LayerKind::dense, 512),
-                                        layer(LayerKind::relu),       layer(LayerKind::dense, 256),
-                                        layer(LayerKind::relu),       layer(LayerKind::dense, 10)};
+  std::vector<strata::LayerSpec> mlp = {layer(LayerKind::flatten), layer(LayerKind::dense, 512),
+                                        layer(LayerKind::relu),    layer(LayerKind::dense, 256),
+                                        layer(LayerKind::relu),    layer(LayerKind::dense, 10)};
   return {{"cnn", "CNN conv5x5x32-pool-conv5x5x64-pool-fc256-fc10", cnn.layers},
           {"mlp", "MLP 784-512-256-10", std::move(mlp)}};
 }
@@ -278,20 +293,22 @@ const char* env_or(const char* name, const char* fallback) {
 int run(const Options& o) {
   check_torch(o);
   const auto report = strata::kernel_report();
-  fmt::print(stderr, "[bench] {}; OpenBLAS core {} (CPU: {}); OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}\n",
-             cpu_model(), report.openblas_core, report.cpu_best, env_or("OPENBLAS_CORETYPE", "(unset)"),
-             env_or("OMP_WAIT_POLICY", "(unset)"));
+  fmt::print(stderr,
+             "[bench] {}; OpenBLAS core {} (CPU: {}); OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}\n",
+             cpu_model(), report.openblas_core, report.cpu_best,
+             env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OMP_WAIT_POLICY", "(unset)"));
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
 
   const double sgemm_1 = sgemm_gflops(o.sgemm_n, 1, 5);
   const double sgemm_t = o.threads == 1 ? sgemm_1 : sgemm_gflops(o.sgemm_n, o.threads, 5);
-  fmt::print(stderr, "[bench] sgemm n={}: {:.1f} GFLOP/s on 1 thread, {:.1f} on {}\n", o.sgemm_n, sgemm_1, sgemm_t,
-             o.threads);
+  fmt::print(stderr, "[bench] sgemm n={}: {:.1f} GFLOP/s on 1 thread, {:.1f} on {}\n", o.sgemm_n,
+             sgemm_1, sgemm_t, o.threads);
 
   strata::SyntheticSpec spec;  // Fashion-MNIST's shape: 1x28x28, 10 classes
   spec.train = o.train_samples;
   spec.test = 64;  // run_epoch evaluates after each epoch, outside the timed steps; keep it cheap
-  const strata::TrainingData data = strata::prepare_training_data(strata::make_synthetic(spec, 1), 0.0, 1);
+  const strata::TrainingData data =
+      strata::prepare_training_data(strata::make_synthetic(spec, 1), 0.0, 1);
 
   std::vector<Row> rows;
   std::string conv_impls, torch_version;
@@ -313,37 +330,45 @@ int run(const Options& o) {
       row.torch_repeats = torch.at("repeats").get<std::vector<double>>();
       row.torch = torch.at("samples_per_s").get<double>();
       torch_version = torch.at("torch").get<std::string>();
-      fmt::print(stderr, "[bench] {} b{}: strata {} [{}], PyTorch {} [{}] samples/s, ratio {:.2f}\n", model.key,
-                 batch, grouped(row.strata), repeats_string(row.strata_repeats), grouped(row.torch),
-                 repeats_string(row.torch_repeats), row.strata / row.torch);
+      fmt::print(stderr,
+                 "[bench] {} b{}: strata {} [{}], PyTorch {} [{}] samples/s, ratio {:.2f}\n",
+                 model.key, batch, grouped(row.strata), repeats_string(row.strata_repeats),
+                 grouped(row.torch), repeats_string(row.torch_repeats), row.strata / row.torch);
       rows.push_back(std::move(row));
     }
   }
 
-  fmt::print("Single-rank training, {} threads, SGD momentum 0.9, synthetic 1x28x28 data, median of {} repeats "
-             "of about {:g} s; PyTorch {} with {} threads measured in the same run "
-             "(OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}).\n\n",
-             o.threads, o.repeats, o.seconds, torch_version, o.threads, env_or("OPENBLAS_CORETYPE", "(unset)"),
-             env_or("OMP_WAIT_POLICY", "(unset)"));
-  fmt::print("| model | batch | strata samples/s | PyTorch samples/s | ratio |\n| --- | --- | --- | --- | --- |\n");
+  fmt::print(
+      "Single-rank training, {} threads, SGD momentum 0.9, synthetic 1x28x28 data, median of {} "
+      "repeats "
+      "of about {:g} s; PyTorch {} with {} threads measured in the same run "
+      "(OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}).\n\n",
+      o.threads, o.repeats, o.seconds, torch_version, o.threads,
+      env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OMP_WAIT_POLICY", "(unset)"));
+  fmt::print(
+      "| model | batch | strata samples/s | PyTorch samples/s | ratio |\n| --- | --- | --- | --- | "
+      "--- |\n");
   for (const auto& r : rows)
-    fmt::print("| {} | {} | {} | {} | {:.2f} |\n", r.model, r.batch, grouped(r.strata), grouped(r.torch),
-               r.strata / r.torch);
-  fmt::print("\nsgemm (n={}): {:.0f} GFLOP/s on 1 thread, {:.0f} GFLOP/s on {} threads. ", o.sgemm_n, sgemm_1,
-             sgemm_t, o.threads);
-  fmt::print("FLOP per training sample (forward + backward, no input gradient for the first layer): "
-             "CNN {:.1f} M, MLP {:.2f} M.",
-             cnn_flops * 1e-6, mlp_flops * 1e-6);
+    fmt::print("| {} | {} | {} | {} | {:.2f} |\n", r.model, r.batch, grouped(r.strata),
+               grouped(r.torch), r.strata / r.torch);
+  fmt::print("\nsgemm (n={}): {:.0f} GFLOP/s on 1 thread, {:.0f} GFLOP/s on {} threads. ",
+             o.sgemm_n, sgemm_1, sgemm_t, o.threads);
+  fmt::print(
+      "FLOP per training sample (forward + backward, no input gradient for the first layer): "
+      "CNN {:.1f} M, MLP {:.2f} M.",
+      cnn_flops * 1e-6, mlp_flops * 1e-6);
   for (const auto& r : rows) {
     if (r.key != "cnn") continue;
     const double gflops = r.strata * cnn_flops * 1e-9;
-    // Both ceilings: OpenBLAS's own threading, and one single-threaded sgemm per worker, which is how
-    // strata splits a batch (they differ most when other processes share the cores).
-    fmt::print(" CNN batch {}: {:.0f} GFLOP/s, {:.0f}% of sgemm on {} threads ({:.0f}% of {} x 1 thread).", r.batch,
-               gflops, 100.0 * gflops / sgemm_t, o.threads, 100.0 * gflops / (o.threads * sgemm_1), o.threads);
+    // Both ceilings: OpenBLAS's own threading, and one single-threaded sgemm per worker, which is
+    // how strata splits a batch (they differ most when other processes share the cores).
+    fmt::print(
+        " CNN batch {}: {:.0f} GFLOP/s, {:.0f}% of sgemm on {} threads ({:.0f}% of {} x 1 thread).",
+        r.batch, gflops, 100.0 * gflops / sgemm_t, o.threads,
+        100.0 * gflops / (o.threads * sgemm_1), o.threads);
   }
-  fmt::print("\n\nKernels: OpenBLAS {} (CPU {}); oneDNN convolutions {}.\n", report.openblas_core, report.cpu_best,
-             conv_impls.empty() ? "(none)" : conv_impls);
+  fmt::print("\n\nKernels: OpenBLAS {} (CPU {}); oneDNN convolutions {}.\n", report.openblas_core,
+             report.cpu_best, conv_impls.empty() ? "(none)" : conv_impls);
   return 0;
 }
 
@@ -351,17 +376,25 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"strata single-rank training benchmark against PyTorch (tests/bench/run_training_bench.sh runs it)"};
-  app.add_option("--threads", o.threads, "worker threads for strata and PyTorch")->check(CLI::PositiveNumber);
+  CLI::App app{
+      "strata single-rank training benchmark against PyTorch (tests/bench/run_training_bench.sh "
+      "runs it)"};
+  app.add_option("--threads", o.threads, "worker threads for strata and PyTorch")
+      ->check(CLI::PositiveNumber);
   app.add_option("--seconds", o.seconds, "length of one timed repeat")->check(CLI::PositiveNumber);
-  app.add_option("--warmup-seconds", o.warmup_seconds, "untimed training per row before the repeats");
-  app.add_option("--repeats", o.repeats, "timed repeats per row; the median is reported")->check(CLI::PositiveNumber);
-  app.add_option("--train", o.train_samples, "synthetic training samples (one epoch)")->check(CLI::PositiveNumber);
+  app.add_option("--warmup-seconds", o.warmup_seconds,
+                 "untimed training per row before the repeats");
+  app.add_option("--repeats", o.repeats, "timed repeats per row; the median is reported")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--train", o.train_samples, "synthetic training samples (one epoch)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--batches", o.batches, "batch sizes")->delimiter(',');
   app.add_option("--sgemm-n", o.sgemm_n, "edge of the square sgemm")->check(CLI::PositiveNumber);
-  app.add_option("--cnn-config", o.cnn_config, "config whose layers are the CNN")->check(CLI::ExistingFile);
+  app.add_option("--cnn-config", o.cnn_config, "config whose layers are the CNN")
+      ->check(CLI::ExistingFile);
   app.add_option("--python", o.python, "interpreter with torch")->envname("STRATA_TORCH_PYTHON");
-  app.add_option("--torch-script", o.torch_script, "the PyTorch reference")->check(CLI::ExistingFile);
+  app.add_option("--torch-script", o.torch_script, "the PyTorch reference")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

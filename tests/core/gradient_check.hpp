@@ -34,8 +34,9 @@ inline void expect_close(double analytic, double numeric, const std::string& wha
 // Checks d f / d input and d f / d every parameter at up to `samples` entries each.
 // Returns the number of entries compared, so a test can assert that it checked something.
 // `input_layout` lets a test feed channel-blocked activations, as a conv layer hands them on.
-inline int check_gradients(Layer& layer, const Shape& batch_input_shape, std::uint64_t seed, int samples = 60,
-                           float eps = 1e-2f, Layout input_layout = Layout::plain) {
+inline int check_gradients(Layer& layer, const Shape& batch_input_shape, std::uint64_t seed,
+                           int samples = 60, float eps = 1e-2f,
+                           Layout input_layout = Layout::plain) {
   Rng rng(seed);
   Shape sample_shape(batch_input_shape.begin() + 1, batch_input_shape.end());
   Shape out_sample = layer.build(sample_shape);
@@ -82,7 +83,8 @@ inline int check_gradients(Layer& layer, const Shape& batch_input_shape, std::ui
     Tensor& value = *params[k].value;
     const std::int64_t step_p = std::max<std::int64_t>(1, value.size() / samples);
     for (std::int64_t i = 0; i < value.size(); i += step_p) {
-      expect_close(param_grads[k][i], numeric(value[i]), params[k].name + "[" + std::to_string(i) + "]");
+      expect_close(param_grads[k][i], numeric(value[i]),
+                   params[k].name + "[" + std::to_string(i) + "]");
       ++compared;
     }
   }

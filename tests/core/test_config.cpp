@@ -17,9 +17,12 @@ namespace {
 // `data` is a required section; snippets about other sections get a minimal one appended,
 // after their own lines, so that the line numbers they test do not move.
 std::string with_data(const std::string& yaml) {
-  const bool is_map_of_sections = !yaml.empty() && std::isalpha(static_cast<unsigned char>(yaml[0])) != 0 &&
+  const bool is_map_of_sections = !yaml.empty() &&
+                                  std::isalpha(static_cast<unsigned char>(yaml[0])) != 0 &&
                                   yaml.back() == '\n';
-  if (!is_map_of_sections || yaml.rfind("data:", 0) == 0 || yaml.find("\ndata:") != std::string::npos) return yaml;
+  if (!is_map_of_sections || yaml.rfind("data:", 0) == 0 ||
+      yaml.find("\ndata:") != std::string::npos)
+    return yaml;
   return yaml + "data: {source: synthetic}\n";
 }
 
@@ -312,7 +315,8 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   const std::string model = "model: {layers: [relu]}\n";
   SECTION("top level") {
     CHECK(error_of(model + "trainig: {epochs: 2}\n") ==
-          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, stages)");
+          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, "
+          "stages)");
   }
   SECTION("in a section") {
     CHECK(error_of("run:\n  name: x\n  sede: 3\n" + model) ==
@@ -410,9 +414,9 @@ TEST_CASE("unknown choices list the known ones", "[config][errors]") {
         "step, cosine)");
   CHECK(error_of("data: {source: csv}\n" + model) ==
         "t.yaml:1:16: data.source: unknown data source 'csv' (known: hdf5, synthetic)");
-  CHECK(
-      error_of("model:\n  layers:\n    - dense: {units: 2, init: xavier}\n") ==
-      "t.yaml:3:31: model.layers[0].dense.init: unknown init 'xavier' (known: he, glorot, zeros, uniform_fan_in)");
+  CHECK(error_of("model:\n  layers:\n    - dense: {units: 2, init: xavier}\n") ==
+        "t.yaml:3:31: model.layers[0].dense.init: unknown init 'xavier' (known: he, glorot, zeros, "
+        "uniform_fan_in)");
 }
 
 TEST_CASE("stages must be a list of known stage names", "[config][errors]") {
@@ -480,14 +484,17 @@ parallel:
   CHECK(p.bucket_mib == 0.0);
   CHECK(p.lr_scaling == strata::LrScaling::none);
   CHECK(p.mark.line == 3);  // the section's first key, where planner errors point
-  const Config defaults = parse_config(with_data("model: {layers: [flatten, {dense: {units: 3}}]}\n"), "t.yaml");
+  const Config defaults =
+      parse_config(with_data("model: {layers: [flatten, {dense: {units: 3}}]}\n"), "t.yaml");
   CHECK(defaults.parallel.lr_scaling == strata::LrScaling::linear);
   CHECK(defaults.parallel.bucket_mib == 25.0);
 
   const std::string model = "model: {layers: [flatten, {dense: {units: 3}}]}\n";
   CHECK_THAT(error_of(model + "parallel: {shards: 2}\n"),
              Catch::Contains("t.yaml:2:12: parallel.shards: unknown key"));
-  CHECK_THAT(error_of(model + "parallel: {lr_scaling: sqrt}\n"),
-             Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
-  CHECK_THAT(error_of(model + "parallel: {data: -1}\n"), Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
+  CHECK_THAT(
+      error_of(model + "parallel: {lr_scaling: sqrt}\n"),
+      Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
+  CHECK_THAT(error_of(model + "parallel: {data: -1}\n"),
+             Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
 }

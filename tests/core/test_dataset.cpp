@@ -18,6 +18,7 @@
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5_file.hpp"
+#include "tests/core/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -28,29 +29,7 @@ using strata::LabeledImages;
 
 namespace {
 
-// A fresh directory under the system temp directory, removed with its contents at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() /
-            fmt::format("strata-test-dataset-{}-{:08x}{:08x}", ::getpid(), entropy(), entropy());
-    if (!fs::create_directory(path_))
-      throw std::runtime_error("temp directory exists: " + path_.string());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using strata::testing::TempDir;
 
 LabeledImages patterned_split(std::int64_t count, int channels, int height, int width,
                               int num_classes, int salt) {
@@ -535,7 +514,8 @@ TEST_CASE("the default synthetic dataset is separable by class means", "[dataset
 TEST_CASE("import_idx converts Fashion-MNIST", "[idx]") {
   const char* env = std::getenv("STRATA_FASHION_MNIST_DIR");
   const std::string source = env != nullptr ? env : "/usr/share/datasets/fashion-mnist";
-  INFO("Fashion-MNIST comes from Debian's dataset-fashion-mnist (jobs/install_deps.sh installs it)");
+  INFO(
+      "Fashion-MNIST comes from Debian's dataset-fashion-mnist (jobs/install_deps.sh installs it)");
   REQUIRE(fs::exists(fs::path(source) / "train-images-idx3-ubyte.gz"));
   TempDir dir;
   const std::string path = dir.file("fashion.h5");

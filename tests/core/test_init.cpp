@@ -43,7 +43,8 @@ TEST_CASE("initialisers have the documented scale", "[init]") {
   const double glorot_limit = std::sqrt(6.0 / (fan_in + fan_out));
   CHECK(m.max_abs <= glorot_limit);
   CHECK(m.max_abs > 0.99 * glorot_limit);
-  CHECK(m.stddev == Approx(glorot_limit / std::sqrt(3.0)).epsilon(0.02));  // uniform: limit / sqrt(3)
+  CHECK(m.stddev ==
+        Approx(glorot_limit / std::sqrt(3.0)).epsilon(0.02));  // uniform: limit / sqrt(3)
 
   initialize_weights(w, InitKind::uniform_fan_in, fan_in, fan_out, rng);
   m = moments(w);

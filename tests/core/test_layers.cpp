@@ -66,7 +66,8 @@ TEST_CASE("conv2d forward matches a direct convolution", "[layers]") {
             for (int kw = 0; kw < 3; ++kw) {
               const int ih = oh + kh - 1, iw = ow + kw - 1;
               if (ih < 0 || ih >= 5 || iw < 0 || iw >= 5) continue;
-              sum += static_cast<double>(w[((f * 2 + c) * 3 + kh) * 3 + kw]) * x[(c * 5 + ih) * 5 + iw];
+              sum += static_cast<double>(w[((f * 2 + c) * 3 + kh) * 3 + kw]) *
+                     x[(c * 5 + ih) * 5 + iw];
             }
         CHECK(y[(f * 5 + oh) * 5 + ow] == Approx(sum).epsilon(1e-4));
       }
@@ -97,7 +98,8 @@ TEST_CASE("activation gradients match finite differences", "[layers][gradcheck]"
   for (auto kind : {LayerKind::relu, LayerKind::leaky_relu, LayerKind::tanh, LayerKind::sigmoid}) {
     INFO(to_string(kind));
     ActivationLayer layer("act", kind, 0.1f);
-    // eps below the smallest |x| a kink could hide behind is not needed: x ~ N(0,1) rarely falls within 1e-3.
+    // eps below the smallest |x| a kink could hide behind is not needed: x ~ N(0,1) rarely falls
+    // within 1e-3.
     CHECK(check_gradients(layer, {4, 9}, 7, 36, 1e-3f) > 30);
   }
 }
@@ -118,8 +120,10 @@ TEST_CASE("dropout drops about `rate` and is the identity at inference", "[layer
   layer.forward(x, y, true);
   int zeros = 0;
   for (auto v : y.values()) {
-    if (v == 0.0f) ++zeros;
-    else CHECK(v == Approx(1.0f / 0.75f));
+    if (v == 0.0f)
+      ++zeros;
+    else
+      CHECK(v == Approx(1.0f / 0.75f));
   }
   CHECK(zeros > 900);
   CHECK(zeros < 1100);
@@ -157,7 +161,8 @@ TEST_CASE("layers take channel-blocked activations", "[layers][gradcheck][layout
   }
 }
 
-TEST_CASE("a conv with 16k filters hands on blocked output that equals the plain result", "[layers][layout]") {
+TEST_CASE("a conv with 16k filters hands on blocked output that equals the plain result",
+          "[layers][layout]") {
   Conv2DLayer layer("conv", 32, 5, 1, 0, InitKind::he);
   Rng rng(21);
   layer.build({1, 12, 12});
@@ -171,11 +176,13 @@ TEST_CASE("a conv with 16k filters hands on blocked output that equals the plain
   // Spot-check filter 17 at sample 2, pixel (3,4) against a direct sum.
   double sum = 0.0;
   for (int kh = 0; kh < 5; ++kh)
-    for (int kw = 0; kw < 5; ++kw) sum += static_cast<double>(w[17 * 25 + kh * 5 + kw]) * x[2 * 144 + (3 + kh) * 12 + 4 + kw];
+    for (int kw = 0; kw < 5; ++kw)
+      sum += static_cast<double>(w[17 * 25 + kh * 5 + kw]) * x[2 * 144 + (3 + kh) * 12 + 4 + kw];
   CHECK(plain[((2 * 32 + 17) * 8 + 3) * 8 + 4] == Approx(sum).epsilon(1e-4));
 }
 
-TEST_CASE("fused conv+relu equals conv followed by relu, forward and backward", "[layers][layout]") {
+TEST_CASE("fused conv+relu equals conv followed by relu, forward and backward",
+          "[layers][layout]") {
   Rng rng(31);
   Conv2DLayer fused("conv", 16, 3, 1, 0, InitKind::he), plain("conv", 16, 3, 1, 0, InitKind::he);
   fused.fuse_relu();
@@ -193,7 +200,8 @@ TEST_CASE("fused conv+relu equals conv followed by relu, forward and backward", 
   plain.forward(x, z, true);
   relu.forward(z, y_plain, true);
   REQUIRE(y_fused.size() == y_plain.size());
-  for (std::int64_t i = 0; i < y_fused.size(); ++i) REQUIRE(y_fused[i] == Approx(y_plain[i]).margin(1e-6));
+  for (std::int64_t i = 0; i < y_fused.size(); ++i)
+    REQUIRE(y_fused[i] == Approx(y_plain[i]).margin(1e-6));
   Tensor g;
   g.resize(y_fused.shape(), y_fused.layout());
   strata::testing::fill_normal(g, rng);
@@ -201,7 +209,8 @@ TEST_CASE("fused conv+relu equals conv followed by relu, forward and backward", 
   fused.backward(x, y_fused, g, &gx_fused);
   relu.backward(z, y_plain, g, &gz);
   plain.backward(x, z, gz, &gx_plain);
-  for (std::int64_t i = 0; i < gx_fused.size(); ++i) REQUIRE(gx_fused[i] == Approx(gx_plain[i]).margin(1e-5));
+  for (std::int64_t i = 0; i < gx_fused.size(); ++i)
+    REQUIRE(gx_fused[i] == Approx(gx_plain[i]).margin(1e-5));
   const auto pf = fused.params(), pp = plain.params();
   for (std::size_t k = 0; k < pf.size(); ++k)
     for (std::int64_t i = 0; i < pf[k].grad->size(); ++i)

@@ -1,5 +1,5 @@
-// Model: end-to-end backprop through a small CNN, shape errors, seeded initialisation, and weights files
-// (round trip, damaged files, and a file written by h5py).
+// Model: end-to-end backprop through a small CNN, shape errors, seeded initialisation, and weights
+// files (round trip, damaged files, and a file written by h5py).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -21,6 +21,7 @@
 #include "core/model.hpp"
 #include "core/weights_io.hpp"
 #include "tests/core/gradient_check.hpp"
+#include "tests/core/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace strata;
@@ -28,26 +29,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// A fresh directory under the system temp directory, removed with its contents at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() /
-            fmt::format("strata-test-model-{}-{:08x}{:08x}", ::getpid(), entropy(), entropy());
-    if (!fs::create_directory(path_)) throw std::runtime_error("temp directory exists: " + path_.string());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using strata::testing::TempDir;
 
 LayerSpec layer(LayerKind kind, const std::string& name) {
   LayerSpec s;
@@ -76,15 +58,17 @@ LayerSpec maxpool(const std::string& name, int size) {
 // conv2d 3@3x3 -> relu -> maxpool 2 -> flatten -> dense 5 -> tanh -> dense 3, on [1,8,8]:
 // [3,6,6] -> [3,3,3] -> 27 -> 5 -> 3.
 std::vector<LayerSpec> tiny_cnn() {
-  return {conv("conv", 3, 3),        layer(LayerKind::relu, "relu"), maxpool("pool", 2),
-          layer(LayerKind::flatten, "flat"), dense("fc1", 5),           layer(LayerKind::tanh, "tanh"),
+  return {conv("conv", 3, 3), layer(LayerKind::relu, "relu"),
+          maxpool("pool", 2), layer(LayerKind::flatten, "flat"),
+          dense("fc1", 5),    layer(LayerKind::tanh, "tanh"),
           dense("fc2", 3)};
 }
 const Shape cnn_input{1, 8, 8};
 
 std::vector<std::vector<float>> snapshot(Model& model) {
   std::vector<std::vector<float>> out;
-  for (auto& p : model.params()) out.emplace_back(p.value->values().begin(), p.value->values().end());
+  for (auto& p : model.params())
+    out.emplace_back(p.value->values().begin(), p.value->values().end());
   return out;
 }
 
@@ -110,7 +94,8 @@ std::string data_error_of(const std::string& path, Model& model) {
 
 }  // namespace
 
-TEST_CASE("a small CNN's parameter gradients match central differences of the mean loss", "[model][gradcheck]") {
+TEST_CASE("a small CNN's parameter gradients match central differences of the mean loss",
+          "[model][gradcheck]") {
   Model model(tiny_cnn(), cnn_input, 3, 11);
   Rng rng(3);
   // The initial biases are all zero, a special point; random ones make it a generic one.
@@ -146,7 +131,8 @@ TEST_CASE("a small CNN's parameter gradients match central differences of the me
       const double down = loss();
       value[i] = saved;
       const double numeric = (up - down) / (2.0 * static_cast<double>(eps));
-      strata::testing::expect_close(analytic[k][i], numeric, params[k].name + "[" + std::to_string(i) + "]");
+      strata::testing::expect_close(analytic[k][i], numeric,
+                                    params[k].name + "[" + std::to_string(i) + "]");
       ++compared;
       if (std::abs(numeric) > 0.03) ++significant;
     }
@@ -158,7 +144,8 @@ TEST_CASE("a small CNN's parameter gradients match central differences of the me
 
 TEST_CASE("Model reports shape problems as ConfigError naming the file and the layer", "[model]") {
   SECTION("dense before flatten") {
-    auto specs = std::vector<LayerSpec>{conv("c", 2, 3), layer(LayerKind::relu, "r"), dense("fc", 3)};
+    auto specs =
+        std::vector<LayerSpec>{conv("c", 2, 3), layer(LayerKind::relu, "r"), dense("fc", 3)};
     specs[2].mark = {14, 7};
     const auto message = config_error_of(specs, cnn_input, 3);
     CHECK_THAT(message, Contains("configs/model.yaml:14:7: model.layers[2] (fc)"));
@@ -194,14 +181,17 @@ TEST_CASE("Model reports shape problems as ConfigError naming the file and the l
 }
 
 TEST_CASE("the init seed alone decides the initial parameters", "[model]") {
-  Model a(tiny_cnn(), cnn_input, 3, 5), b(tiny_cnn(), cnn_input, 3, 5), c(tiny_cnn(), cnn_input, 3, 6);
+  Model a(tiny_cnn(), cnn_input, 3, 5), b(tiny_cnn(), cnn_input, 3, 5),
+      c(tiny_cnn(), cnn_input, 3, 6);
   const auto wa = snapshot(a), wb = snapshot(b), wc = snapshot(c);
   CHECK(wa == wb);
   auto params = a.params();
   for (std::size_t k = 0; k < params.size(); ++k) {
     INFO(params[k].name);
-    if (params[k].name.ends_with("/weight")) CHECK(wa[k] != wc[k]);
-    else CHECK(wa[k] == wc[k]);  // biases start at zero whatever the seed
+    if (params[k].name.ends_with("/weight"))
+      CHECK(wa[k] != wc[k]);
+    else
+      CHECK(wa[k] == wc[k]);  // biases start at zero whatever the seed
   }
 }
 
@@ -230,7 +220,8 @@ TEST_CASE("weights round-trip through save_weights and load_weights", "[model][w
   CHECK(file.shape("/weights/fc2/bias") == Shape{3});
 }
 
-TEST_CASE("load_weights rejects files that do not fit the model with DataError", "[model][weights]") {
+TEST_CASE("load_weights rejects files that do not fit the model with DataError",
+          "[model][weights]") {
   TempDir dir;
   Model model(tiny_cnn(), cnn_input, 3, 1);
   // Writes every parameter of `model` except `skip`, with `reshape` applied to `reshaped`.
@@ -240,7 +231,8 @@ TEST_CASE("load_weights rejects files that do not fit the model with DataError",
     auto file = h5::File::create(path);
     for (auto& p : model.params()) {
       if (p.name == skip) continue;
-      file.write_f32("/weights/" + p.name, p.name == reshaped ? reshape : p.value->shape(), p.value->data());
+      file.write_f32("/weights/" + p.name, p.name == reshaped ? reshape : p.value->shape(),
+                     p.value->data());
     }
     file.flush();
     return path;
@@ -266,7 +258,8 @@ TEST_CASE("load_weights rejects files that do not fit the model with DataError",
   }
 }
 
-TEST_CASE("a weights file written by h5py loads and gives the hand-computed forward pass", "[model][weights]") {
+TEST_CASE("a weights file written by h5py loads and gives the hand-computed forward pass",
+          "[model][weights]") {
   TempDir dir;
   const auto path = dir.file("h5py_weights.h5");
   const auto script = dir.file("write.py");
@@ -289,13 +282,14 @@ with h5py.File(sys.argv[1], "w") as f:
   }
   REQUIRE(std::system((python + " " + script + " " + path).c_str()) == 0);
 
-  Model model({layer(LayerKind::flatten, "flat"), dense("fc1", 4), layer(LayerKind::relu, "relu"), dense("fc2", 2)},
+  Model model({layer(LayerKind::flatten, "flat"), dense("fc1", 4), layer(LayerKind::relu, "relu"),
+               dense("fc2", 2)},
               {1, 1, 3}, 2, 99);
   load_weights(path, model);
   const Tensor x({1, 1, 1, 3}, {2.0f, -1.0f, 0.5f});
   const Tensor& y = model.forward(x, false);
-  // fc1: [2-0.5+0.1, 0.5*1.5-0.2, -2-2+0.3, 0.5-0.4] = [1.6, 0.55, -3.7, 0.1]; relu -> [1.6, 0.55, 0, 0.1]
-  // fc2: [1.6-0.55+0+0.2+0.25, 0.55+0-0.1-0.5] = [1.5, -0.05]
+  // fc1: [2-0.5+0.1, 0.5*1.5-0.2, -2-2+0.3, 0.5-0.4] = [1.6, 0.55, -3.7, 0.1]; relu -> [1.6, 0.55,
+  // 0, 0.1] fc2: [1.6-0.55+0+0.2+0.25, 0.55+0-0.1-0.5] = [1.5, -0.05]
   REQUIRE(y.shape() == Shape{1, 2});
   CHECK(y[0] == Approx(1.5).epsilon(1e-6));
   CHECK(y[1] == Approx(-0.05).epsilon(1e-5));

@@ -1,9 +1,10 @@
 // SGD and Adam against PyTorch's documented update rules, step by step, and their saved state.
 //
-// Each case runs four steps on two small parameters with a different gradient and learning rate at every
-// step (so that momentum buffers, bias corrections and the per-step lr all matter). The expected values are
-// computed in double inside the test from the torch.optim formulas; the final weights are also compared
-// with constants that real PyTorch produced, which shows that the hand-written formulas are PyTorch's.
+// Each case runs four steps on two small parameters with a different gradient and learning rate at
+// every step (so that momentum buffers, bias corrections and the per-step lr all matter). The
+// expected values are computed in double inside the test from the torch.optim formulas; the final
+// weights are also compared with constants that real PyTorch produced, which shows that the
+// hand-written formulas are PyTorch's.
 //
 // The PyTorch constants came from torch 1.13 (/usr/bin/python3, float64, run once offline):
 //
@@ -31,9 +32,10 @@
 //     'sgd_momentum': lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
 //     'sgd_nesterov': lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
 //     'sgd_weight_decay': lambda ps: torch.optim.SGD(ps, lr=0.1, weight_decay=0.1),
-//     'sgd_all': lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.8, nesterov=True, weight_decay=0.05),
-//     'adam': lambda ps: torch.optim.Adam(ps, lr=0.1, betas=(0.9, 0.99), eps=1e-4),
-//     'adam_weight_decay': lambda ps: torch.optim.Adam(ps, lr=0.1, betas=(0.8, 0.95), eps=1e-3,
+//     'sgd_all': lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.8, nesterov=True,
+//     weight_decay=0.05), 'adam': lambda ps: torch.optim.Adam(ps, lr=0.1, betas=(0.9, 0.99),
+//     eps=1e-4), 'adam_weight_decay': lambda ps: torch.optim.Adam(ps, lr=0.1, betas=(0.8, 0.95),
+//     eps=1e-3,
 //                                                      weight_decay=0.2),
 //   }
 //   for name, make in cases.items():
@@ -51,7 +53,7 @@ using namespace strata;
 namespace {
 
 const std::vector<double> initial_w0{0.5, -1.25, 2.0, 0.75, -0.3, 1.1};  // shape [2,3]
-const std::vector<double> initial_w1{-0.6, 0.4};                        // shape [2]
+const std::vector<double> initial_w1{-0.6, 0.4};                         // shape [2]
 // gradients[t] = {g0, g1} for step t
 const std::vector<std::vector<std::vector<double>>> gradients{
     {{0.1, -0.2, 0.3, -0.4, 0.5, -0.6}, {1.0, -2.0}},
@@ -61,7 +63,9 @@ const std::vector<std::vector<std::vector<double>>> gradients{
 };
 const std::vector<double> rates{0.1, 0.05, 0.1, 0.02};
 
-std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> to_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 // Two parameters with their gradient tensors, as a layer would own them.
 struct Params {
@@ -69,8 +73,10 @@ struct Params {
   Tensor w1{{2}, to_float(initial_w1)}, g1{Shape{2}};
   std::vector<Param> list() { return {{"a/weight", &w0, &g0}, {"a/bias", &w1, &g1}}; }
   void set_gradients(std::size_t step) {
-    for (std::size_t i = 0; i < 6; ++i) g0[static_cast<std::int64_t>(i)] = static_cast<float>(gradients[step][0][i]);
-    for (std::size_t i = 0; i < 2; ++i) g1[static_cast<std::int64_t>(i)] = static_cast<float>(gradients[step][1][i]);
+    for (std::size_t i = 0; i < 6; ++i)
+      g0[static_cast<std::int64_t>(i)] = static_cast<float>(gradients[step][0][i]);
+    for (std::size_t i = 0; i < 2; ++i)
+      g1[static_cast<std::int64_t>(i)] = static_cast<float>(gradients[step][1][i]);
   }
   std::vector<double> flat() const {
     std::vector<double> out(w0.values().begin(), w0.values().end());
@@ -118,7 +124,8 @@ struct AdamReference {
   AdamReference(double beta1, double beta2, double epsilon, double weight_decay)
       : b1(beta1), b2(beta2), eps(epsilon), wd(weight_decay) {}
   double b1, b2, eps, wd;
-  std::vector<double> w = flat_initial(), m = std::vector<double>(8, 0.0), v = std::vector<double>(8, 0.0);
+  std::vector<double> w = flat_initial(), m = std::vector<double>(8, 0.0),
+                      v = std::vector<double>(8, 0.0);
   int t = 0;
   void step(std::size_t s, double lr) {
     const auto g = flat_gradient(s);
@@ -136,7 +143,8 @@ struct AdamReference {
 // The implementation runs in float32 from float32 copies of the inputs, so it can only match the
 // double reference to a few float ulps; 1e-6 relative is ~8 ulps. Every expected weight here is at
 // least 0.3 in magnitude, so the relative test never degenerates near zero.
-void check_all_close(const std::vector<double>& actual, const std::vector<double>& expected, const std::string& what) {
+void check_all_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                     const std::string& what) {
   REQUIRE(actual.size() == expected.size());
   for (std::size_t i = 0; i < actual.size(); ++i) {
     INFO(what << " element " << i);
@@ -145,7 +153,8 @@ void check_all_close(const std::vector<double>& actual, const std::vector<double
 }
 
 template <class Reference>
-void run_against(Optimizer& optimizer, Reference& reference, const std::vector<double>& pytorch_final) {
+void run_against(Optimizer& optimizer, Reference& reference,
+                 const std::vector<double>& pytorch_final) {
   Params p;
   for (std::size_t t = 0; t < rates.size(); ++t) {
     p.set_gradients(t);
@@ -156,14 +165,16 @@ void run_against(Optimizer& optimizer, Reference& reference, const std::vector<d
   CHECK(optimizer.steps_taken() == static_cast<std::int64_t>(rates.size()));
   // The reference formulas are PyTorch's own: both agree to double rounding.
   REQUIRE(pytorch_final.size() == reference.w.size());
-  for (std::size_t i = 0; i < pytorch_final.size(); ++i) CHECK(reference.w[i] == Approx(pytorch_final[i]).epsilon(1e-12));
+  for (std::size_t i = 0; i < pytorch_final.size(); ++i)
+    CHECK(reference.w[i] == Approx(pytorch_final[i]).epsilon(1e-12));
   check_all_close(p.flat(), pytorch_final, "final vs PyTorch");
 }
 
 OptimizerSpec sgd(double momentum, bool nesterov, double weight_decay) {
   OptimizerSpec s;
   s.kind = OptimizerKind::sgd;
-  s.lr = 123.0;  // step() takes the rate from its argument (the schedule); the spec's lr must not leak in
+  s.lr = 123.0;  // step() takes the rate from its argument (the schedule); the spec's lr must not
+                 // leak in
   s.momentum = momentum;
   s.nesterov = nesterov;
   s.weight_decay = weight_decay;
@@ -186,41 +197,46 @@ OptimizerSpec adam(double b1, double b2, double eps, double weight_decay) {
 TEST_CASE("plain SGD follows torch.optim.SGD", "[optimizer]") {
   SgdOptimizer opt(sgd(0.0, false, 0.0));
   SgdReference ref{0.0, 0.0, false};
-  run_against(opt, ref,
-              {0.48399999999999999, -1.2544999999999999, 2.0355000000000003, 0.754, -0.35099999999999998,
-               1.1820000000000002, -0.68499999999999994, 0.40750000000000008});
+  run_against(
+      opt, ref,
+      {0.48399999999999999, -1.2544999999999999, 2.0355000000000003, 0.754, -0.35099999999999998,
+       1.1820000000000002, -0.68499999999999994, 0.40750000000000008});
 }
 
 TEST_CASE("SGD with momentum follows torch.optim.SGD", "[optimizer]") {
   SgdOptimizer opt(sgd(0.9, false, 0.0));
   SgdReference ref{0.9, 0.0, false};
-  run_against(opt, ref,
-              {0.49820199999999998, -1.256534, 2.0006159999999999, 0.74471200000000004, -0.41067000000000004,
-               1.2514080000000001, -0.77788000000000002, 0.58201000000000014});
+  run_against(
+      opt, ref,
+      {0.49820199999999998, -1.256534, 2.0006159999999999, 0.74471200000000004,
+       -0.41067000000000004, 1.2514080000000001, -0.77788000000000002, 0.58201000000000014});
 }
 
 TEST_CASE("SGD with Nesterov momentum follows torch.optim.SGD", "[optimizer]") {
   SgdOptimizer opt(sgd(0.9, true, 0.0));
   SgdReference ref{0.9, 0.0, true};
-  run_against(opt, ref,
-              {0.48238179999999997, -1.2603806, 2.0360544000000003, 0.74924079999999993, -0.45060299999999992,
-               1.3182672000000002, -0.84509199999999995, 0.57130900000000007});
+  run_against(
+      opt, ref,
+      {0.48238179999999997, -1.2603806, 2.0360544000000003, 0.74924079999999993,
+       -0.45060299999999992, 1.3182672000000002, -0.84509199999999995, 0.57130900000000007});
 }
 
 TEST_CASE("SGD with weight decay follows torch.optim.SGD", "[optimizer]") {
   SECTION("weight decay alone") {
     SgdOptimizer opt(sgd(0.0, false, 0.1));
     SgdReference ref{0.0, 0.1, false};
-    run_against(opt, ref,
-                {0.47065405149999995, -1.22121002825, 1.982395755, 0.73363942174999996, -0.34218862529999999,
-                 1.1516086051000001, -0.66749695059999992, 0.39416487040000003});
+    run_against(
+        opt, ref,
+        {0.47065405149999995, -1.22121002825, 1.982395755, 0.73363942174999996,
+         -0.34218862529999999, 1.1516086051000001, -0.66749695059999992, 0.39416487040000003});
   }
   SECTION("weight decay with Nesterov momentum: the decay enters the momentum buffer") {
     SgdOptimizer opt(sgd(0.8, true, 0.05));
     SgdReference ref{0.8, 0.05, true};
-    run_against(opt, ref,
-                {0.46541821539024997, -1.220200915699525, 1.9768570515087998, 0.72234660064827505,
-                 -0.41831065470182999, 1.2535492900505101, -0.78783511200365985, 0.50160409980644005});
+    run_against(
+        opt, ref,
+        {0.46541821539024997, -1.220200915699525, 1.9768570515087998, 0.72234660064827505,
+         -0.41831065470182999, 1.2535492900505101, -0.78783511200365985, 0.50160409980644005});
   }
 }
 
@@ -229,16 +245,18 @@ TEST_CASE("Adam follows torch.optim.Adam", "[optimizer]") {
   SECTION("no weight decay") {
     AdamOptimizer opt(adam(0.9, 0.99, 1e-4, 0.0));
     AdamReference ref{0.9, 0.99, 1e-4, 0.0};
-    run_against(opt, ref,
-                {0.42103064306820653, -1.1992448022982518, 1.8992630048240258, 0.80852374234222024,
-                 -0.47674780943627115, 1.2851145758310913, -0.74679589338641417, 0.50137912934148965});
+    run_against(
+        opt, ref,
+        {0.42103064306820653, -1.1992448022982518, 1.8992630048240258, 0.80852374234222024,
+         -0.47674780943627115, 1.2851145758310913, -0.74679589338641417, 0.50137912934148965});
   }
   SECTION("L2 weight decay added to the gradient (not AdamW)") {
     AdamOptimizer opt(adam(0.8, 0.95, 1e-3, 0.2));
     AdamReference ref{0.8, 0.95, 1e-3, 0.2};
-    run_against(opt, ref,
-                {0.35843170195888696, -1.0577333137432263, 1.80371090459302, 0.75385217494615098,
-                 -0.42905250038536286, 1.1835761013033954, -0.70774845098766903, 0.47832647739762091});
+    run_against(
+        opt, ref,
+        {0.35843170195888696, -1.0577333137432263, 1.80371090459302, 0.75385217494615098,
+         -0.42905250038536286, 1.1835761013033954, -0.70774845098766903, 0.47832647739762091});
   }
 }
 
@@ -284,7 +302,8 @@ TEST_CASE("optimizer state exposes the moving buffers for checkpoints", "[optimi
     opt.step(q.list(), 0.1);
     // buf = 0.9 * 0 + d, so the step is exactly plain SGD with decay.
     const auto w = q.flat(), w0 = flat_initial(), g = flat_gradient(1);
-    for (std::size_t i = 0; i < w.size(); ++i) CHECK(w[i] == Approx(w0[i] - 0.1 * (g[i] + 0.1 * w0[i])).epsilon(1e-6));
+    for (std::size_t i = 0; i < w.size(); ++i)
+      CHECK(w[i] == Approx(w0[i] - 0.1 * (g[i] + 0.1 * w0[i])).epsilon(1e-6));
   }
   SECTION("Adam: first moments of every parameter, then second moments") {
     AdamOptimizer opt(adam(0.9, 0.99, 1e-8, 0.0));

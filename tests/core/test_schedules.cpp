@@ -26,7 +26,8 @@ TEST_CASE("constant schedule returns the base rate at every step", "[schedule]")
   }
 }
 
-TEST_CASE("linear warmup ramps to the base rate over warmup_epochs, then hands over", "[schedule]") {
+TEST_CASE("linear warmup ramps to the base rate over warmup_epochs, then hands over",
+          "[schedule]") {
   // 1.5 warmup epochs of 10 steps = 15 warmup steps; step s runs at base * (s+1)/15, so the first
   // step is not wasted at lr 0 and the last warmup step reaches the base rate.
   const LrSchedule schedule(spec(ScheduleKind::constant, 1.5), 0.3, 10, 4);
@@ -80,10 +81,12 @@ TEST_CASE("cosine schedule decays from the base rate to min_lr over the run", "[
     CHECK(schedule.at(0) == Approx(0.1).epsilon(1e-12));
     CHECK(schedule.at(25) == Approx((0.1 + 0.01) / 2).epsilon(1e-12));  // halfway
     // A quarter of the way: min + (base-min) * (1 + cos(pi/4)) / 2.
-    CHECK(schedule.at(12) == Approx(0.01 + 0.09 * 0.5 * (1 + std::cos(3.141592653589793 * 12 / 50))).epsilon(1e-12));
-    CHECK(schedule.at(50) == Approx(0.01).epsilon(1e-12));  // end of the run
+    CHECK(schedule.at(12) ==
+          Approx(0.01 + 0.09 * 0.5 * (1 + std::cos(3.141592653589793 * 12 / 50))).epsilon(1e-12));
+    CHECK(schedule.at(50) == Approx(0.01).epsilon(1e-12));   // end of the run
     CHECK(schedule.at(500) == Approx(0.01).epsilon(1e-12));  // clamped, never rises again
-    for (std::int64_t step = 1; step <= 50; ++step) CHECK(schedule.at(step) < schedule.at(step - 1));
+    for (std::int64_t step = 1; step <= 50; ++step)
+      CHECK(schedule.at(step) < schedule.at(step - 1));
   }
   SECTION("after a warmup, the decay spans the remaining steps") {
     s.warmup_epochs = 1.0;

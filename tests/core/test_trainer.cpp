@@ -35,8 +35,8 @@ Config small_config() {
   c.run.seed = 17;
   c.data.source = DataSource::synthetic;
   c.data.synthetic = SyntheticSpec{1024, 256, 4, 1, 8, 8};
-  c.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 32), layer(LayerKind::relu, "relu"),
-              layer(LayerKind::dense, "fc2", 4)};
+  c.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 32),
+              layer(LayerKind::relu, "relu"), layer(LayerKind::dense, "fc2", 4)};
   c.training.epochs = 3;
   c.training.local_batch = 32;
   c.training.optimizer.kind = OptimizerKind::sgd;
@@ -48,7 +48,8 @@ Config small_config() {
 
 std::vector<std::vector<float>> snapshot(Model& model) {
   std::vector<std::vector<float>> out;
-  for (auto& p : model.params()) out.emplace_back(p.value->values().begin(), p.value->values().end());
+  for (auto& p : model.params())
+    out.emplace_back(p.value->values().begin(), p.value->values().end());
   return out;
 }
 
@@ -66,7 +67,8 @@ TEST_CASE("the trainer learns the synthetic task in three epochs", "[trainer]") 
   for (int e = 1; e <= 3; ++e) epochs.push_back(trainer.run_epoch(e, {}));
   std::string history;
   for (const auto& m : epochs)
-    history += fmt::format("epoch {} train loss {:.4f} test accuracy {:.4f}\n", m.epoch, m.train_loss, m.test_accuracy);
+    history += fmt::format("epoch {} train loss {:.4f} test accuracy {:.4f}\n", m.epoch,
+                           m.train_loss, m.test_accuracy);
   INFO(history);
   CHECK(epochs[2].train_loss < epochs[0].train_loss);
   CHECK(epochs[2].test_accuracy > 0.9);
@@ -79,7 +81,8 @@ TEST_CASE("the trainer learns the synthetic task in three epochs", "[trainer]") 
 
 TEST_CASE("two trainers with the same config and threads give bit-identical weights", "[trainer]") {
   Config config = small_config();
-  config.layers.insert(config.layers.begin() + 3, layer(LayerKind::dropout, "drop"));  // the noise is seeded too
+  config.layers.insert(config.layers.begin() + 3,
+                       layer(LayerKind::dropout, "drop"));  // the noise is seeded too
   const TrainingData data = load_training_data(config);
   Trainer a(config, data, 2), b(config, data, 2);
   CHECK(snapshot(a.model()) == snapshot(b.model()));
@@ -110,11 +113,12 @@ TEST_CASE("one and two threads give the same weights up to summation order", "[t
     for (std::size_t i = 0; i < w1[k].size(); ++i) {
       const double a = w1[k][i], b = w2[k][i], diff = std::abs(a - b);
       worst_absolute = std::max(worst_absolute, diff);
-      // Relative to the weight's own size, with a floor so that weights crossing zero do not blow it up.
+      // Relative to the weight's own size, with a floor so that weights crossing zero do not blow
+      // it up.
       worst_relative = std::max(worst_relative, diff / std::max({std::abs(a), std::abs(b), 1e-2}));
     }
-  WARN("1 vs 2 threads after one epoch: largest difference " << worst_absolute << " absolute, " << worst_relative
-                                                             << " relative");
+  WARN("1 vs 2 threads after one epoch: largest difference " << worst_absolute << " absolute, "
+                                                             << worst_relative << " relative");
   CHECK(worst_relative < 1e-4);
 }
 

@@ -2,8 +2,8 @@
 // collective calls in the same order on every rank. CHECK rather than REQUIRE before a later
 // collective, so that one rank's failure does not leave the others waiting. Sums are of small
 // integers, so float results are exact.
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 #include <utility>
@@ -18,7 +18,9 @@ using strata::Request;
 namespace {
 
 // 0 + 1 + ... + (n-1)
-int triangle(int n) { return n * (n - 1) / 2; }
+int triangle(int n) {
+  return n * (n - 1) / 2;
+}
 
 }  // namespace
 
@@ -58,7 +60,8 @@ TEST_CASE("allreduce sums exactly", "[mpi][communicator]") {
   const int r = world.rank(), n = world.size();
 
   std::vector<float> v(7);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((r + 1) * static_cast<int>(i + 1));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>((r + 1) * static_cast<int>(i + 1));
   world.allreduce_sum(v);
   for (std::size_t i = 0; i < v.size(); ++i)
     CHECK(v[i] == static_cast<float>(static_cast<int>(i + 1) * triangle(n + 1)));
@@ -83,7 +86,8 @@ TEST_CASE("allgather puts each rank's block in rank order", "[mpi][communicator]
   std::vector<float> all(mine.size() * static_cast<std::size_t>(n), -1.0f);
   world.allgather(mine, all);
   for (int from = 0; from < n; ++from)
-    for (int j = 0; j < 3; ++j) CHECK(all[static_cast<std::size_t>(from * 3 + j)] == 10.0f * from + j);
+    for (int j = 0; j < 3; ++j)
+      CHECK(all[static_cast<std::size_t>(from * 3 + j)] == 10.0f * from + j);
 }
 
 TEST_CASE("reduce_scatter keeps this rank's block of the sum", "[mpi][communicator]") {
@@ -96,7 +100,8 @@ TEST_CASE("reduce_scatter keeps this rank's block of the sum", "[mpi][communicat
   world.reduce_scatter_sum(in, out);
   // Sum over ranks q of (r*block + j + q).
   for (int j = 0; j < block; ++j)
-    CHECK(out[static_cast<std::size_t>(j)] == static_cast<float>(n * (r * block + j) + triangle(n)));
+    CHECK(out[static_cast<std::size_t>(j)] ==
+          static_cast<float>(n * (r * block + j) + triangle(n)));
 }
 
 TEST_CASE("broadcast from a non-zero root", "[mpi][communicator]") {
@@ -262,7 +267,8 @@ TEST_CASE("split into two halves keeps collectives inside each half", "[mpi][com
   std::vector<float> all(static_cast<std::size_t>(half));
   const float me = static_cast<float>(r);
   mine.allgather(std::span<const float>(&me, 1), all);
-  for (int q = 0; q < half; ++q) CHECK(all[static_cast<std::size_t>(q)] == static_cast<float>(first + q));
+  for (int q = 0; q < half; ++q)
+    CHECK(all[static_cast<std::size_t>(q)] == static_cast<float>(first + q));
 
   // A key reverses the order.
   const Communicator reversed = world.split(color, -r, "model");
@@ -321,7 +327,8 @@ TEST_CASE("an MPI error throws MpiError naming the call and communicator", "[mpi
   }
 
   const Communicator half = world.split(r % 2, r, "member");
-  CHECK_THROWS_WITH(half.broadcast(v, -3), Catch::Contains("MPI_Bcast") && Catch::Contains("'member'"));
+  CHECK_THROWS_WITH(half.broadcast(v, -3),
+                    Catch::Contains("MPI_Bcast") && Catch::Contains("'member'"));
   CHECK_THROWS_AS(half.ibroadcast(v, half.size()), MpiError);
 
   // The communicators still work after the errors.

@@ -41,7 +41,8 @@ parallel: {lr_scaling: none}
 
 std::vector<float> flat_weights(Model& model) {
   std::vector<float> all;
-  for (const auto& p : model.params()) all.insert(all.end(), p.value->values().begin(), p.value->values().end());
+  for (const auto& p : model.params())
+    all.insert(all.end(), p.value->values().begin(), p.value->values().end());
   return all;
 }
 
@@ -70,7 +71,8 @@ double largest_relative_difference(const std::vector<float>& a, const std::vecto
 
 }  // namespace
 
-TEST_CASE("D=2 replicas of batch b give the weights of one rank with batch 2b", "[mpi][data_parallel]") {
+TEST_CASE("D=2 replicas of batch b give the weights of one rank with batch 2b",
+          "[mpi][data_parallel]") {
   const Communicator world = Communicator::world();
   // Pairs of neighbouring ranks form the data communicators, as the layout does for M=1, D=2.
   const Communicator data = world.split(world.rank() / 2, world.rank(), "data");
@@ -79,7 +81,8 @@ TEST_CASE("D=2 replicas of batch b give the weights of one rank with batch 2b", 
   for (double bucket_mib : {0.0, 0.005, 25.0}) {
     const auto parallel = train_epoch(small_cnn_config(32), &data, bucket_mib);
     const double worst = largest_relative_difference(parallel, serial);
-    WARN("bucket_mib " << bucket_mib << ": largest relative weight difference after 8 steps " << worst);
+    WARN("bucket_mib " << bucket_mib << ": largest relative weight difference after 8 steps "
+                       << worst);
     CHECK(worst < 1e-5);
   }
 }
@@ -101,7 +104,8 @@ TEST_CASE("buckets follow bucket_mib", "[mpi][data_parallel]") {
   Config config = small_cnn_config(16);
   const TrainingData set = load_training_data(config);
   Trainer trainer(config, set, 1);
-  const auto params = trainer.model().params();  // 6 tensors, 3296 floats, the largest the 256x12 dense weight
+  const auto params =
+      trainer.model().params();  // 6 tensors, 3296 floats, the largest the 256x12 dense weight
   DataParallelSync per_tensor(world, 0.0), one_bucket(world, 25.0), small(world, 0.005);
   per_tensor.attach(params);
   one_bucket.attach(params);

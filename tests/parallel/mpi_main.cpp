@@ -1,8 +1,8 @@
-// Entry point of the MPI tests: every rank runs the same Catch2 session between MPI_Init and MPI_Finalize.
-// A failure on any rank gives a non-zero exit, which mpiexec passes on to CTest.
+// Entry point of the MPI tests: every rank runs the same Catch2 session between MPI_Init and
+// MPI_Finalize. A failure on any rank gives a non-zero exit, which mpiexec passes on to CTest.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 int main(int argc, char** argv) {
   int provided = 0;

@@ -32,7 +32,8 @@ std::vector<float> members_of(const Communicator& c, int world_rank) {
 TEST_CASE("communicators follow the layout formula", "[mpi][topology]") {
   const Communicator world = Communicator::world();
   const int n = world.size();
-  for (auto [model, data] : std::vector<std::pair<int, int>>{{1, 1}, {1, n}, {n, 1}, {2, n / 2}, {1, 2}}) {
+  for (auto [model, data] :
+       std::vector<std::pair<int, int>>{{1, 1}, {1, n}, {n, 1}, {2, n / 2}, {1, 2}}) {
     if (model * data > n || n % (model * data) != 0) continue;
     const Plan plan = plan_for(n, model, data);
     const Topology t(world, plan);
@@ -49,15 +50,22 @@ TEST_CASE("communicators follow the layout formula", "[mpi][topology]") {
     CHECK(t.peers().rank() == g);
     // Who is in each communicator, by world rank.
     const auto data_members = members_of(t.data(), world.rank());
-    for (int i = 0; i < data; ++i) CHECK(data_members[static_cast<std::size_t>(i)] == static_cast<float>(plan.world_rank({g, i, m})));
+    for (int i = 0; i < data; ++i)
+      CHECK(data_members[static_cast<std::size_t>(i)] ==
+            static_cast<float>(plan.world_rank({g, i, m})));
     const auto model_members = members_of(t.model(), world.rank());
-    for (int i = 0; i < model; ++i) CHECK(model_members[static_cast<std::size_t>(i)] == static_cast<float>(plan.world_rank({g, d, i})));
+    for (int i = 0; i < model; ++i)
+      CHECK(model_members[static_cast<std::size_t>(i)] ==
+            static_cast<float>(plan.world_rank({g, d, i})));
     const auto peer_members = members_of(t.peers(), world.rank());
-    for (int i = 0; i < plan.groups; ++i) CHECK(peer_members[static_cast<std::size_t>(i)] == static_cast<float>(plan.world_rank({i, d, m})));
+    for (int i = 0; i < plan.groups; ++i)
+      CHECK(peer_members[static_cast<std::size_t>(i)] ==
+            static_cast<float>(plan.world_rank({i, d, m})));
   }
 }
 
-TEST_CASE("a plan for another world size is refused on every rank before any split", "[mpi][topology]") {
+TEST_CASE("a plan for another world size is refused on every rank before any split",
+          "[mpi][topology]") {
   const Communicator world = Communicator::world();
   const Plan plan = plan_for(world.size() * 2, 1, 1);
   CHECK_THROWS_AS(Topology(world, plan), std::invalid_argument);

@@ -43,7 +43,8 @@ TEST_CASE("extra ranks become member groups, not a larger batch", "[planner]") {
   CHECK(prime.data == 1);
   CHECK(prime.groups == 7);
 
-  const Plan no_bound = make_plan(request(4, 32, 0));  // no bound given: the local batch is the bound
+  const Plan no_bound =
+      make_plan(request(4, 32, 0));  // no bound given: the local batch is the bound
   CHECK(no_bound.data == 1);
   CHECK(no_bound.groups == 4);
 }
@@ -69,10 +70,14 @@ TEST_CASE("M is the smallest divisor at which a shard fits the memory limit", "[
   CHECK(p.model == 4);  // 100/2 = 50 MiB does not fit 30, 100/4 = 25 does
   CHECK(p.groups == 2);
   r.memory_per_rank_bytes = 10 << 20;
-  CHECK_THAT(error_of(r), Catch::Contains("the model needs 100.0 MiB, which does not fit 10.0 MiB per rank even split 8 ways"));
+  CHECK_THAT(
+      error_of(r),
+      Catch::Contains(
+          "the model needs 100.0 MiB, which does not fit 10.0 MiB per rank even split 8 ways"));
 }
 
-TEST_CASE("the global batch never exceeds the bound, and G x D x M = N, for N from 1 to 4096", "[planner]") {
+TEST_CASE("the global batch never exceeds the bound, and G x D x M = N, for N from 1 to 4096",
+          "[planner]") {
   int plans = 0;
   for (int n = 1; n <= 4096; ++n)
     for (int b : {1, 32, 64, 100})
@@ -116,25 +121,32 @@ TEST_CASE("the rank layout is world_rank = m + M*d + M*D*g", "[planner]") {
 
 TEST_CASE("impossible requests name the numbers", "[planner]") {
   CHECK(error_of(request(4, 128, 64)) ==
-        "parallel.max_global_batch: 64 is smaller than training.local_batch 128; one replica alone exceeds the bound");
+        "parallel.max_global_batch: 64 is smaller than training.local_batch 128; one replica alone "
+        "exceeds the bound");
   PlanRequest r = request(6, 32, 256);
   r.fixed_model = 4;
   CHECK(error_of(r) ==
-        "parallel.model: 6 ranks cannot be split into model groups of 4 shards (6 is not a multiple of 4)");
+        "parallel.model: 6 ranks cannot be split into model groups of 4 shards (6 is not a "
+        "multiple of 4)");
   r = request(6, 32, 256);
   r.fixed_data = 4;
-  CHECK(error_of(r) == "parallel.data: 6 ranks cannot be split into groups of D x M = 4 x 1 = 4 ranks");
+  CHECK(error_of(r) ==
+        "parallel.data: 6 ranks cannot be split into groups of D x M = 4 x 1 = 4 ranks");
   r = request(8, 32, 64);
   r.fixed_data = 4;
   CHECK(error_of(r) ==
-        "parallel.data: 4 replicas x local batch 32 = global batch 128, above parallel.max_global_batch 64");
+        "parallel.data: 4 replicas x local batch 32 = global batch 128, above "
+        "parallel.max_global_batch 64");
 }
 
 TEST_CASE("describe lists the groups and the reasons", "[planner]") {
   PlanRequest r = request(8, 64, 128);
   r.ranks_per_node = 4;
   const std::string text = describe(make_plan(r));
-  CHECK_THAT(text, Catch::Contains("8 ranks = G 4 member groups x D 2 data replicas x M 1 model shards; global batch 128"));
+  CHECK_THAT(
+      text,
+      Catch::Contains(
+          "8 ranks = G 4 member groups x D 2 data replicas x M 1 model shards; global batch 128"));
   CHECK_THAT(text, Catch::Contains("D = 2: the largest D with D x 64 <= 128"));
   CHECK_THAT(text, Catch::Contains("group 3: ranks 6-7 on node 1"));
 }
