@@ -7,19 +7,32 @@
 
 namespace strata {
 
+// A gradient this large is reduced in place in a bucket of its own: copying it into and out of a
+// packed buffer costs more than the latency of its own message (shared-memory allreduce runs at
+// memory speed). Smaller ones are packed together, up to bucket_mib.
+constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
+
 void DataParallelSync::attach(const std::vector<Param>& params) {
   buckets_.clear();
   bucket_of_.clear();
   const auto limit = static_cast<std::int64_t>(bucket_mib_ * (1 << 20) / sizeof(float));
   std::int64_t filled = 0;
+  std::size_t packing = 0;  // the bucket small gradients go to; meaningful while filled > 0
   for (auto p = params.rbegin(); p != params.rend(); ++p) {
     const std::int64_t size = p->grad->size();
-    if (buckets_.empty() || limit == 0 || filled + size > limit) {
+    if (limit == 0 || size >= in_place_floats) {
       buckets_.emplace_back();
+      buckets_.back().grads.push_back(p->grad);
+      bucket_of_[p->grad] = buckets_.size() - 1;
+      continue;
+    }
+    if (filled == 0 || filled + size > limit) {
+      buckets_.emplace_back();
+      packing = buckets_.size() - 1;
       filled = 0;
     }
-    buckets_.back().grads.push_back(p->grad);
-    bucket_of_[p->grad] = buckets_.size() - 1;
+    buckets_[packing].grads.push_back(p->grad);
+    bucket_of_[p->grad] = packing;
     filled += size;
   }
   for (auto& b : buckets_) {
