@@ -426,9 +426,9 @@ struct LayerKindInfo {
   Keys params;
 };
 
-constexpr std::string_view dense_params[] = {"units", "init", "name"};
-constexpr std::string_view conv_params[] = {"filters", "kernel", "stride",
-                                            "padding", "init",   "name"};
+constexpr std::string_view dense_params[] = {"units", "init", "split", "name"};
+constexpr std::string_view conv_params[] = {"filters", "kernel", "stride", "padding",
+                                            "init",    "split",  "name"};
 constexpr std::string_view pool_params[] = {"size", "stride", "name"};
 constexpr std::string_view dropout_params[] = {"rate", "name"};
 constexpr std::string_view leaky_params[] = {"alpha", "name"};
@@ -495,6 +495,16 @@ void read_layer_params(const MapReader& params, LayerSpec& spec) {
   read(params, "name", spec.name);
 }
 
+constexpr std::array<Choice<SplitKind>, 3> split_choices{{
+    {"none", SplitKind::none},
+    {"column", SplitKind::column},
+    {"row", SplitKind::row},
+}};
+constexpr std::array<Choice<SplitKind>, 2> conv_split_choices{{
+    {"none", SplitKind::none},
+    {"column", SplitKind::column},
+}};
+
 ParsedLayer parse_layer(const Reader& item, std::size_t index) {
   const auto [kind_at, params_at] = split_layer_item(item);
   const LayerKindInfo& info = find_layer_kind(kind_at);
@@ -506,6 +516,11 @@ ParsedLayer parse_layer(const Reader& item, std::size_t index) {
   spec.mark = item.mark();
   spec.name = fmt::format("{}_{}", info.name, index);
   read_layer_params(params, spec);
+  // A conv has no row split: its input channels stay whole on every shard.
+  if (info.kind == LayerKind::conv2d)
+    read(params, "split", spec.split, conv_split_choices, "split");
+  else
+    read(params, "split", spec.split, split_choices, "split");
 
   if (info.kind == LayerKind::dense) params.require("units");
   if (info.kind == LayerKind::conv2d) {
@@ -536,10 +551,34 @@ std::vector<LayerSpec> parse_layers(const Reader& list) {
   return layers;
 }
 
+bool is_elementwise(LayerKind kind) {
+  return kind == LayerKind::relu || kind == LayerKind::tanh || kind == LayerKind::sigmoid ||
+         kind == LayerKind::leaky_relu || kind == LayerKind::dropout;
+}
+
+// A row-split dense layer reads the column-split layer's partitioned output, so only elementwise
+// layers may stand between them.
+void check_splits(const Reader& layers_at, const std::vector<LayerSpec>& layers) {
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].split != SplitKind::row) continue;
+    std::size_t j = i;
+    while (j > 0 && is_elementwise(layers[j - 1].kind)) --j;
+    const bool after_column =
+        j > 0 && layers[j - 1].kind == LayerKind::dense && layers[j - 1].split == SplitKind::column;
+    if (!after_column)
+      layers_at.item(i, layers_at.node()[i])
+          .fail("split: row needs a dense layer with split: column before it, with only activations or "
+                "dropout between");
+  }
+}
+
 std::vector<LayerSpec> parse_model(const MapReader& m) {
   static constexpr std::string_view known[] = {"layers"};
   m.allow_only(known);
-  return parse_layers(m.require("layers"));
+  const Reader layers_at = m.require("layers");
+  auto layers = parse_layers(layers_at);
+  check_splits(layers_at, layers);
+  return layers;
 }
 
 // --- training ---

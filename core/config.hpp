@@ -30,6 +30,11 @@ enum class LayerKind {
 // Other kinds start biases at 0.
 enum class InitKind { he, glorot, zeros, uniform_fan_in };
 
+// Model parallelism of one layer over the M shards of a replica (Megatron-LM): `column` splits a
+// dense layer's outputs (or a conv's output channels), `row` splits a dense layer's inputs and
+// must follow a column-split dense layer. Ignored when M = 1.
+enum class SplitKind { none, column, row };
+
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
   std::string name;              // unique; defaults to "<kind>_<index>"
@@ -42,6 +47,7 @@ struct LayerSpec {
   float rate = 0.5f;             // dropout
   float alpha = 0.01f;           // leaky_relu
   InitKind init = InitKind::he;  // dense, conv2d weights; biases start at zero
+  SplitKind split = SplitKind::none;  // dense: column | row; conv2d: column (by output channel)
   SourceMark mark;
 };
 

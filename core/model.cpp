@@ -47,14 +47,15 @@ std::string where(const std::string& file, const LayerSpec& s, std::size_t index
 }  // namespace
 
 Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
-             std::uint64_t init_seed, const std::string& config_file)
+             std::uint64_t init_seed, const std::string& config_file, const LayerFactory& factory)
     : input_shape_(input_shape) {
   if (specs.empty())
     throw ConfigError(fmt::format("{}: model.layers: the model has no layers", config_file));
   Rng rng(init_seed);
   Shape shape = input_shape;
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    auto layer = make_layer(specs[i]);
+    std::unique_ptr<Layer> layer = factory ? factory(specs, i) : nullptr;
+    if (!layer) layer = make_layer(specs[i]);
     try {
       shape = layer->build(shape);
     } catch (const std::invalid_argument& e) {

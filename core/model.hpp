@@ -11,13 +11,17 @@
 
 namespace strata {
 
+// Makes the layer for specs[index] when a caller wants its own kind (model-parallel layers from
+// parallel/), or returns null to take the built-in one.
+using LayerFactory = std::function<std::unique_ptr<Layer>(const std::vector<LayerSpec>& specs, std::size_t index)>;
+
 class Model {
  public:
   // Builds the layers for per-sample `input_shape` ([C,H,W]) and draws initial weights from
   // `init_seed`. Throws ConfigError naming `config_file`, the layer's line and column, and the
   // shape problem; the last layer must produce `num_classes` logits.
   Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
-        std::uint64_t init_seed, const std::string& config_file = "");
+        std::uint64_t init_seed, const std::string& config_file = "", const LayerFactory& factory = {});
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
   ~Model();

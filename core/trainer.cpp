@@ -44,7 +44,8 @@ double scaled_lr(const Config& config, int replicas) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync)
+Trainer::Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync,
+                 const LayerFactory& layers)
     : config_(config),
       data_(data),
       sync_(sync),
@@ -63,7 +64,7 @@ Trainer::Trainer(const Config& config, const TrainingData& data, int threads, Gr
   const std::uint64_t init_seed = derive_seed(config.run.seed, {seed_init});
   for (int i = 0; i < pool_.size(); ++i) {
     replicas_.emplace_back(config.layers, data.sample_shape, data.num_classes, init_seed,
-                           config.file);
+                           config.file, layers);
     replicas_.back().reseed_noise(
         derive_seed(config.run.seed, {seed_noise, static_cast<std::uint64_t>(i)}));
   }

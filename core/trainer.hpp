@@ -52,8 +52,10 @@ class Trainer {
   // replica. With `sync`, this process is replica sync->replica() of sync->replicas() data-parallel
   // replicas: each step takes its shard of a global batch of replicas x local_batch samples, and
   // the gradients are summed over the replicas before the (identical) optimizer step everywhere.
+  // `layers` makes model-parallel layers; they communicate inside forward and backward, so a
+  // trainer with such layers must run one worker thread (MPI is called from the main thread only).
   Trainer(const Config& config, const TrainingData& data, int threads,
-          GradientSync* sync = nullptr);
+          GradientSync* sync = nullptr, const LayerFactory& layers = {});
 
   // Runs epoch `epoch` (1-based) and evaluates on validation and test data.
   // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf

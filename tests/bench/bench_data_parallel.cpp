@@ -1,0 +1,300 @@
+// Data-parallel scaling efficiency of the DESIGN CNN: 2 ranks of one thread each against 1 rank of
+// one thread, the global batch held fixed. tests/bench/run_dp_bench.sh runs it under mpiexec -n 2.
+//
+// Both sides are measured in the same launch, taking turns in every round so that the machine's
+// drift touches them alike:
+//   reference: rank 0 alone trains with Trainer(threads=1), no GradientSync, batch G, while rank 1
+//              waits idle (a non-blocking barrier polled with sleeps, so it does not spin on a
+//              core);
+//   parallel:  both ranks train with Trainer(threads=1) and a DataParallelSync over the 2 ranks,
+//              local batch G/2 each, global batch G.
+// Samples/s count training steps only (EpochMetrics::samples_per_s, evaluation excluded); the
+// parallel side counts the slower rank. Progress goes to stderr; rank 0 prints a Markdown table.
+#include <cblas.h>
+#include <mpi.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/config.hpp"
+#include "core/cpu_kernels.hpp"
+#include "core/dataset.hpp"
+#include "core/trainer.hpp"
+#include "core/training_data.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/gradient_sync.hpp"
+
+namespace {
+
+using strata::Communicator;
+
+struct Options {
+  double seconds = 2.0;         // per timed repeat and side
+  double warmup_seconds = 1.0;  // per batch size and side, before the repeats
+  int repeats = 5;
+  int train_samples = 4096;
+  double bucket_mib = 25.0;  // parallel.bucket_mib's default
+  std::vector<int> batches{64, 256};
+  std::string cnn_config = STRATA_SOURCE_DIR "/configs/fashion_cnn.yaml";
+};
+
+struct Row {
+  int batch = 0;
+  double one_rank = 0.0, two_ranks = 0.0;  // median samples/s
+  std::vector<double> one_rank_repeats, two_ranks_repeats;
+  std::size_t buckets = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string grouped(double value) {  // 12345.6 -> "12 346", as the README writes figures
+  const auto digits = fmt::format("{:.0f}", value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out += ' ';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string repeats_string(const std::vector<double>& v) {
+  std::string s;
+  for (double x : v) {
+    if (!s.empty()) s += ' ';
+    s += fmt::format("{:.0f}", x);
+  }
+  return s;
+}
+
+void check(int rc, const char* op) {
+  if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("{} failed (code {})", op, rc));
+}
+
+// A barrier that sleeps while it waits: MPICH's blocking barrier polls on a core, which on a
+// 2-core machine would take the core the reference does not use and make it busier than "idle".
+void idle_barrier(const Communicator& comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm.handle(), &request), "MPI_Ibarrier");
+  for (int done = 0;;) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+double allreduce_max(const Communicator& comm, double value) {
+  double out = 0.0;
+  check(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm.handle()), "MPI_Allreduce");
+  return out;
+}
+
+strata::Config bench_config(const std::vector<strata::LayerSpec>& layers, int local_batch) {
+  strata::Config config;
+  config.file = "bench_data_parallel";
+  config.run.seed = 1;
+  config.layers = layers;
+  config.training.local_batch = local_batch;
+  config.training.epochs =
+      1 << 20;  // the schedule is constant; only keeps the Trainer's bookkeeping in range
+  config.training.optimizer.kind = strata::OptimizerKind::sgd;
+  config.training.optimizer.lr = 0.01;  // speed does not depend on it
+  config.training.optimizer.momentum = 0.9;
+  config.parallel.lr_scaling = strata::LrScaling::none;  // the same update on both sides
+  return config;
+}
+
+// Seconds of training steps in one epoch (run_epoch times the steps alone, then evaluates).
+double epoch_train_seconds(strata::Trainer& trainer, int epoch) {
+  const strata::EpochMetrics m = trainer.run_epoch(epoch, {});
+  return static_cast<double>(trainer.steps_per_epoch() * trainer.global_batch()) / m.samples_per_s;
+}
+
+// One batch size: the reference on rank 0 and the 2-rank data-parallel run, taking turns.
+Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& layers, int batch,
+            const strata::TrainingData& data, const Options& o) {
+  const bool root = world.rank() == 0;
+  const strata::Config reference_config = bench_config(layers, batch);
+  const strata::Config parallel_config = bench_config(layers, batch / 2);
+
+  std::optional<strata::Trainer> reference;  // rank 0 only
+  if (root) reference.emplace(reference_config, data, 1);
+  strata::DataParallelSync sync(world, o.bucket_mib);
+  strata::Trainer parallel(parallel_config, data, 1, &sync);
+  sync.attach(parallel.model().params());
+  if (parallel.global_batch() != batch || (root && reference->global_batch() != batch))
+    throw std::logic_error("the two sides do not train the same global batch");
+
+  Row row;
+  row.batch = batch;
+  row.buckets = sync.bucket_count();
+  if (root)
+    fmt::print(stderr,
+               "[bench] batch {}: {} steps per epoch; {} gradient bucket(s); OpenBLAS threads {}, "
+               "OpenMP max threads {}\n",
+               batch, parallel.steps_per_epoch(), row.buckets, openblas_get_num_threads(),
+               omp_get_max_threads());
+
+  // Warm-up: whole epochs until warmup_seconds, on each side; it also sizes the repeats.
+  int reference_epoch = 0, parallel_epoch = 0;
+  double reference_last = 0.0, parallel_last = 0.0;
+  idle_barrier(world);
+  if (root)
+    for (double warm = 0.0; warm < o.warmup_seconds || reference_epoch < 1;)
+      warm += reference_last = epoch_train_seconds(*reference, ++reference_epoch);
+  idle_barrier(world);
+  for (double warm = 0.0; warm < o.warmup_seconds || parallel_epoch < 1;) {
+    // Every rank must run the same number of epochs: go on while any rank wants to.
+    warm = allreduce_max(world,
+                         warm + (parallel_last = epoch_train_seconds(parallel, ++parallel_epoch)));
+  }
+  parallel_last = allreduce_max(world, parallel_last);
+  reference_last = allreduce_max(world, reference_last);  // rank 1 contributes 0
+  const int reference_epochs =
+      std::max(1, static_cast<int>(std::lround(o.seconds / reference_last)));
+  const int parallel_epochs = std::max(1, static_cast<int>(std::lround(o.seconds / parallel_last)));
+
+  const auto samples = static_cast<double>(parallel.steps_per_epoch() * batch);
+  for (int r = 0; r < o.repeats; ++r) {
+    idle_barrier(world);
+    double seconds = 0.0;
+    if (root) {
+      for (int e = 0; e < reference_epochs; ++e)
+        seconds += epoch_train_seconds(*reference, ++reference_epoch);
+      row.one_rank_repeats.push_back(samples * reference_epochs / seconds);
+    }
+    idle_barrier(world);  // rank 1 sleeps here while rank 0 trains alone
+    seconds = 0.0;
+    for (int e = 0; e < parallel_epochs; ++e)
+      seconds += epoch_train_seconds(parallel, ++parallel_epoch);
+    seconds = allreduce_max(world, seconds);  // the slower rank
+    row.two_ranks_repeats.push_back(samples * parallel_epochs / seconds);
+    if (root)
+      fmt::print(stderr, "[bench] batch {} repeat {}: 1 rank {:.0f}, 2 ranks {:.0f} samples/s\n",
+                 batch, r + 1, row.one_rank_repeats.back(), row.two_ranks_repeats.back());
+  }
+  if (root) row.one_rank = median(row.one_rank_repeats);
+  row.two_ranks = median(row.two_ranks_repeats);
+  return row;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+const char* env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+int run(const Communicator& world, const Options& o) {
+  if (world.size() != 2)
+    throw std::runtime_error(
+        fmt::format("needs exactly 2 ranks (mpiexec -n 2), got {}", world.size()));
+  for (int batch : o.batches)
+    if (batch < 2 || batch % 2 != 0)
+      throw std::runtime_error(fmt::format("global batch {} does not split over 2 ranks", batch));
+  const bool root = world.rank() == 0;
+  const auto report = strata::kernel_report();
+  if (root) {
+    fmt::print(stderr,
+               "[bench] {}; {} cores online; OpenBLAS core {} (CPU: {}); OPENBLAS_CORETYPE={}\n",
+               cpu_model(), std::thread::hardware_concurrency(), report.openblas_core,
+               report.cpu_best, env_or("OPENBLAS_CORETYPE", "(unset)"));
+    if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
+  }
+
+  const std::vector<strata::LayerSpec> layers = strata::load_config(o.cnn_config).layers;
+  strata::SyntheticSpec spec;  // Fashion-MNIST's shape: 1x28x28, 10 classes
+  spec.train = o.train_samples;
+  spec.test = 64;  // run_epoch evaluates after each epoch, outside the timed steps; keep it cheap
+  const strata::TrainingData data =
+      strata::prepare_training_data(strata::make_synthetic(spec, 1), 0.0, 1);
+
+  std::vector<Row> rows;
+  for (int batch : o.batches) rows.push_back(measure(world, layers, batch, data, o));
+  if (!root) return 0;
+
+  for (const auto& r : rows)
+    fmt::print(stderr, "[bench] batch {}: 1 rank [{}], 2 ranks [{}] samples/s\n", r.batch,
+               repeats_string(r.one_rank_repeats), repeats_string(r.two_ranks_repeats));
+  fmt::print(
+      "Data-parallel scaling of the DESIGN CNN (layers of {}), global batch fixed: 1 rank x 1 "
+      "thread (batch G) against 2 ranks x 1 thread (local batch G/2, DataParallelSync, bucket_mib "
+      "{:g}), in one mpiexec -n 2 launch, the sides taking turns; synthetic 1x28x28 data, {} "
+      "samples per epoch, SGD momentum 0.9; median of {} repeats of about {:g} s, training steps "
+      "only. OpenBLAS core {} (CPU {}; OPENBLAS_CORETYPE={}).\n\n",
+      "configs/fashion_cnn.yaml", o.bucket_mib, o.train_samples, o.repeats, o.seconds,
+      report.openblas_core, report.cpu_best, env_or("OPENBLAS_CORETYPE", "(unset)"));
+  fmt::print(
+      "| global batch | 1 rank samples/s | 2 ranks samples/s | speedup | efficiency |\n"
+      "| --- | --- | --- | --- | --- |\n");
+  for (const auto& r : rows) {
+    const double speedup = r.two_ranks / r.one_rank;
+    fmt::print("| {} | {} | {} | {:.2f} | {:.2f} |\n", r.batch, grouped(r.one_rank),
+               grouped(r.two_ranks), speedup, speedup / 2.0);
+  }
+  fmt::print(
+      "\nGradient buckets per step: {} ({:g} MiB buckets; gradients of 64 KiB or more in "
+      "their own).\n",
+      rows.empty() ? 0 : rows.front().buckets, o.bucket_mib);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Options o;
+  CLI::App app{
+      "strata data-parallel scaling benchmark, 2 ranks against 1 (tests/bench/run_dp_bench.sh "
+      "runs it under mpiexec -n 2)"};
+  app.add_option("--seconds", o.seconds, "length of one timed repeat, per side")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup-seconds", o.warmup_seconds,
+                 "untimed training per batch size and side before the repeats");
+  app.add_option("--repeats", o.repeats, "timed repeats per batch size; the median is reported")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--train", o.train_samples, "synthetic training samples (one epoch)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--bucket-mib", o.bucket_mib, "gradient allreduce bucket size (0: one per tensor)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batches", o.batches, "global batch sizes (even)")->delimiter(',');
+  app.add_option("--cnn-config", o.cnn_config, "config whose layers are the CNN")
+      ->check(CLI::ExistingFile);
+  int code = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    code = app.exit(e);  // every rank parses the same arguments and leaves alike
+    MPI_Finalize();
+    return code;
+  }
+  try {
+    const Communicator world = Communicator::world();
+    code = run(world, o);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata_bench_data_parallel: {}\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the other rank may be waiting in a collective
+  }
+  MPI_Finalize();
+  return code;
+}
