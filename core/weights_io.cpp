@@ -8,25 +8,28 @@
 namespace strata {
 
 namespace {
-std::string dataset_name(const Param& p) {
-  return "/weights/" + p.name;
-}
+std::string dataset_name(const std::string& param) { return "/weights/" + param; }
 }  // namespace
 
-void save_weights(const std::string& path, Model& model) {
+void save_weights(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& named) {
   auto file = h5::File::create(path);
   file.write_attr_string("/", "format", "strata-weights");
   file.write_attr_int("/", "format_version", 1);
-  for (const auto& p : model.params())
-    file.write_f32(dataset_name(p), p.value->shape(), p.value->data());
+  for (const auto& [name, tensor] : named) file.write_f32(dataset_name(name), tensor.shape(), tensor.data());
   file.flush();
+}
+
+void save_weights(const std::string& path, Model& model) {
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (const auto& p : model.params()) named.emplace_back(p.name, *p.value);
+  save_weights(path, named);
 }
 
 void load_weights(const std::string& path, Model& model) {
   const auto file = h5::File::open_read(path);
   std::vector<float> values;
   for (const auto& p : model.params()) {
-    const auto name = dataset_name(p);
+    const auto name = dataset_name(p.name);
     if (!file.exists(name))
       throw DataError(fmt::format(
           "{}: dataset {} not found (the model's layer names must match the file)", path, name));

@@ -19,6 +19,7 @@
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
 #include "parallel/gradient_sync.hpp"
+#include "parallel/model_parallel_layers.hpp"
 #include "parallel/topology.hpp"
 
 namespace strata {
@@ -100,7 +101,9 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
   const TrainingData data = load_training_data(config);
   std::optional<DataParallelSync> sync;
   if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
-  Trainer trainer(config, data, threads, sync ? &*sync : nullptr);
+  const bool split_model = topology.plan().model > 1;
+  Trainer trainer(config, data, threads, sync ? &*sync : nullptr,
+                  split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
   if (sync) sync->attach(trainer.model().params());
   std::optional<RunOutput> output;
   if (member.writes) {
@@ -138,7 +141,13 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
         m.test_accuracy, m.samples_per_s, m.seconds);
     std::fflush(stdout);
   }
-  if (member.writes) save_weights(output->weights_path().string(), trainer.model());
+  if (split_model) {
+    // Every shard takes part in assembling the whole weights; the member's first rank writes them.
+    const auto whole = gather_full_weights(trainer.model());
+    if (member.writes) save_weights(output->weights_path().string(), whole);
+  } else if (member.writes) {
+    save_weights(output->weights_path().string(), trainer.model());
+  }
 }
 
 }  // namespace
@@ -148,18 +157,17 @@ int run_command(const RunOptions& options) {
   const Config config = load_config(options.config_path);
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   const Plan plan = plan_run(config, world.size(), per_node);
-  if (plan.model > 1)
-    throw ConfigError(
-        fmt::format("{}: parallel.model: this version trains with M = 1 model shard per replica; "
-                    "the plan asks for M = {}",
-                    config.file, plan.model));
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
   const Topology topology(world, plan);
   // Ranks on one node share its cores: "all cores" means this rank's share of them.
   const int requested = options.threads >= 0 ? options.threads : config.run.threads;
-  const int threads = requested > 0
-                          ? requested
-                          : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
+  int threads = requested > 0 ? requested
+                              : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
+  if (plan.model > 1 && threads > 1) {
+    // Model-parallel layers communicate inside forward and backward; only the main thread calls MPI.
+    if (world.rank() == 0) fmt::print("[run] M = {} > 1: one worker thread per rank\n", plan.model);
+    threads = 1;
+  }
   if (world.rank() == 0) {
     fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file,
                config.run.seed, config.output.dir, describe(plan));

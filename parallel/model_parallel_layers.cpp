@@ -39,6 +39,13 @@ void slice_columns(const Tensor& whole, std::int64_t batch, std::int64_t part, s
               local.data() + b * part);
 }
 
+// Row blocks of every shard, stacked in shard order: the whole tensor of a row split.
+Tensor gather_rows(const Communicator& model, const Tensor& local, Shape whole_shape) {
+  Tensor whole(std::move(whole_shape));
+  model.allgather(local.values(), whole.values());
+  return whole;
+}
+
 }  // namespace
 
 // ---- column-parallel dense ----
@@ -85,6 +92,11 @@ void ColumnParallelDense::backward(const Tensor& in, const Tensor& out, const Te
   local_.backward(in, gather_output_ ? local_out_ : out, *local_grad, grad_in);
   // Each shard's outputs depend on the whole input: the input gradient is the sum over shards.
   if (grad_in != nullptr) model_.allreduce_sum(*grad_in);
+}
+
+std::vector<Tensor> ColumnParallelDense::full_params() {
+  auto mine = local_.params();
+  return {gather_rows(model_, *mine[0].value, {units_, inputs_}), gather_rows(model_, *mine[1].value, {units_})};
 }
 
 // ---- row-parallel dense ----
@@ -145,6 +157,12 @@ std::vector<Param> RowParallelDense::params() {
   return {{name() + "/weight", &weight_, &weight_grad_}, {name() + "/bias", &bias_, &bias_grad_}};
 }
 
+std::vector<Tensor> RowParallelDense::full_params() {
+  Tensor weight({units_, local_inputs_ * model_.size()}), staging;
+  gather_columns(model_, weight_, units_, local_inputs_, staging, weight);
+  return {std::move(weight), bias_};
+}
+
 // ---- conv split by output channel ----
 
 ChannelSplitConv2D::ChannelSplitConv2D(const LayerSpec& spec, const Communicator& model)
@@ -186,6 +204,31 @@ void ChannelSplitConv2D::backward(const Tensor& in, const Tensor& /*out*/, const
   convert_layout(local_grad_plain_, local_grad_, local_out_.layout());
   local_.backward(in, local_out_, local_grad_, grad_in);
   if (grad_in != nullptr) model_.allreduce_sum(*grad_in);
+}
+
+std::vector<Tensor> ChannelSplitConv2D::full_params() {
+  auto mine = local_.params();
+  return {gather_rows(model_, *mine[0].value, {spec_.filters, input_shape_[0], spec_.kernel, spec_.kernel}),
+          gather_rows(model_, *mine[1].value, {spec_.filters})};
+}
+
+std::vector<std::pair<std::string, Tensor>> gather_full_weights(Model& model) {
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (std::size_t i = 0; i < model.layer_count(); ++i) {
+    Layer& layer = model.layer(i);
+    const auto params = layer.params();
+    std::vector<Tensor> whole;
+    if (auto* column = dynamic_cast<ColumnParallelDense*>(&layer))
+      whole = column->full_params();
+    else if (auto* row = dynamic_cast<RowParallelDense*>(&layer))
+      whole = row->full_params();
+    else if (auto* conv = dynamic_cast<ChannelSplitConv2D*>(&layer))
+      whole = conv->full_params();
+    else
+      for (const auto& p : params) whole.push_back(*p.value);
+    for (std::size_t k = 0; k < params.size(); ++k) named.emplace_back(params[k].name, std::move(whole[k]));
+  }
+  return named;
 }
 
 // ---- factory ----

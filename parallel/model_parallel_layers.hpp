@@ -25,6 +25,8 @@ class ColumnParallelDense final : public Layer {
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
   std::vector<Param> params() override { return local_.params(); }
+  // The unsplit weight and bias, assembled from every shard. Collective over `model`.
+  std::vector<Tensor> full_params();
 
  private:
   std::int64_t units_, inputs_ = 0;
@@ -47,6 +49,7 @@ class RowParallelDense final : public Layer {
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
   std::vector<Param> params() override;
+  std::vector<Tensor> full_params();  // collective over `model`
 
  private:
   std::int64_t units_, local_inputs_ = 0;
@@ -66,6 +69,7 @@ class ChannelSplitConv2D final : public Layer {
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
   std::vector<Param> params() override { return local_.params(); }
+  std::vector<Tensor> full_params();  // collective over `model`
 
  private:
   LayerSpec spec_;
@@ -74,6 +78,10 @@ class ChannelSplitConv2D final : public Layer {
   Shape input_shape_, local_shape_;
   Tensor local_out_, local_plain_, gathered_, local_grad_plain_, local_grad_;
 };
+
+// Every parameter of `model` under its name, whole: split layers assemble theirs from all shards.
+// Collective over the split layers' `model` communicator: every shard must call it.
+std::vector<std::pair<std::string, Tensor>> gather_full_weights(Model& model);
 
 // Makes the model-parallel layer for every spec with a split, on a `model` communicator of M > 1
 // ranks; null otherwise. Sizes that M does not divide are ConfigErrors naming `config_file` and the

@@ -7,7 +7,10 @@
 //              waits idle (a non-blocking barrier polled with sleeps, so it does not spin on a
 //              core);
 //   parallel:  both ranks train with Trainer(threads=1) and a DataParallelSync over the 2 ranks,
-//              local batch G/2 each, global batch G.
+//              local batch G/2 each, global batch G;
+//   half:      a diagnostic: rank 0 alone trains batch G/2 with no sync, rank 1 idle. Its step
+//              time is the parallel step's compute with neither communication nor a busy
+//              neighbour core, so parallel step - half step is what running together costs.
 // Samples/s count training steps only (EpochMetrics::samples_per_s, evaluation excluded); the
 // parallel side counts the slower rank. Progress goes to stderr; rank 0 prints a Markdown table.
 #include <cblas.h>
@@ -52,8 +55,8 @@ struct Options {
 
 struct Row {
   int batch = 0;
-  double one_rank = 0.0, two_ranks = 0.0;  // median samples/s
-  std::vector<double> one_rank_repeats, two_ranks_repeats;
+  double one_rank = 0.0, two_ranks = 0.0, half = 0.0;  // median samples/s
+  std::vector<double> one_rank_repeats, two_ranks_repeats, half_repeats;
   std::size_t buckets = 0;
 };
 
@@ -132,8 +135,11 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   const strata::Config reference_config = bench_config(layers, batch);
   const strata::Config parallel_config = bench_config(layers, batch / 2);
 
-  std::optional<strata::Trainer> reference;  // rank 0 only
-  if (root) reference.emplace(reference_config, data, 1);
+  std::optional<strata::Trainer> reference, half;  // rank 0 only
+  if (root) {
+    reference.emplace(reference_config, data, 1);
+    half.emplace(parallel_config, data, 1);
+  }
   strata::DataParallelSync sync(world, o.bucket_mib);
   strata::Trainer parallel(parallel_config, data, 1, &sync);
   sync.attach(parallel.model().params());
@@ -151,12 +157,15 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
                omp_get_max_threads());
 
   // Warm-up: whole epochs until warmup_seconds, on each side; it also sizes the repeats.
-  int reference_epoch = 0, parallel_epoch = 0;
-  double reference_last = 0.0, parallel_last = 0.0;
+  int reference_epoch = 0, parallel_epoch = 0, half_epoch = 0;
+  double reference_last = 0.0, parallel_last = 0.0, half_last = 0.0;
   idle_barrier(world);
-  if (root)
+  if (root) {
     for (double warm = 0.0; warm < o.warmup_seconds || reference_epoch < 1;)
       warm += reference_last = epoch_train_seconds(*reference, ++reference_epoch);
+    for (double warm = 0.0; warm < o.warmup_seconds || half_epoch < 1;)
+      warm += half_last = epoch_train_seconds(*half, ++half_epoch);
+  }
   idle_barrier(world);
   for (double warm = 0.0; warm < o.warmup_seconds || parallel_epoch < 1;) {
     // Every rank must run the same number of epochs: go on while any rank wants to.
@@ -165,8 +174,10 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   }
   parallel_last = allreduce_max(world, parallel_last);
   reference_last = allreduce_max(world, reference_last);  // rank 1 contributes 0
+  half_last = allreduce_max(world, half_last);
   const int reference_epochs =
       std::max(1, static_cast<int>(std::lround(o.seconds / reference_last)));
+  const int half_epochs = std::max(1, static_cast<int>(std::lround(o.seconds / half_last)));
   const int parallel_epochs = std::max(1, static_cast<int>(std::lround(o.seconds / parallel_last)));
 
   const auto samples = static_cast<double>(parallel.steps_per_epoch() * batch);
@@ -177,6 +188,9 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
       for (int e = 0; e < reference_epochs; ++e)
         seconds += epoch_train_seconds(*reference, ++reference_epoch);
       row.one_rank_repeats.push_back(samples * reference_epochs / seconds);
+      seconds = 0.0;
+      for (int e = 0; e < half_epochs; ++e) seconds += epoch_train_seconds(*half, ++half_epoch);
+      row.half_repeats.push_back(samples * half_epochs / seconds);  // G/2 x twice the steps
     }
     idle_barrier(world);  // rank 1 sleeps here while rank 0 trains alone
     seconds = 0.0;
@@ -185,10 +199,16 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     seconds = allreduce_max(world, seconds);  // the slower rank
     row.two_ranks_repeats.push_back(samples * parallel_epochs / seconds);
     if (root)
-      fmt::print(stderr, "[bench] batch {} repeat {}: 1 rank {:.0f}, 2 ranks {:.0f} samples/s\n",
-                 batch, r + 1, row.one_rank_repeats.back(), row.two_ranks_repeats.back());
+      fmt::print(stderr,
+                 "[bench] batch {} repeat {}: 1 rank {:.0f}, 2 ranks {:.0f}, 1 rank at G/2 {:.0f} "
+                 "samples/s\n",
+                 batch, r + 1, row.one_rank_repeats.back(), row.two_ranks_repeats.back(),
+                 row.half_repeats.back());
   }
-  if (root) row.one_rank = median(row.one_rank_repeats);
+  if (root) {
+    row.one_rank = median(row.one_rank_repeats);
+    row.half = median(row.half_repeats);
+  }
   row.two_ranks = median(row.two_ranks_repeats);
   return row;
 }
@@ -234,8 +254,10 @@ int run(const Communicator& world, const Options& o) {
   if (!root) return 0;
 
   for (const auto& r : rows)
-    fmt::print(stderr, "[bench] batch {}: 1 rank [{}], 2 ranks [{}] samples/s\n", r.batch,
-               repeats_string(r.one_rank_repeats), repeats_string(r.two_ranks_repeats));
+    fmt::print(stderr,
+               "[bench] batch {}: 1 rank [{}], 2 ranks [{}], 1 rank at G/2 [{}] samples/s\n",
+               r.batch, repeats_string(r.one_rank_repeats), repeats_string(r.two_ranks_repeats),
+               repeats_string(r.half_repeats));
   fmt::print(
       "Data-parallel scaling of the DESIGN CNN (layers of {}), global batch fixed: 1 rank x 1 "
       "thread (batch G) against 2 ranks x 1 thread (local batch G/2, DataParallelSync, bucket_mib "
@@ -256,6 +278,19 @@ int run(const Communicator& world, const Options& o) {
       "\nGradient buckets per step: {} ({:g} MiB buckets; gradients of 64 KiB or more in "
       "their own).\n",
       rows.empty() ? 0 : rows.front().buckets, o.bucket_mib);
+  // Where a parallel step's time goes: its half-batch compute alone (rank 1 idle), and the rest.
+  fmt::print(
+      "\nStep times (medians): 1 rank at G; 1 rank alone at G/2 (rank 1 idle, no sync: the "
+      "parallel step's compute); 2 ranks at G/2 each; overhead = 2-rank step - G/2 step "
+      "(gradient allreduce, statistics sum, and the two ranks sharing the machine).\n\n"
+      "| global batch | 1 rank step ms | 1 rank, G/2, step ms | 2 ranks step ms | overhead ms |\n"
+      "| --- | --- | --- | --- | --- |\n");
+  for (const auto& r : rows) {
+    const double g = r.batch;
+    const double one = 1e3 * g / r.one_rank, half = 1e3 * 0.5 * g / r.half,
+                 two = 1e3 * g / r.two_ranks;
+    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", r.batch, one, half, two, two - half);
+  }
   return 0;
 }
 

@@ -329,7 +329,7 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   }
   SECTION("in a layer's parameters") {
     CHECK(error_of("model:\n  layers:\n    - dense: {units: 10, filters: 3}\n") ==
-          "t.yaml:3:26: model.layers[0].dense.filters: unknown key (known: units, init, name)");
+          "t.yaml:3:26: model.layers[0].dense.filters: unknown key (known: units, init, split, name)");
     CHECK(error_of("model:\n  layers:\n    - relu\n    - relu: {alpha: 0.1}\n") ==
           "t.yaml:4:14: model.layers[1].relu.alpha: unknown key (known: name)");
   }
@@ -497,4 +497,26 @@ parallel:
       Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
   CHECK_THAT(error_of(model + "parallel: {data: -1}\n"),
              Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
+}
+
+TEST_CASE("layer splits parse and a row split must follow a column split", "[config]") {
+  const Config c = parse_config(with_data(R"(model:
+  layers:
+    - conv2d: {filters: 16, kernel: 3, split: column}
+    - flatten
+    - dense: {units: 8, split: column}
+    - relu
+    - dropout: {rate: 0.1}
+    - dense: {units: 4, split: row}
+)"),
+                                "t.yaml");
+  CHECK(c.layers[0].split == strata::SplitKind::column);
+  CHECK(c.layers[1].split == strata::SplitKind::none);
+  CHECK(c.layers[2].split == strata::SplitKind::column);
+  CHECK(c.layers[5].split == strata::SplitKind::row);
+  CHECK(error_of("model:\n  layers:\n    - flatten\n    - dense: {units: 4, split: row}\n") ==
+        "t.yaml:4:7: model.layers[1]: split: row needs a dense layer with split: column before it, with only "
+        "activations or dropout between");
+  CHECK_THAT(error_of("model:\n  layers:\n    - conv2d: {filters: 4, kernel: 3, split: row}\n"),
+             Catch::Contains("model.layers[0].conv2d.split: unknown split 'row' (known: none, column)"));
 }
