@@ -648,7 +648,8 @@ constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
 
 ParallelConfig parse_parallel(const MapReader& m) {
   static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
-                                               "memory_per_rank_mib", "bucket_mib", "lr_scaling"};
+                                               "memory_per_rank_mib", "bucket_mib", "lr_scaling",
+                                               "accumulate"};
   m.allow_only(known);
   ParallelConfig p;
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
@@ -657,6 +658,11 @@ ParallelConfig parse_parallel(const MapReader& m) {
   read(m, "memory_per_rank_mib", p.memory_per_rank_mib, non_negative);
   read(m, "bucket_mib", p.bucket_mib, non_negative);
   read(m, "lr_scaling", p.lr_scaling, lr_scaling_choices, "lr_scaling");
+  // "auto" lets the planner pick K; a number fixes it.
+  if (auto k = m.get("accumulate"); k && k->node().IsScalar() && k->node().Scalar() == "auto")
+    p.accumulate = 0;
+  else
+    read(m, "accumulate", p.accumulate, at_least_1);
   return p;
 }
 

@@ -122,6 +122,7 @@ struct ParallelConfig {
   double memory_per_rank_mib = 0;  // limit for the planner's choice of M; 0 = no limit (M = 1)
   double bucket_mib = 25.0;        // gradient allreduce bucket; 0 = one allreduce per tensor
   LrScaling lr_scaling = LrScaling::linear;
+  int accumulate = 1;  // micro-batches per optimizer step; 0 = auto: as many as keep K*D*b <= bound
   SourceMark mark;  // of the parallel section, for planner errors
 };
 

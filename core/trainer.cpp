@@ -51,7 +51,8 @@ Trainer::Trainer(const Config& config, const TrainingData& data, int threads, Gr
       sync_(sync),
       pool_(threads),
       optimizer_(make_optimizer(config.training.optimizer)),
-      global_batch_(std::int64_t{config.training.local_batch} * replicas_of(sync)),
+      accumulate_(std::max(config.parallel.accumulate, 1)),
+      global_batch_(std::int64_t{config.training.local_batch} * replicas_of(sync) * accumulate_),
       steps_per_epoch_(data.train.count() / global_batch_),
       schedule_(config.training.schedule, scaled_lr(config, replicas_of(sync)), steps_per_epoch_,
                 config.training.epochs) {
@@ -98,19 +99,19 @@ void Trainer::sum_worker_gradients() {
   });
 }
 
-void Trainer::apply_gradients(double lr) {
+void Trainer::apply_gradients(double lr, bool reported) {
   const auto& total = replica_params_.front();
-  // With data parallelism and several workers, the workers' sum must be complete before the
-  // processes reduce it; a single worker's gradients were handed to sync_ during backward.
-  const bool reduce_after_sum = sync_ != nullptr && replicas_.size() > 1;
-  if (reduce_after_sum) {
-    sum_worker_gradients();
+  // The workers' sum must be complete before the processes reduce it, unless a single worker
+  // already handed each layer to sync_ during backward.
+  bool workers_summed = replicas_.size() == 1 || accumulate_ > 1;
+  if (sync_ != nullptr && !reported) {
+    if (!workers_summed) sum_worker_gradients();
+    workers_summed = true;
     for (std::size_t k = total.size(); k-- > 0;) sync_->gradients_ready(std::span(&total[k], 1));
   }
   if (sync_ != nullptr) sync_->finish();
   optimizer_->begin_step(total);
   const int threads = pool_.size();
-  const bool workers_summed = reduce_after_sum || replicas_.size() == 1;
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
   // order, so the result does not depend on timing), updates it, and copies it back to the
   // replicas.
@@ -131,27 +132,42 @@ void Trainer::apply_gradients(double lr) {
   });
 }
 
+void Trainer::accumulate_gradients(bool first, bool last) {
+  const auto& total = replica_params_.front();
+  if (accumulated_.empty())
+    for (const auto& p : total) accumulated_.emplace_back(p.grad->shape());
+  const int threads = pool_.size();
+  // Adds every worker's micro-batch gradients to the running sum; the last micro-batch leaves the
+  // whole sum in replica 0's gradients, where the optimizer step reads it.
+  pool_.run([&](int worker) {
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      auto [begin, end] = share(total[k].grad->size(), threads, worker);
+      float* acc = accumulated_[k].data();
+      float* g = total[k].grad->data();
+      for (std::int64_t i = begin; i < end; ++i) {
+        float sum = first ? 0.0f : acc[i];
+        for (std::size_t r = 0; r < replicas_.size(); ++r) sum += replica_params_[r][k].grad->data()[i];
+        if (last)
+          g[i] = sum;
+        else
+          acc[i] = sum;
+      }
+    }
+  });
+}
+
 void Trainer::sum_over_replicas(std::span<double> values) {
   if (sync_ != nullptr) sync_->sum(values);
 }
 
-double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr,
-                           std::int64_t& correct) {
-  // This process's shard of the global batch; its workers split the shard again.
+double Trainer::micro_step(std::span<const std::int64_t> micro_batch, double scale,
+                           const std::function<void(std::size_t)>& on_layer_done, std::int64_t& correct) {
+  // This process's shard of the micro-batch; its workers split the shard again.
   const auto local = static_cast<std::int64_t>(config_.training.local_batch);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
-  const auto batch = global_batch.subspan(static_cast<std::size_t>(replica * local),
-                                          static_cast<std::size_t>(local));
-  const auto scale = static_cast<double>(global_batch.size());
+  const auto batch = micro_batch.subspan(static_cast<std::size_t>(replica * local),
+                                         static_cast<std::size_t>(local));
   const int threads = pool_.size();
-  // A single worker hands each layer's gradients to sync_ as backward finishes it, so the
-  // reduction of late layers overlaps the backward pass of early ones.
-  std::function<void(std::size_t)> on_layer_done;
-  if (sync_ != nullptr && threads == 1)
-    on_layer_done = [this](std::size_t layer) {
-      const auto& p = layer_params_[layer];
-      if (!p.empty()) sync_->gradients_ready(p);
-    };
   pool_.run([&](int i) {
     auto [begin, end] = share(local, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
@@ -173,7 +189,29 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
     loss_sum += w.loss_sum;
     correct += w.correct;
   }
-  apply_gradients(lr);
+  return loss_sum;
+}
+
+double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr,
+                           std::int64_t& correct) {
+  const auto micro_size = global_batch.size() / static_cast<std::size_t>(accumulate_);
+  const auto scale = static_cast<double>(global_batch.size());
+  // A single worker without accumulation hands each layer's gradients to sync_ as backward
+  // finishes it, so the reduction of late layers overlaps the backward pass of early ones.
+  const bool overlap = sync_ != nullptr && pool_.size() == 1 && accumulate_ == 1;
+  std::function<void(std::size_t)> on_layer_done;
+  if (overlap)
+    on_layer_done = [this](std::size_t layer) {
+      const auto& p = layer_params_[layer];
+      if (!p.empty()) sync_->gradients_ready(p);
+    };
+  double loss_sum = 0.0;
+  for (int k = 0; k < accumulate_; ++k) {
+    loss_sum += micro_step(global_batch.subspan(static_cast<std::size_t>(k) * micro_size, micro_size), scale,
+                           on_layer_done, correct);
+    if (accumulate_ > 1) accumulate_gradients(k == 0, k + 1 == accumulate_);
+  }
+  apply_gradients(lr, overlap);
   ++global_step_;
   return loss_sum;
 }

@@ -81,7 +81,12 @@ class Trainer {
   double train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct);
   // Sums the worker replicas' gradients into the first (and, with data parallelism, over the
   // processes), takes the optimizer step and copies the weights to every worker replica.
-  void apply_gradients(double lr);
+  // `reported`: backward already handed every gradient to sync_ (the overlapping path).
+  void apply_gradients(double lr, bool reported);
+  // Forward and backward of one micro-batch (this process's shard of it); returns its summed loss.
+  double micro_step(std::span<const std::int64_t> micro_batch, double scale,
+                    const std::function<void(std::size_t)>& on_layer_done, std::int64_t& correct);
+  void accumulate_gradients(bool first, bool last);
   void sum_worker_gradients();
   // Sums per-process statistics over the data-parallel replicas (no-op without them).
   void sum_over_replicas(std::span<double> values);
@@ -95,7 +100,9 @@ class Trainer {
   std::vector<std::vector<Param>>
       layer_params_;  // layer_params_[i]: layer i's parameters in replica 0
   std::vector<Worker> workers_;
+  std::vector<Tensor> accumulated_;  // running gradient sum over a step's micro-batches
   std::unique_ptr<Optimizer> optimizer_;
+  int accumulate_;  // micro-batches per optimizer step
   std::int64_t global_batch_;
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;

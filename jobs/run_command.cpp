@@ -52,6 +52,7 @@ MemberRun member_run(const Config& config, const Topology& topology) {
   MemberRun run{config, topology.member().rank() == 0, ""};
   const int g = topology.coords().group;
   run.config.run.seed = derive_seed(config.run.seed, {seed_member, static_cast<std::uint64_t>(g)});
+  run.config.parallel.accumulate = topology.plan().accumulate;  // "auto" resolved by the planner
   if (topology.plan().groups > 1) {
     run.config.output.dir =
         (std::filesystem::path(config.output.dir) / "members" / std::to_string(g)).string();
@@ -118,9 +119,9 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
   }
   const int epochs = config.training.epochs;
   if (member.writes)
-    fmt::print("{}[train] {} epochs x {} steps of global batch {} ({} replicas x {})\n", member.tag,
-               epochs, trainer.steps_per_epoch(), trainer.global_batch(), topology.plan().data,
-               config.training.local_batch);
+    fmt::print("{}[train] {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} replicas x {})\n",
+               member.tag, epochs, trainer.steps_per_epoch(), trainer.global_batch(),
+               topology.plan().accumulate, topology.plan().data, config.training.local_batch);
   std::fflush(stdout);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const EpochMetrics m = trainer.run_epoch(epoch, [&](const TrainProgress& p) {

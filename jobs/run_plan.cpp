@@ -51,6 +51,7 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   request.max_global_batch = p.max_global_batch;
   request.fixed_model = p.model;
   request.fixed_data = p.data;
+  request.accumulate = p.accumulate;
   request.ranks_per_node = ranks_per_node;
   if (p.memory_per_rank_mib > 0) {
     request.model_bytes = model_size(config).bytes;

@@ -55,12 +55,13 @@ int choose_model(const PlanRequest& r, std::vector<std::string>& reasons) {
                   mib(r.model_bytes), mib(r.memory_per_rank_bytes), n));
 }
 
-int choose_data(const PlanRequest& r, int model, int bound, std::vector<std::string>& reasons) {
-  const int n = r.world_size, b = r.local_batch;
+// `b` is what one replica contributes to the global batch per optimizer step: K x local batch.
+int choose_data(const PlanRequest& r, int model, int bound, int b, std::vector<std::string>& reasons) {
+  const int n = r.world_size;
   if (r.fixed_data > 0) {
     if (r.fixed_data * b > bound)
       throw ConfigError(
-          fmt::format("parallel.data: {} replicas x local batch {} = global batch {}, above "
+          fmt::format("parallel.data: {} replicas x {} samples per step = global batch {}, above "
                       "parallel.max_global_batch {}",
                       r.fixed_data, b, r.fixed_data * b, bound));
     if (n % (r.fixed_data * model) != 0)
@@ -99,7 +100,21 @@ Plan make_plan(const PlanRequest& r) {
   plan.max_global_batch = bound;
   plan.ranks_per_node = r.ranks_per_node > 0 ? r.ranks_per_node : r.world_size;
   plan.model = choose_model(r, plan.reasons);
-  plan.data = choose_data(r, plan.model, bound, plan.reasons);
+  if (r.accumulate < 0)
+    throw ConfigError(fmt::format("parallel.accumulate: {} is not a number of micro-batches", r.accumulate));
+  const int fixed_k = r.accumulate > 0 ? r.accumulate : 1;
+  if (fixed_k * r.local_batch > bound)
+    throw ConfigError(fmt::format(
+        "parallel.accumulate: {} micro-batches x local batch {} = {}, above parallel.max_global_batch {}",
+        fixed_k, r.local_batch, fixed_k * r.local_batch, bound));
+  plan.data = choose_data(r, plan.model, bound, fixed_k * r.local_batch, plan.reasons);
+  plan.accumulate = r.accumulate > 0 ? r.accumulate : bound / (plan.data * r.local_batch);
+  if (r.accumulate > 1)
+    plan.reasons.push_back(fmt::format("K = {}: fixed by parallel.accumulate", r.accumulate));
+  else if (r.accumulate == 0)
+    plan.reasons.push_back(fmt::format(
+        "K = {}: accumulate micro-batches so that K x D x {} = {} comes as close to {} as it can", plan.accumulate,
+        r.local_batch, plan.global_batch(), bound));
   plan.groups = r.world_size / (plan.data * plan.model);
   plan.reasons.push_back(fmt::format(
       "G = {}: {} ranks / (D x M = {}); extra ranks train more members, not a larger batch",
@@ -110,8 +125,9 @@ Plan make_plan(const PlanRequest& r) {
 std::string describe(const Plan& p, int max_groups_listed) {
   std::string text = fmt::format(
       "{} ranks = G {} member groups x D {} data replicas x M {} model shards; global batch {} "
-      "(bound {}) per group\n",
-      p.world_size, p.groups, p.data, p.model, p.global_batch(), p.max_global_batch);
+      "(bound {}) per group{}\n",
+      p.world_size, p.groups, p.data, p.model, p.global_batch(), p.max_global_batch,
+      p.accumulate > 1 ? fmt::format(" in K = {} micro-batches", p.accumulate) : "");
   for (const auto& reason : p.reasons) text += "  " + reason + "\n";
   text +=
       fmt::format("layout: world_rank = m + M*d + M*D*g; {} ranks per node\n", p.ranks_per_node);

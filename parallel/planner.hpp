@@ -13,6 +13,7 @@ struct PlanRequest {
   int max_global_batch = 0;      // 0: the local batch (no data parallelism)
   int fixed_model = 0;           // M fixed by the config; 0: choose
   int fixed_data = 0;            // D fixed by the config; 0: choose
+  int accumulate = 1;            // K micro-batches per optimizer step; 0: as many as keep K*D*b <= B
   std::int64_t model_bytes = 0;  // weights + gradients + optimizer state of one whole model
   std::int64_t memory_per_rank_bytes = 0;  // 0: no limit
   int ranks_per_node = 0;                  // 0: all ranks on one node
@@ -36,7 +37,9 @@ struct Plan {
   int ranks_per_node = 1;
   std::vector<std::string> reasons;  // why each number was chosen, for `strata plan` and plan.txt
 
-  int global_batch() const { return data * local_batch; }
+  int accumulate = 1;  // K: micro-batches of D x local_batch per optimizer step
+
+  int global_batch() const { return accumulate * data * local_batch; }
   int group_size() const { return data * model; }
   int world_rank(RankCoords c) const { return c.model + model * c.data + model * data * c.group; }
   RankCoords coords(int world_rank) const;

@@ -495,6 +495,11 @@ parallel:
   CHECK_THAT(
       error_of(model + "parallel: {lr_scaling: sqrt}\n"),
       Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
+  CHECK(parse_config(with_data(model + "parallel: {accumulate: auto}\n"), "t.yaml").parallel.accumulate == 0);
+  CHECK(parse_config(with_data(model + "parallel: {accumulate: 3}\n"), "t.yaml").parallel.accumulate == 3);
+  CHECK(defaults.parallel.accumulate == 1);
+  CHECK_THAT(error_of(model + "parallel: {accumulate: 0}\n"),
+             Catch::Contains("parallel.accumulate: expected a positive integer, got 0"));
   CHECK_THAT(error_of(model + "parallel: {data: -1}\n"),
              Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
 }

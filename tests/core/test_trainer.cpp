@@ -152,3 +152,37 @@ TEST_CASE("a local batch larger than the training set is a ConfigError", "[train
   Trainer trainer(config, data, 1);
   CHECK(trainer.steps_per_epoch() == 1);
 }
+
+TEST_CASE("accumulating K micro-batches of b equals one batch of K*b", "[trainer]") {
+  const std::string yaml = R"(run: {name: acc, seed: 4}
+data:
+  source: synthetic
+  validation_fraction: 0.0
+  synthetic: {train: 256, test: 32, classes: 4, channels: 1, height: 8, width: 8}
+model:
+  layers: [flatten, {dense: {units: 16, init: glorot}}, tanh, {dense: {units: 4, init: glorot}}]
+training:
+  epochs: 1
+  local_batch: 64
+  optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+)";
+  const Config whole = parse_config(yaml, "acc.yaml");
+  Config parts = whole;
+  parts.training.local_batch = 16;
+  parts.parallel.accumulate = 4;
+  const TrainingData data = load_training_data(whole);
+  for (int threads : {1, 2}) {
+    Trainer a(whole, data, threads), b(parts, data, threads);
+    REQUIRE(b.global_batch() == 64);
+    REQUIRE(b.steps_per_epoch() == a.steps_per_epoch());
+    const auto ma = a.run_epoch(1, {}), mb = b.run_epoch(1, {});
+    CHECK(mb.train_loss == Approx(ma.train_loss).epsilon(1e-6));
+    auto pa = a.model().params(), pb = b.model().params();
+    double worst = 0.0;
+    for (std::size_t k = 0; k < pa.size(); ++k)
+      for (std::int64_t i = 0; i < pa[k].value->size(); ++i)
+        worst = std::max(worst, static_cast<double>(std::abs((*pa[k].value)[i] - (*pb[k].value)[i])));
+    INFO(threads << " thread(s): largest weight difference " << worst);
+    CHECK(worst < 1e-5);
+  }
+}

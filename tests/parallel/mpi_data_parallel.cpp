@@ -87,6 +87,19 @@ TEST_CASE("D=2 replicas of batch b give the weights of one rank with batch 2b",
   }
 }
 
+TEST_CASE("D=2 replicas accumulating K=2 micro-batches of b equal one rank with batch 4b",
+          "[mpi][data_parallel]") {
+  const Communicator world = Communicator::world();
+  const Communicator data = world.split(world.rank() / 2, world.rank(), "data");
+  const auto serial = train_epoch(small_cnn_config(64), nullptr, 0.0);
+  Config accumulating = small_cnn_config(16);
+  accumulating.parallel.accumulate = 2;
+  const auto parallel = train_epoch(accumulating, &data, 0.005);
+  const double worst = largest_relative_difference(parallel, serial);
+  WARN("D=2 x K=2 x b=16 against b=64: largest relative weight difference after 8 steps " << worst);
+  CHECK(worst < 1e-5);
+}
+
 TEST_CASE("the same config and decomposition give bit-identical weights", "[mpi][data_parallel]") {
   const Communicator world = Communicator::world();
   const Communicator data = world.split(0, world.rank(), "data");  // every rank is a replica

@@ -85,6 +85,7 @@ TEST_CASE("the global batch never exceeds the bound, and G x D x M = N, for N fr
         for (int m : {0, 1, 2, 4}) {
           PlanRequest r = request(n, b, b * bound_factor);
           r.fixed_model = m;
+          r.accumulate = (n + b) % 2;  // auto and 1 alike over the sweep
           if (m > 0 && n % m != 0) continue;
           const Plan p = make_plan(r);
           ++plans;
@@ -95,6 +96,31 @@ TEST_CASE("the global batch never exceeds the bound, and G x D x M = N, for N fr
             if (n % (d * p.model) == 0) REQUIRE(d * b > r.max_global_batch);
         }
   CHECK(plans > 200000);
+}
+
+TEST_CASE("accumulation keeps the global batch at the bound when D is smaller", "[planner]") {
+  PlanRequest r = request(2, 64, 256);
+  r.accumulate = 0;  // auto
+  Plan p = make_plan(r);
+  CHECK(p.data == 2);
+  CHECK(p.accumulate == 2);
+  CHECK(p.global_batch() == 256);
+  CHECK_THAT(describe(p), Catch::Contains("global batch 256 (bound 256) per group in K = 2 micro-batches"));
+  r.world_size = 8;
+  p = make_plan(r);
+  CHECK(p.data == 4);
+  CHECK(p.accumulate == 1);
+  CHECK(p.groups == 2);
+
+  r = request(8, 32, 128);
+  r.accumulate = 2;  // fixed: D shrinks so that K x D x b stays within the bound
+  p = make_plan(r);
+  CHECK(p.data == 2);
+  CHECK(p.groups == 4);
+  CHECK(p.global_batch() == 128);
+  r.accumulate = 5;
+  CHECK(error_of(r) ==
+        "parallel.accumulate: 5 micro-batches x local batch 32 = 160, above parallel.max_global_batch 128");
 }
 
 TEST_CASE("the rank layout is world_rank = m + M*d + M*D*g", "[planner]") {
@@ -135,7 +161,7 @@ TEST_CASE("impossible requests name the numbers", "[planner]") {
   r = request(8, 32, 64);
   r.fixed_data = 4;
   CHECK(error_of(r) ==
-        "parallel.data: 4 replicas x local batch 32 = global batch 128, above "
+        "parallel.data: 4 replicas x 32 samples per step = global batch 128, above "
         "parallel.max_global_batch 64");
 }
 
