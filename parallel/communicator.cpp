@@ -1,7 +1,9 @@
 #include "parallel/communicator.hpp"
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
+#include <exception>
 #include <utility>
 
 #include <fmt/format.h>
@@ -32,19 +34,23 @@ MpiError::MpiError(std::string op, std::string communicator, int rank, int code,
 // ---------------------------------------------------------------- Request
 
 Request::Request(MPI_Request request, const char* op, std::string communicator, int rank,
-                 int expected_count)
+                 int expected_count, std::shared_ptr<Watchdog> watchdog, WaitInfo info)
     : request_(request),
       op_(op),
       communicator_(std::move(communicator)),
       rank_(rank),
-      expected_count_(expected_count) {}
+      expected_count_(expected_count),
+      watchdog_(std::move(watchdog)),
+      info_(info) {}
 
 Request::Request(Request&& other) noexcept
     : request_(std::exchange(other.request_, MPI_REQUEST_NULL)),
       op_(other.op_),
       communicator_(std::move(other.communicator_)),
       rank_(other.rank_),
-      expected_count_(other.expected_count_) {}
+      expected_count_(other.expected_count_),
+      watchdog_(std::move(other.watchdog_)),
+      info_(other.info_) {}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this == &other) return *this;
@@ -56,6 +62,8 @@ Request& Request::operator=(Request&& other) noexcept {
   communicator_ = std::move(other.communicator_);
   rank_ = other.rank_;
   expected_count_ = other.expected_count_;
+  watchdog_ = std::move(other.watchdog_);
+  info_ = other.info_;
   return *this;
 }
 
@@ -73,7 +81,8 @@ Request::~Request() {
 void Request::wait() {
   if (done()) return;
   MPI_Status status{};
-  const int rc = MPI_Wait(&request_, &status);
+  const int rc =
+      watchdog_ ? watchdog_->wait(request_, status, info_) : MPI_Wait(&request_, &status);
   finish(rc, true, status);
 }
 
@@ -110,13 +119,16 @@ void wait_all(std::span<Request> requests) {
 
 // ---------------------------------------------------------------- Communicator
 
-Communicator Communicator::adopt(MPI_Comm comm, std::string name) {
+Communicator Communicator::adopt(MPI_Comm comm, std::string name,
+                                 std::shared_ptr<const WatchdogSettings> watchdog) {
   Communicator c(comm, std::move(name));
   if (!c.valid()) return c;
   // Without this, any MPI error would abort the whole job with no word on which call failed.
   c.check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   c.check(MPI_Comm_rank(comm, &c.rank_), "MPI_Comm_rank");
   c.check(MPI_Comm_size(comm, &c.size_), "MPI_Comm_size");
+  if (watchdog && watchdog->enabled())
+    c.watchdog_ = std::make_shared<Watchdog>(comm, c.name_, c.rank_, c.size_, std::move(watchdog));
   return c;
 }
 
@@ -128,7 +140,8 @@ Communicator::Communicator(Communicator&& other) noexcept
     : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
       name_(std::move(other.name_)),
       rank_(std::exchange(other.rank_, -1)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      watchdog_(std::move(other.watchdog_)) {}
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this == &other) return *this;
@@ -137,6 +150,7 @@ Communicator& Communicator::operator=(Communicator&& other) noexcept {
   name_ = std::move(other.name_);
   rank_ = std::exchange(other.rank_, -1);
   size_ = std::exchange(other.size_, 0);
+  watchdog_ = std::move(other.watchdog_);
   return *this;
 }
 
@@ -145,6 +159,14 @@ void Communicator::release() noexcept {
   // Freeing after MPI_Finalize is erroneous; by then MPI has released everything anyway.
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (watchdog_) {
+    // Freeing its windows is collective. While an exception unwinds the stack, this rank may be
+    // the only one leaving: the others would wait in MPI_Win_free, and the job must reach
+    // MPI_Abort instead (jobs/main.cpp), so the windows are left to MPI. Requests keep the
+    // (closed) watchdog for their reports.
+    watchdog_->close(!finalized && std::uncaught_exceptions() == 0);
+    watchdog_.reset();
+  }
   // We only ever hold handles we created (world() duplicates), so this never frees WORLD/SELF.
   // MPI_Comm_free is safe with operations pending: MPI releases the communicator after them.
   if (!finalized) MPI_Comm_free(&comm_);
@@ -153,18 +175,26 @@ void Communicator::release() noexcept {
   size_ = 0;
 }
 
-Communicator Communicator::world() {
+Communicator Communicator::world(double watchdog_s) {
+  return world(WatchdogSettings{watchdog_s, {}, true});
+}
+
+Communicator Communicator::world(WatchdogSettings watchdog) {
+  if (!std::isfinite(watchdog.limit_s) || watchdog.limit_s < 0)
+    throw std::invalid_argument(
+        fmt::format("the watchdog limit must be a number of seconds >= 0 (0 = none), got {}",
+                    watchdog.limit_s));
   MPI_Comm dup = MPI_COMM_NULL;
   // MPI_COMM_WORLD's handler is still the default (fatal) one here: a failure aborts the job.
   const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   if (rc != MPI_SUCCESS) throw MpiError("MPI_Comm_dup", "world", -1, rc, mpi_error_text(rc));
-  return adopt(dup, "world");
+  return adopt(dup, "world", std::make_shared<const WatchdogSettings>(std::move(watchdog)));
 }
 
 Communicator Communicator::split(int color, int key, std::string name) const {
   MPI_Comm out = MPI_COMM_NULL;
   check(MPI_Comm_split(live("MPI_Comm_split"), color, key, &out), "MPI_Comm_split");
-  return adopt(out, std::move(name));
+  return adopt(out, std::move(name), watchdog_settings());
 }
 
 Communicator Communicator::split_shared(std::string name) const {
@@ -172,7 +202,7 @@ Communicator Communicator::split_shared(std::string name) const {
   check(MPI_Comm_split_type(live("MPI_Comm_split_type"), MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
                             &out),
         "MPI_Comm_split_type");
-  return adopt(out, std::move(name));
+  return adopt(out, std::move(name), watchdog_settings());
 }
 
 void Communicator::check(int rc, const char* op) const {
@@ -203,44 +233,81 @@ void Communicator::check_blocks(std::size_t whole, std::size_t part, const char*
         name_, rank_, whole_name, whole, part * static_cast<std::size_t>(size_), part_name, size_));
 }
 
-Request Communicator::make_request(MPI_Request request, const char* op, int expected_count) const {
-  return Request(request, op, name_, rank_, expected_count);
+Request Communicator::make_request(MPI_Request request, const char* op, std::int64_t call) const {
+  return Request(request, op, name_, rank_, -1, watchdog_, WaitInfo{op, call});
+}
+
+Request Communicator::make_p2p_request(MPI_Request request, const char* op, int peer, int tag,
+                                       bool sending, int expected_count) const {
+  return Request(request, op, name_, rank_, expected_count, watchdog_,
+                 WaitInfo{op, 0, peer, tag, sending});
+}
+
+template <class Blocking, class Start>
+void Communicator::collective(const char* op, Blocking&& blocking, Start&& start) const {
+  if (!watchdog_) {
+    check(blocking(), op);
+    return;
+  }
+  const std::int64_t call = watchdog_->enter();
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(start(&r), op);
+  make_request(r, op, call).wait();
 }
 
 void Communicator::barrier() const {
-  check(MPI_Barrier(live("MPI_Barrier")), "MPI_Barrier");
+  const MPI_Comm c = live("MPI_Barrier");
+  collective(
+      "MPI_Barrier", [&] { return MPI_Barrier(c); },
+      [&](MPI_Request* r) { return MPI_Ibarrier(c, r); });
 }
 
 // ---- blocking collectives
 
+namespace {
+
+// MPI_Allreduce in place, or its non-blocking version.
+template <class T>
+auto allreduce_in_place(T* values, int n, MPI_Datatype type, MPI_Op reduce, MPI_Comm c) {
+  return std::pair(
+      [=] { return MPI_Allreduce(MPI_IN_PLACE, values, n, type, reduce, c); },
+      [=](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, values, n, type, reduce, c, r); });
+}
+
+}  // namespace
+
 void Communicator::allreduce_sum(std::span<float> values) const {
   const char* op = "MPI_Allreduce";
-  check(MPI_Allreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM,
-                      live(op)),
-        op);
+  const auto [blocking, start] =
+      allreduce_in_place(values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM, live(op));
+  collective(op, blocking, start);
 }
 
 int Communicator::allreduce_max(int value) const {
   const char* op = "MPI_Allreduce";
-  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MAX, live(op)), op);
+  const auto [blocking, start] = allreduce_in_place(&value, 1, MPI_INT, MPI_MAX, live(op));
+  collective(op, blocking, start);
   return value;
 }
 
 int Communicator::allreduce_min(int value) const {
   const char* op = "MPI_Allreduce";
-  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MIN, live(op)), op);
+  const auto [blocking, start] = allreduce_in_place(&value, 1, MPI_INT, MPI_MIN, live(op));
+  collective(op, blocking, start);
   return value;
 }
 
 std::int64_t Communicator::allreduce_sum_int64(std::int64_t value) const {
   const char* op = "MPI_Allreduce";
-  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_SUM, live(op)), op);
+  const auto [blocking, start] = allreduce_in_place(&value, 1, MPI_INT64_T, MPI_SUM, live(op));
+  collective(op, blocking, start);
   return value;
 }
 
 double Communicator::allreduce_sum_double(double value) const {
   const char* op = "MPI_Allreduce";
-  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, live(op)), op);
+  const auto [blocking, start] = allreduce_in_place(&value, 1, MPI_DOUBLE, MPI_SUM, live(op));
+  collective(op, blocking, start);
   return value;
 }
 
@@ -248,41 +315,79 @@ void Communicator::allgather(std::span<const float> mine, std::span<float> all) 
   const char* op = "MPI_Allgather";
   check_blocks(all.size(), mine.size(), op, "the output", "the input");
   const int n = count(mine.size(), op);
-  check(MPI_Allgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm_), op);
+  collective(
+      op, [&] { return MPI_Allgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm_); },
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm_, r);
+      });
 }
 
 void Communicator::reduce_scatter_sum(std::span<const float> in, std::span<float> out) const {
   const char* op = "MPI_Reduce_scatter_block";
   check_blocks(in.size(), out.size(), op, "the input", "the output");
-  check(MPI_Reduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM,
-                                 comm_),
-        op);
+  const int n = count(out.size(), op);
+  collective(
+      op,
+      [&] { return MPI_Reduce_scatter_block(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, comm_); },
+      [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, comm_, r);
+      });
 }
+
+namespace {
+
+// MPI_Bcast, or its non-blocking version.
+auto bcast(void* data, int n, MPI_Datatype type, int root, MPI_Comm c) {
+  return std::pair([=] { return MPI_Bcast(data, n, type, root, c); },
+                   [=](MPI_Request* r) { return MPI_Ibcast(data, n, type, root, c, r); });
+}
+
+}  // namespace
 
 void Communicator::broadcast(std::span<float> values, int root) const {
   const char* op = "MPI_Bcast";
-  check(MPI_Bcast(values.data(), count(values.size(), op), MPI_FLOAT, root, live(op)), op);
+  const auto [blocking, start] =
+      bcast(values.data(), count(values.size(), op), MPI_FLOAT, root, live(op));
+  collective(op, blocking, start);
 }
 
 void Communicator::broadcast_string(std::string& text, int root) const {
   const char* op = "MPI_Bcast";
   // The length first, so that every rank can size its buffer for the bytes.
   std::uint64_t length = text.size();
-  check(MPI_Bcast(&length, 1, MPI_UINT64_T, root, live(op)), op);
+  const auto [blocking, start] = bcast(&length, 1, MPI_UINT64_T, root, live(op));
+  collective(op, blocking, start);
   text.resize(static_cast<std::size_t>(length));
-  check(MPI_Bcast(text.data(), count(text.size(), op), MPI_CHAR, root, comm_), op);
+  const auto [blocking_text, start_text] =
+      bcast(text.data(), count(text.size(), op), MPI_CHAR, root, comm_);
+  collective(op, blocking_text, start_text);
 }
 
 // ---- point to point
 
 void Communicator::send(std::span<const float> values, int dest, int tag) const {
   const char* op = "MPI_Send";
-  check(MPI_Send(values.data(), count(values.size(), op), MPI_FLOAT, dest, tag, live(op)), op);
+  const int n = count(values.size(), op);
+  const MPI_Comm c = live(op);
+  if (!watchdog_) {
+    check(MPI_Send(values.data(), n, MPI_FLOAT, dest, tag, c), op);
+    return;
+  }
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Isend(values.data(), n, MPI_FLOAT, dest, tag, c, &r), op);
+  make_p2p_request(r, op, dest, tag, true, -1).wait();
 }
 
 void Communicator::recv(std::span<float> values, int source, int tag) const {
   const char* op = "MPI_Recv";
   const int n = count(values.size(), op);
+  if (watchdog_) {
+    // The request checks the length it receives, as below.
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Irecv(values.data(), n, MPI_FLOAT, source, tag, live(op), &r), op);
+    make_p2p_request(r, op, source, tag, false, n).wait();
+    return;
+  }
   MPI_Status status{};
   check(MPI_Recv(values.data(), n, MPI_FLOAT, source, tag, live(op), &status), op);
   int received = 0;
@@ -299,10 +404,11 @@ void Communicator::recv(std::span<float> values, int source, int tag) const {
 Request Communicator::iallreduce_sum(std::span<float> values) const {
   const char* op = "MPI_Iallreduce";
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), count(values.size(), op), MPI_FLOAT, MPI_SUM,
-                       live(op), &r),
-        op);
-  return make_request(r, op);
+  const int n = count(values.size(), op);
+  const MPI_Comm c = live(op);
+  const std::int64_t call = enter();
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), n, MPI_FLOAT, MPI_SUM, c, &r), op);
+  return make_request(r, op, call);
 }
 
 Request Communicator::iallgather(std::span<const float> mine, std::span<float> all) const {
@@ -310,32 +416,36 @@ Request Communicator::iallgather(std::span<const float> mine, std::span<float> a
   check_blocks(all.size(), mine.size(), op, "the output", "the input");
   const int n = count(mine.size(), op);
   MPI_Request r = MPI_REQUEST_NULL;
+  const std::int64_t call = enter();
   check(MPI_Iallgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm_, &r), op);
-  return make_request(r, op);
+  return make_request(r, op, call);
 }
 
 Request Communicator::ireduce_scatter_sum(std::span<const float> in, std::span<float> out) const {
   const char* op = "MPI_Ireduce_scatter_block";
   check_blocks(in.size(), out.size(), op, "the input", "the output");
+  const int n = count(out.size(), op);
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Ireduce_scatter_block(in.data(), out.data(), count(out.size(), op), MPI_FLOAT, MPI_SUM,
-                                  comm_, &r),
-        op);
-  return make_request(r, op);
+  const std::int64_t call = enter();
+  check(MPI_Ireduce_scatter_block(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, comm_, &r), op);
+  return make_request(r, op, call);
 }
 
 Request Communicator::ibroadcast(std::span<float> values, int root) const {
   const char* op = "MPI_Ibcast";
+  const int n = count(values.size(), op);
+  const MPI_Comm c = live(op);
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(values.data(), count(values.size(), op), MPI_FLOAT, root, live(op), &r), op);
-  return make_request(r, op);
+  const std::int64_t call = enter();
+  check(MPI_Ibcast(values.data(), n, MPI_FLOAT, root, c, &r), op);
+  return make_request(r, op, call);
 }
 
 Request Communicator::isend(std::span<const float> values, int dest, int tag) const {
   const char* op = "MPI_Isend";
   MPI_Request r = MPI_REQUEST_NULL;
   check(MPI_Isend(values.data(), count(values.size(), op), MPI_FLOAT, dest, tag, live(op), &r), op);
-  return make_request(r, op);
+  return make_p2p_request(r, op, dest, tag, true, -1);
 }
 
 Request Communicator::irecv(std::span<float> values, int source, int tag) const {
@@ -343,7 +453,7 @@ Request Communicator::irecv(std::span<float> values, int source, int tag) const 
   const int n = count(values.size(), op);
   MPI_Request r = MPI_REQUEST_NULL;
   check(MPI_Irecv(values.data(), n, MPI_FLOAT, source, tag, live(op), &r), op);
-  return make_request(r, op, n);
+  return make_p2p_request(r, op, source, tag, false, n);
 }
 
 }  // namespace strata

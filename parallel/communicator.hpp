@@ -7,16 +7,24 @@
 // before any MPI call, so a rank never enters a collective the others will not match.
 //
 // Communicators and requests must be destroyed before MPI_Finalize.
+//
+// With a watchdog (WatchdogSettings::limit_s > 0, DESIGN.md §7; see parallel/watchdog.hpp) every
+// wait on an operation is watched: a rank that waits longer than the limit reports the operation
+// and the ranks that have not arrived. Blocking collectives and point-to-point calls then run as
+// their non-blocking version plus a watched wait; without one they are the plain blocking MPI
+// calls.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 
 #include "core/tensor.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace strata {
 
@@ -44,7 +52,7 @@ class MpiError : public std::runtime_error {
 // request is done. To make that hard to get wrong, the destructor of a request that is still
 // active WAITS for it: MPI may still read or write the buffer, and a collective cannot be
 // cancelled, so neither freeing the request nor leaking it is safe. (If the other ranks never
-// join the collective this wait blocks; that is the watchdog's job, DESIGN.md §7.) Errors seen
+// join the collective this wait blocks, and the watchdog, if any, reports it.) Errors seen
 // by the destructor cannot be thrown and are printed to stderr; call wait() to get them as an
 // MpiError.
 class Request {
@@ -57,7 +65,8 @@ class Request {
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
-  // Blocks until the operation completes; throws MpiError if it failed. No-op when done().
+  // Blocks until the operation completes; throws MpiError if it failed. No-op when done(). With a
+  // watchdog, reports while it waits longer than the limit.
   void wait();
   // Completes the operation if it has finished; returns done(). Throws MpiError if it failed.
   bool test();
@@ -67,7 +76,7 @@ class Request {
  private:
   friend class Communicator;
   Request(MPI_Request request, const char* op, std::string communicator, int rank,
-          int expected_count);
+          int expected_count, std::shared_ptr<Watchdog> watchdog, WaitInfo info);
   // Checks the outcome of MPI_Wait/MPI_Test; `completed` says whether `status` is meaningful.
   void finish(int rc, bool completed, const MPI_Status& status);
 
@@ -75,7 +84,9 @@ class Request {
   const char* op_ = "";       // a string literal such as "MPI_Iallreduce"
   std::string communicator_;  // for messages; the communicator may be freed before we complete
   int rank_ = -1;
-  int expected_count_ = -1;  // floats an irecv must receive; -1 when not checked
+  int expected_count_ = -1;             // floats an irecv must receive; -1 when not checked
+  std::shared_ptr<Watchdog> watchdog_;  // null: no watchdog, plain MPI_Wait
+  WaitInfo info_;                       // for the watchdog's report
 };
 
 // Completes every request, in order. Waiting on them one by one cannot deadlock: all of them are
@@ -100,10 +111,14 @@ class Communicator {
 
   // A duplicate of MPI_COMM_WORLD, named "world". strata never uses (or frees) MPI_COMM_WORLD
   // itself, so its messages cannot mix with another library's. Collective over the world.
-  static Communicator world();
+  // watchdog_s > 0 watches every wait on it and on the communicators split from it (0 = none);
+  // a negative or non-finite limit throws std::invalid_argument.
+  static Communicator world(double watchdog_s = 0);
+  static Communicator world(WatchdogSettings watchdog);
 
   // Ranks with the same color form a new communicator, ordered by key (ties by rank here).
-  // Color MPI_UNDEFINED gives this rank an invalid communicator. Collective.
+  // Color MPI_UNDEFINED gives this rank an invalid communicator. Collective. The new communicator
+  // has this one's watchdog settings (its own counters: creating them is part of the collective).
   Communicator split(int color, int key, std::string name) const;
   // The ranks of this communicator that share this rank's node (MPI_COMM_TYPE_SHARED). Collective.
   Communicator split_shared(std::string name) const;
@@ -113,6 +128,8 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm handle() const { return comm_; }
+  // The watchdog's limit in seconds; 0 when there is none.
+  double watchdog_s() const { return watchdog_ ? watchdog_->limit_s() : 0.0; }
 
   void barrier() const;
 
@@ -158,8 +175,13 @@ class Communicator {
  private:
   // Takes ownership of `comm` without MPI calls, so that the destructor frees it if adopt() throws.
   Communicator(MPI_Comm comm, std::string name) noexcept : comm_(comm), name_(std::move(name)) {}
-  // Owns `comm`: sets MPI_ERRORS_RETURN and caches rank and size.
-  static Communicator adopt(MPI_Comm comm, std::string name);
+  // Owns `comm`: sets MPI_ERRORS_RETURN and caches rank and size; creates a watchdog (collective)
+  // if `watchdog` is enabled.
+  static Communicator adopt(MPI_Comm comm, std::string name,
+                            std::shared_ptr<const WatchdogSettings> watchdog);
+  std::shared_ptr<const WatchdogSettings> watchdog_settings() const {
+    return watchdog_ ? watchdog_->settings() : nullptr;
+  }
   void release() noexcept;
 
   // Throws MpiError describing `op` if rc is not MPI_SUCCESS.
@@ -170,12 +192,23 @@ class Communicator {
   int count(std::size_t n, const char* op) const;
   void check_blocks(std::size_t whole, std::size_t part, const char* op, const char* whole_name,
                     const char* part_name) const;
-  Request make_request(MPI_Request request, const char* op, int expected_count = -1) const;
+  // Numbers a collective for the watchdog as this rank enters it; 0 without a watchdog.
+  std::int64_t enter() const { return watchdog_ ? watchdog_->enter() : 0; }
+  // A request for collective number `call` (from enter()).
+  Request make_request(MPI_Request request, const char* op, std::int64_t call) const;
+  // A request for a point-to-point operation with `peer`.
+  Request make_p2p_request(MPI_Request request, const char* op, int peer, int tag, bool sending,
+                           int expected_count) const;
+  // A blocking collective: `blocking()` (an MPI call) without a watchdog; with one,
+  // `start(MPI_Request*)` (its non-blocking version) and a watched wait.
+  template <class Blocking, class Start>
+  void collective(const char* op, Blocking&& blocking, Start&& start) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string name_;
   int rank_ = -1;
   int size_ = 0;
+  std::shared_ptr<Watchdog> watchdog_;  // null: no watchdog
 };
 
 }  // namespace strata
