@@ -402,9 +402,14 @@ SyntheticSpec parse_synthetic(const MapReader& m) {
   return s;
 }
 
+constexpr std::array<Choice<DataRead>, 2> read_choices{{
+    {"memory", DataRead::memory},
+    {"shards", DataRead::shards},
+}};
+
 DataConfig parse_data(const MapReader& m) {
-  static constexpr std::string_view known[] = {"source",       "path",        "validation_fraction",
-                                               "train_subset", "test_subset", "synthetic"};
+  static constexpr std::string_view known[] = {"source",      "path",      "validation_fraction",
+                                               "train_subset", "test_subset", "synthetic", "read"};
   m.allow_only(known);
   DataConfig data;
   read(m, "source", data.source, source_choices, "data source");
@@ -413,6 +418,9 @@ DataConfig parse_data(const MapReader& m) {
   read(m, "train_subset", data.train_subset, at_least_0);
   read(m, "test_subset", data.test_subset, at_least_0);
   if (auto s = m.get("synthetic")) data.synthetic = parse_synthetic(MapReader(*s));
+  read(m, "read", data.read, read_choices, "read mode");
+  if (data.source == DataSource::synthetic && data.read == DataRead::shards)
+    m.get("read")->fail("shards reads an HDF5 file; synthetic data lives in memory");
   if (data.source == DataSource::hdf5 && !m.get("path"))
     m.where().fail("missing required key 'path' (needed when source is hdf5)");
   return data;

@@ -52,6 +52,9 @@ struct LayerSpec {
 };
 
 enum class DataSource { hdf5, synthetic };
+// memory: every rank loads the training split; shards: each step reads only this rank's shard of
+// the global batch from the HDF5 file.
+enum class DataRead { memory, shards };
 
 struct SyntheticSpec {
   int train = 2048;
@@ -68,6 +71,7 @@ struct DataConfig {
   double validation_fraction = 0.1;  // held out of /train, in [0, 0.5]
   int train_subset = 0;              // use only the first N training samples; 0 = all
   int test_subset = 0;               // use only the first N test samples; 0 = all
+  DataRead read = DataRead::memory;
   SyntheticSpec synthetic;
 };
 

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ class File {
                std::int64_t count = -1) const;
   void read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first = 0,
                 std::int64_t count = -1) const;
+  // Reads the listed rows (ascending, no repeats) along the first axis in one read of a union of
+  // hyperslabs, back to back into `out`, which is resized.
+  void read_u8_rows(const std::string& dataset, std::span<const std::int64_t> rows,
+                    std::vector<std::uint8_t>& out) const;
 
   void write_attr_int(const std::string& object, const std::string& name, std::int64_t value);
   void write_attr_string(const std::string& object, const std::string& name,

@@ -167,15 +167,20 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, double sca
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
   const auto batch = micro_batch.subspan(static_cast<std::size_t>(replica * local),
                                          static_cast<std::size_t>(local));
+  // The shard is read on this thread (a file-backed set must not be read concurrently); the
+  // workers then copy their parts of it.
+  gather_batch(data_.train, batch, shard_images_, shard_labels_);
+  const std::int64_t sample = shard_images_.size() / std::max<std::int64_t>(local, 1);
   const int threads = pool_.size();
   pool_.run([&](int i) {
     auto [begin, end] = share(local, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
     Model& model = replicas_[static_cast<std::size_t>(i)];
-    gather_batch(
-        data_.train,
-        batch.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
-        w.images, w.labels);
+    Shape shape = shard_images_.shape();
+    shape[0] = end - begin;
+    w.images.resize(shape);
+    std::copy(shard_images_.data() + begin * sample, shard_images_.data() + end * sample, w.images.data());
+    w.labels.assign(shard_labels_.begin() + begin, shard_labels_.begin() + end);
     const Tensor& logits = model.forward(w.images, true);
     // Each worker scales by the global batch, so the summed gradients are the global-batch mean.
     const double mean = softmax_cross_entropy(logits, w.labels, w.grad_logits, scale);

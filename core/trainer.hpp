@@ -101,6 +101,8 @@ class Trainer {
       layer_params_;  // layer_params_[i]: layer i's parameters in replica 0
   std::vector<Worker> workers_;
   std::vector<Tensor> accumulated_;  // running gradient sum over a step's micro-batches
+  Tensor shard_images_;              // this process's part of the current micro-batch
+  std::vector<std::int32_t> shard_labels_;
   std::unique_ptr<Optimizer> optimizer_;
   int accumulate_;  // micro-batches per optimizer step
   std::int64_t global_batch_;

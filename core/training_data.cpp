@@ -4,6 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
 #include "core/rng.hpp"
 
 namespace strata {
@@ -33,6 +37,49 @@ std::vector<std::int64_t> iota_rows(std::int64_t n) {
   return rows;
 }
 
+struct Statistics {
+  float mean = 0.0f, stddev = 1.0f;
+};
+
+// Accumulates pixel sums row by row, in the order of `rows`, the same arithmetic in memory and shards mode.
+class PixelMoments {
+ public:
+  void add(const std::uint8_t* pixels, std::int64_t size) {
+    for (std::int64_t i = 0; i < size; ++i) {
+      const double v = pixels[i] / 255.0;
+      sum_ += v;
+      sum_sq_ += v * v;
+    }
+    n_ += static_cast<double>(size);
+  }
+  Statistics result() const {
+    if (n_ == 0) return {};
+    const double mean = sum_ / n_, variance = sum_sq_ / n_ - mean * mean;
+    return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(variance, 1e-12)))};
+  }
+
+ private:
+  double sum_ = 0.0, sum_sq_ = 0.0, n_ = 0.0;
+};
+
+// The held-out split of rows [0, n): the same seeded choice in memory and shards mode.
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_rows(std::int64_t n, double fraction,
+                                                                           std::uint64_t seed) {
+  const auto order = shuffled_indices(n, seed);
+  const auto held_out = static_cast<std::int64_t>(std::floor(fraction * static_cast<double>(n)));
+  std::vector<std::int64_t> train(order.begin(), order.end() - held_out), validation(order.end() - held_out, order.end());
+  // Keep the file order inside each part so that the split is the only thing the seed changes.
+  std::sort(train.begin(), train.end());
+  std::sort(validation.begin(), validation.end());
+  return {std::move(train), std::move(validation)};
+}
+
+void check_labels(const std::string& path, const std::vector<std::uint8_t>& labels, int classes) {
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] >= classes)
+      throw DataError(fmt::format("{}: /train/labels: label {} is not below num_classes {}", path, labels[i], classes));
+}
+
 }  // namespace
 
 std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed) {
@@ -51,28 +98,13 @@ TrainingData prepare_training_data(const Dataset& dataset, double validation_fra
   data.sample_shape = {train.channels, train.height, train.width};
   data.num_classes = dataset.num_classes;
 
-  const auto order = shuffled_indices(train.count, split_seed);
-  const auto held_out =
-      static_cast<std::int64_t>(std::floor(validation_fraction * static_cast<double>(train.count)));
-  std::vector<std::int64_t> train_rows(order.begin(), order.end() - held_out);
-  std::vector<std::int64_t> validation_rows(order.end() - held_out, order.end());
-  // Keep the original file order inside each part so that the split is the only thing the seed
-  // changes.
-  std::sort(train_rows.begin(), train_rows.end());
-  std::sort(validation_rows.begin(), validation_rows.end());
-
-  double sum = 0.0, sum_sq = 0.0;
+  const auto [train_rows, validation_rows] = split_rows(train.count, validation_fraction, split_seed);
+  PixelMoments moments;
   const std::int64_t size = train.sample_size();
-  for (auto row : train_rows)
-    for (std::int64_t i = 0; i < size; ++i) {
-      const double v = train.pixels[static_cast<std::size_t>(row * size + i)] / 255.0;
-      sum += v;
-      sum_sq += v * v;
-    }
-  const double n = static_cast<double>(train_rows.size() * static_cast<std::size_t>(size));
-  data.mean = n > 0 ? static_cast<float>(sum / n) : 0.0f;
-  const double variance = n > 0 ? sum_sq / n - (sum / n) * (sum / n) : 1.0;
-  data.stddev = static_cast<float>(std::sqrt(std::max(variance, 1e-12)));
+  for (auto row : train_rows) moments.add(train.pixels.data() + row * size, size);
+  const Statistics stats = moments.result();
+  data.mean = stats.mean;
+  data.stddev = stats.stddev;
 
   data.train = to_samples(train, train_rows, data.mean, data.stddev);
   data.validation = to_samples(train, validation_rows, data.mean, data.stddev);
@@ -80,8 +112,90 @@ TrainingData prepare_training_data(const Dataset& dataset, double validation_fra
   return data;
 }
 
+namespace {
+
+// Only the first rows' shapes, the statistics pass and the held-out rows are read here; training
+// batches come from the file as each step needs them.
+TrainingData load_sharded(const Config& config) {
+  const DataConfig& d = config.data;
+  const Dataset head = read_dataset(d.path, 1, d.test_subset);  // checks the layout; the test split whole
+  const h5::File file = h5::File::open_read(d.path);
+  std::int64_t n = file.shape("/train/images").at(0);
+  if (d.train_subset > 0) n = std::min<std::int64_t>(n, d.train_subset);
+  auto [train_rows, validation_rows] = split_rows(n, d.validation_fraction, derive_seed(config.run.seed, {seed_split}));
+
+  TrainingData data;
+  data.sample_shape = {head.train.channels, head.train.height, head.train.width};
+  data.num_classes = head.num_classes;
+  const std::int64_t size = head.train.sample_size();
+  PixelMoments moments;
+  std::vector<std::uint8_t> chunk;
+  constexpr std::size_t chunk_rows = 4096;
+  for (std::size_t first = 0; first < train_rows.size(); first += chunk_rows) {
+    const auto rows = std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
+    file.read_u8_rows("/train/images", rows, chunk);
+    for (std::size_t r = 0; r < rows.size(); ++r) moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
+  }
+  const Statistics stats = moments.result();
+  data.mean = stats.mean;
+  data.stddev = stats.stddev;
+
+  LabeledImages held_out = head.train;
+  held_out.count = static_cast<std::int64_t>(validation_rows.size());
+  file.read_u8_rows("/train/images", validation_rows, held_out.pixels);
+  file.read_u8_rows("/train/labels", validation_rows, held_out.labels);
+  check_labels(d.path, held_out.labels, head.num_classes);
+  std::vector<std::int64_t> all(validation_rows.size());
+  std::iota(all.begin(), all.end(), 0);
+  data.validation = to_samples(held_out, all, data.mean, data.stddev);
+  std::vector<std::int64_t> test_rows(static_cast<std::size_t>(head.test.count));
+  std::iota(test_rows.begin(), test_rows.end(), 0);
+  data.test = to_samples(head.test, test_rows, data.mean, data.stddev);
+  data.train.reader =
+      std::make_shared<const ShardReader>(d.path, std::move(train_rows), data.sample_shape, data.mean, data.stddev);
+  return data;
+}
+
+}  // namespace
+
+ShardReader::ShardReader(const std::string& path, std::vector<std::int64_t> file_rows, Shape sample_shape,
+                         float mean, float stddev)
+    : file_(h5::File::open_read(path)),
+      file_rows_(std::move(file_rows)),
+      sample_shape_(std::move(sample_shape)),
+      mean_(mean),
+      stddev_(stddev) {}
+
+void ShardReader::read(std::span<const std::int64_t> positions, Tensor& images,
+                       std::vector<std::int32_t>& labels) const {
+  // HDF5 returns a union of rows in file order; read them sorted, then place each where asked.
+  order_.resize(positions.size());
+  std::iota(order_.begin(), order_.end(), 0);
+  std::sort(order_.begin(), order_.end(),
+            [&](std::size_t a, std::size_t b) { return file_rows_[positions[a]] < file_rows_[positions[b]]; });
+  wanted_.resize(positions.size());
+  for (std::size_t i = 0; i < order_.size(); ++i) wanted_[i] = file_rows_[static_cast<std::size_t>(positions[order_[i]])];
+  file_.read_u8_rows("/train/images", wanted_, pixels_);
+  file_.read_u8_rows("/train/labels", wanted_, label_bytes_);
+  rows_read_ += static_cast<std::int64_t>(positions.size());
+
+  Shape shape{static_cast<std::int64_t>(positions.size())};
+  shape.insert(shape.end(), sample_shape_.begin(), sample_shape_.end());
+  images.resize(shape);
+  labels.resize(positions.size());
+  const std::int64_t size = element_count(sample_shape_);
+  const float scale = 1.0f / (255.0f * stddev_), shift = mean_ / stddev_;
+  for (std::size_t i = 0; i < order_.size(); ++i) {
+    const std::uint8_t* src = pixels_.data() + static_cast<std::int64_t>(i) * size;
+    float* dst = images.data() + static_cast<std::int64_t>(order_[i]) * size;
+    for (std::int64_t k = 0; k < size; ++k) dst[k] = static_cast<float>(src[k]) * scale - shift;
+    labels[order_[i]] = label_bytes_[i];
+  }
+}
+
 TrainingData load_training_data(const Config& config) {
   const DataConfig& d = config.data;
+  if (d.source == DataSource::hdf5 && d.read == DataRead::shards) return load_sharded(config);
   Dataset dataset =
       d.source == DataSource::synthetic
           ? make_synthetic(d.synthetic, derive_seed(config.run.seed, {seed_synthetic}))
@@ -92,6 +206,10 @@ TrainingData load_training_data(const Config& config) {
 
 void gather_batch(const SampleSet& set, std::span<const std::int64_t> indices, Tensor& images,
                   std::vector<std::int32_t>& labels) {
+  if (set.reader) {
+    set.reader->read(indices, images, labels);
+    return;
+  }
   Shape shape = set.images.shape();
   const std::int64_t size = element_count(shape) / std::max<std::int64_t>(shape[0], 1);
   shape[0] = static_cast<std::int64_t>(indices.size());

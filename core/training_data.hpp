@@ -3,18 +3,47 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
 #include "core/dataset.hpp"
+#include "core/hdf5_file.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
 
+// Reads training samples from the HDF5 file row by row as each step needs them (hyperslab reads),
+// so that a data-parallel rank reads only its shard of every global batch. Not thread-safe: the
+// trainer reads on its main thread.
+class ShardReader {
+ public:
+  // `file_rows`: the /train rows this set is made of, ascending; position i is file row file_rows[i].
+  ShardReader(const std::string& path, std::vector<std::int64_t> file_rows, Shape sample_shape, float mean,
+              float stddev);
+  std::int64_t count() const { return static_cast<std::int64_t>(file_rows_.size()); }
+  void read(std::span<const std::int64_t> positions, Tensor& images, std::vector<std::int32_t>& labels) const;
+  // Rows read from the file so far, for tests and progress.
+  std::int64_t rows_read() const { return rows_read_; }
+
+ private:
+  h5::File file_;
+  std::vector<std::int64_t> file_rows_;
+  Shape sample_shape_;
+  float mean_, stddev_;
+  mutable std::vector<std::int64_t> wanted_;  // scratch: sorted file rows of one read
+  mutable std::vector<std::size_t> order_;
+  mutable std::vector<std::uint8_t> pixels_, label_bytes_;
+  mutable std::int64_t rows_read_ = 0;
+};
+
+// Samples in memory, or (train split with data.read: shards) behind a ShardReader.
 struct SampleSet {
-  Tensor images;                     // [N, C, H, W], normalised
-  std::vector<std::int32_t> labels;  // N
-  std::int64_t count() const { return static_cast<std::int64_t>(labels.size()); }
+  Tensor images;                     // [N, C, H, W], normalised; empty when read from the file
+  std::vector<std::int32_t> labels;  // N; empty when read from the file
+  std::shared_ptr<const ShardReader> reader;
+  std::int64_t count() const { return reader ? reader->count() : static_cast<std::int64_t>(labels.size()); }
 };
 
 struct TrainingData {
@@ -37,7 +66,8 @@ TrainingData load_training_data(const Config& config);
 // A permutation of [0, n) drawn from `seed`.
 std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed);
 
-// Copies the samples at `indices` into a batch tensor [indices.size(), C, H, W] and their labels.
+// Copies the samples at `indices` into a batch tensor [indices.size(), C, H, W] and their labels,
+// from memory or, for a set with a reader, from the file.
 void gather_batch(const SampleSet& set, std::span<const std::int64_t> indices, Tensor& images,
                   std::vector<std::int32_t>& labels);
 

@@ -504,6 +504,14 @@ parallel:
              Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
 }
 
+TEST_CASE("data.read chooses memory or shards", "[config]") {
+  const std::string model = "model: {layers: [flatten, {dense: {units: 3}}]}\n";
+  CHECK(parse_config(model + "data: {path: d.h5, read: shards}\n", "t.yaml").data.read == strata::DataRead::shards);
+  CHECK(parse_config(model + "data: {path: d.h5}\n", "t.yaml").data.read == strata::DataRead::memory);
+  CHECK_THAT(error_of(model + "data: {source: synthetic, read: shards}\n"),
+             Catch::Contains("t.yaml:2:33: data.read: shards reads an HDF5 file; synthetic data lives in memory"));
+}
+
 TEST_CASE("layer splits parse and a row split must follow a column split", "[config]") {
   const Config c = parse_config(with_data(R"(model:
   layers:

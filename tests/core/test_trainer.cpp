@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
+#include "tests/core/temp_dir.hpp"
 
 using namespace strata;
 using Catch::Matchers::Contains;
@@ -185,4 +186,42 @@ training:
     INFO(threads << " thread(s): largest weight difference " << worst);
     CHECK(worst < 1e-5);
   }
+}
+
+TEST_CASE("reading shards from the file trains exactly as reading everything into memory", "[trainer][shards]") {
+  strata::testing::TempDir dir;
+  const std::string path = dir.file("data.h5");
+  SyntheticSpec spec;
+  spec.train = 300;
+  spec.test = 50;
+  spec.classes = 4;
+  spec.height = 8;
+  spec.width = 8;
+  write_dataset(path, make_synthetic(spec, 9));
+  const std::string yaml = fmt::format(R"(run: {{name: shards, seed: 2}}
+data: {{source: hdf5, path: {}, validation_fraction: 0.2, read: memory}}
+model:
+  layers: [flatten, {{dense: {{units: 16, init: glorot}}}}, relu, {{dense: {{units: 4, init: glorot}}}}]
+training: {{epochs: 1, local_batch: 32, optimizer: {{type: sgd, lr: 0.1, momentum: 0.9}}}}
+)",
+                                       path);
+  const Config in_memory = parse_config(yaml, "shards.yaml");
+  Config sharded = in_memory;
+  sharded.data.read = DataRead::shards;
+  const TrainingData a = load_training_data(in_memory), b = load_training_data(sharded);
+  REQUIRE(b.train.reader != nullptr);
+  CHECK(b.train.images.empty());  // nothing of the training split was loaded up front
+  CHECK(a.train.count() == b.train.count());
+  CHECK(a.mean == b.mean);
+  CHECK(a.stddev == b.stddev);
+  CHECK(a.validation.labels == b.validation.labels);
+  Trainer ta(in_memory, a, 2), tb(sharded, b, 2);
+  const auto ma = ta.run_epoch(1, {}), mb = tb.run_epoch(1, {});
+  CHECK(ma.train_loss == mb.train_loss);
+  CHECK(ma.test_accuracy == mb.test_accuracy);
+  auto pa = ta.model().params(), pb = tb.model().params();
+  for (std::size_t k = 0; k < pa.size(); ++k)
+    CHECK(std::equal(pa[k].value->values().begin(), pa[k].value->values().end(), pb[k].value->values().begin()));
+  // 7 steps of 32: only the rows of the batches were read, none twice.
+  CHECK(b.train.reader->rows_read() == tb.steps_per_epoch() * 32);
 }

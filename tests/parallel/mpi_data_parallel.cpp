@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "core/trainer.hpp"
 #include "parallel/gradient_sync.hpp"
@@ -127,4 +132,40 @@ TEST_CASE("buckets follow bucket_mib", "[mpi][data_parallel]") {
   CHECK(one_bucket.bucket_count() == 1);
   CHECK(small.bucket_count() > 1);
   CHECK(small.bucket_count() < params.size());
+}
+
+TEST_CASE("each data rank reads only its shard of every global batch from the file", "[mpi][data_parallel][shards]") {
+  const Communicator world = Communicator::world();
+  const Communicator data = world.split(world.rank() / 2, world.rank(), "data");
+  std::string path;
+  if (world.rank() == 0) {
+    path = fmt::format("/tmp/strata-mpi-shards-{}.h5", ::getpid());
+    SyntheticSpec spec;
+    spec.train = 512;
+    spec.test = 64;
+    spec.classes = 4;
+    spec.height = 10;
+    spec.width = 10;
+    write_dataset(path, make_synthetic(spec, 6));
+  }
+  world.broadcast_string(path, 0);
+  Config memory_config = small_cnn_config(32);
+  memory_config.data.source = DataSource::hdf5;
+  memory_config.data.path = path;
+  Config shard_config = memory_config;
+  shard_config.data.read = DataRead::shards;
+  const TrainingData in_memory = load_training_data(memory_config), sharded = load_training_data(shard_config);
+
+  std::vector<std::vector<float>> weights;
+  for (const TrainingData* set : {&in_memory, &sharded}) {
+    DataParallelSync sync(data, 25.0);
+    Trainer trainer(set == &in_memory ? memory_config : shard_config, *set, 1, &sync);
+    sync.attach(trainer.model().params());
+    trainer.run_epoch(1, {});
+    weights.push_back(flat_weights(trainer.model()));
+    if (set == &sharded) CHECK(sharded.train.reader->rows_read() == trainer.steps_per_epoch() * 32);
+  }
+  CHECK(weights[0] == weights[1]);
+  world.barrier();
+  if (world.rank() == 0) std::remove(path.c_str());
 }
