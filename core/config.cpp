@@ -657,7 +657,7 @@ constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
 ParallelConfig parse_parallel(const MapReader& m) {
   static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
                                                "memory_per_rank_mib", "bucket_mib", "lr_scaling",
-                                               "accumulate"};
+                                               "accumulate",          "watchdog_s"};
   m.allow_only(known);
   ParallelConfig p;
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
@@ -671,6 +671,7 @@ ParallelConfig parse_parallel(const MapReader& m) {
     p.accumulate = 0;
   else
     read(m, "accumulate", p.accumulate, at_least_1);
+  read(m, "watchdog_s", p.watchdog_s, non_negative);
   return p;
 }
 

@@ -127,7 +127,8 @@ struct ParallelConfig {
   double bucket_mib = 25.0;        // gradient allreduce bucket; 0 = one allreduce per tensor
   LrScaling lr_scaling = LrScaling::linear;
   int accumulate = 1;  // micro-batches per optimizer step; 0 = auto: as many as keep K*D*b <= bound
-  SourceMark mark;  // of the parallel section, for planner errors
+  double watchdog_s = 300.0;  // report a rank waiting this long in one MPI operation; 0 = off
+  SourceMark mark;            // of the parallel section, for planner errors
 };
 
 enum class StageKind { train };

@@ -154,8 +154,10 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
 }  // namespace
 
 int run_command(const RunOptions& options) {
-  const Communicator world = Communicator::world();
+  // Loading the config needs no MPI; it gives the world (and every communicator split from it)
+  // its stall watchdog.
   const Config config = load_config(options.config_path);
+  const Communicator world = Communicator::world(config.parallel.watchdog_s);
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   const Plan plan = plan_run(config, world.size(), per_node);
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);

@@ -474,6 +474,7 @@ parallel:
   memory_per_rank_mib: 512
   bucket_mib: 0
   lr_scaling: none
+  watchdog_s: 30
 )"),
                                 "t.yaml");
   const auto& p = c.parallel;
@@ -483,11 +484,13 @@ parallel:
   CHECK(p.memory_per_rank_mib == 512.0);
   CHECK(p.bucket_mib == 0.0);
   CHECK(p.lr_scaling == strata::LrScaling::none);
+  CHECK(p.watchdog_s == 30.0);
   CHECK(p.mark.line == 3);  // the section's first key, where planner errors point
   const Config defaults =
       parse_config(with_data("model: {layers: [flatten, {dense: {units: 3}}]}\n"), "t.yaml");
   CHECK(defaults.parallel.lr_scaling == strata::LrScaling::linear);
   CHECK(defaults.parallel.bucket_mib == 25.0);
+  CHECK(defaults.parallel.watchdog_s == 300.0);
 
   const std::string model = "model: {layers: [flatten, {dense: {units: 3}}]}\n";
   CHECK_THAT(error_of(model + "parallel: {shards: 2}\n"),
@@ -502,6 +505,12 @@ parallel:
              Catch::Contains("parallel.accumulate: expected a positive integer, got 0"));
   CHECK_THAT(error_of(model + "parallel: {data: -1}\n"),
              Catch::Contains("parallel.data: expected a non-negative integer, got -1"));
+  CHECK(parse_config(with_data(model + "parallel: {watchdog_s: 0}\n"), "t.yaml")
+            .parallel.watchdog_s == 0.0);  // off
+  CHECK_THAT(error_of(model + "parallel: {watchdog_s: -1}\n"),
+             Catch::Contains("parallel.watchdog_s: expected"));
+  CHECK_THAT(error_of(model + "parallel: {watchdog_s: soon}\n"),
+             Catch::Contains("parallel.watchdog_s: expected"));
 }
 
 TEST_CASE("data.read chooses memory or shards", "[config]") {
