@@ -1,0 +1,62 @@
+// Genetic-algorithm operators as pure functions of their inputs and an Rng (after DEAP's
+// selTournament, cxBlend, mutGaussian, selBest and migRing).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/rng.hpp"
+#include "hpo/search_space.hpp"
+
+namespace strata {
+
+enum class Direction { maximize, minimize };
+
+// True if fitness a is strictly better than b. NaN marks a failed individual and is worse than
+// any number in either direction, so failures never win a comparison.
+bool better(double a, double b, Direction direction);
+
+// Indices of all individuals, best first; equal fitnesses keep their index order, so the result
+// depends on the fitnesses alone.
+std::vector<std::size_t> rank_order(std::span<const double> fitnesses, Direction direction);
+
+// `count` winners of tournaments among k contestants drawn uniformly with replacement.
+std::vector<std::size_t> select_tournament(std::span<const double> fitnesses, int k, int count,
+                                           Direction direction, Rng& rng);
+
+// BLX-alpha on real genes (in log space for log_uniform): both children lie on the line through
+// the parents, within alpha times their distance beyond either parent, mirrored about their
+// midpoint. Integer and choice genes are swapped between the children with probability 1/2.
+// Children are clamped to the space.
+std::pair<Genome, Genome> crossover_blend(const Genome& a, const Genome& b, double alpha,
+                                          const SearchSpace& space, Rng& rng);
+
+// Each gene mutates with probability gene_rate. Real genes get Gaussian noise of standard
+// deviation sigma_fraction times the parameter's range (in log space for log_uniform), integers
+// the same noise rounded and at least one step, choices another value drawn uniformly. The result
+// is clamped to the space.
+Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
+                       const SearchSpace& space, Rng& rng);
+
+// Indices of the best e individuals, best first.
+std::vector<std::size_t> elites(std::span<const double> fitnesses, int e, Direction direction);
+
+struct Individual {
+  Genome genome;
+  double fitness = std::numeric_limits<double>::quiet_NaN();  // NaN: failed or not yet known
+  int trial_id = -1;  // the trial that evaluated this genome, kept when it is copied on
+};
+
+using Deme = std::vector<Individual>;
+
+std::vector<double> fitnesses_of(const Deme& deme);
+
+// Ring migration: copies of the best `count` of deme i replace the worst `count` of deme
+// (i + 1) % n, all emigrants chosen before any deme changes (DEAP migRing with selBest and
+// selWorst). The best emigrant replaces the worst resident.
+void migrate_ring(std::vector<Deme>& demes, int count, Direction direction);
+
+}  // namespace strata

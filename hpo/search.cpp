@@ -1,0 +1,367 @@
+// The batch protocol shared by all searches, and the genetic, random and grid algorithms.
+#include "hpo/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace strata {
+
+namespace {
+
+template <typename Value>
+[[noreturn]] void bad_setting(const char* search, const char* name, Value value, const char* rule) {
+  throw std::invalid_argument(fmt::format("{}: {} = {} ({})", search, name, value, rule));
+}
+
+}  // namespace
+
+// ---- Search: the protocol --------------------------------------------------------------------
+
+Search::Search(SearchSpace space, Direction direction, SearchLimits limits)
+    : space_(std::move(space)), direction_(direction), limits_(limits) {
+  validate(space_);
+  if (limits_.max_trainings < 0)
+    bad_setting("search", "max_trainings", limits_.max_trainings, "must be >= 0");
+  if (limits_.target && !std::isfinite(*limits_.target))
+    bad_setting("search", "target", *limits_.target, "must be a finite number");
+}
+
+std::vector<Trial> Search::next_batch() {
+  if (outstanding_ > 0 || done()) return {};
+  int room = std::numeric_limits<int>::max();
+  if (limits_.max_trainings > 0) room = limits_.max_trainings - static_cast<int>(trials_.size());
+  auto proposals = propose(room);
+  if (proposals.empty()) {
+    if (finished_reason().empty())
+      throw std::logic_error("search: the algorithm proposed nothing but has not finished");
+    return {};
+  }
+  if (proposals.size() > static_cast<std::size_t>(room)) proposals.resize(room);
+  batch_begin_ = trials_.size();
+  std::vector<Trial> batch;
+  batch.reserve(proposals.size());
+  for (auto& p : proposals) {
+    Trial t;
+    t.id = static_cast<int>(trials_.size());
+    t.generation = p.generation;
+    t.deme = p.deme;
+    t.genome = std::move(p.genome);
+    trials_.push_back(t);
+    batch.push_back(std::move(t));
+  }
+  outstanding_ = static_cast<int>(batch.size());
+  return batch;
+}
+
+void Search::report(int trial_id, double fitness, bool failed) {
+  if (trial_id < static_cast<int>(batch_begin_) || trial_id >= static_cast<int>(trials_.size()))
+    throw std::invalid_argument(
+        fmt::format("search: trial {} is not part of the current batch", trial_id));
+  auto& t = trials_[static_cast<std::size_t>(trial_id)];
+  if (t.reported)
+    throw std::invalid_argument(fmt::format("search: trial {} is reported twice", trial_id));
+  t.reported = true;
+  t.failed = failed || !std::isfinite(fitness);
+  t.fitness = t.failed ? std::numeric_limits<double>::quiet_NaN() : fitness;
+  ++reported_;
+  if (--outstanding_ > 0) return;
+
+  // The whole batch is in: read it in id order, whatever order it arrived in.
+  std::span<const Trial> batch(trials_.data() + batch_begin_, trials_.size() - batch_begin_);
+  for (const auto& b : batch) {
+    if (best_id_ < 0 ? !b.failed : better(b.fitness, trials_[best_id_].fitness, direction_))
+      best_id_ = b.id;
+    if (!trainings_to_target_ && meets_target(b.fitness)) trainings_to_target_ = b.id + 1;
+  }
+  absorb(batch);
+}
+
+bool Search::done() const {
+  return outstanding_ == 0 && !stop_reason().empty();
+}
+
+std::string Search::stop_reason() const {
+  if (outstanding_ > 0) return {};
+  if (trainings_to_target_) return "target";
+  if (limits_.max_trainings > 0 && reported_ >= limits_.max_trainings) return "max_trainings";
+  return finished_reason();
+}
+
+std::optional<Trial> Search::best() const {
+  if (best_id_ < 0) return std::nullopt;
+  return trials_[static_cast<std::size_t>(best_id_)];
+}
+
+bool Search::meets_target(double fitness) const {
+  if (!limits_.target || std::isnan(fitness)) return false;
+  return direction_ == Direction::maximize ? fitness >= *limits_.target
+                                           : fitness <= *limits_.target;
+}
+
+void Search::record_generation(int generation, std::span<const double> population,
+                               std::span<const Trial> batch) {
+  GenerationStats s;
+  s.generation = generation;
+  s.evaluated = static_cast<int>(batch.size());
+  for (const auto& t : batch) s.failed += t.failed ? 1 : 0;
+  double sum = 0.0;
+  int ok = 0;
+  for (double f : population) {
+    if (std::isnan(f)) continue;
+    sum += f;
+    ++ok;
+    if (better(f, s.best, direction_)) s.best = f;
+  }
+  if (ok > 0) s.mean = sum / ok;
+  if (best_id_ >= 0) s.best_so_far = trials_[static_cast<std::size_t>(best_id_)].fitness;
+  s.trainings = reported_;
+  history_.push_back(s);
+}
+
+// ---- GeneticSearch -----------------------------------------------------------------------------
+
+void validate(const GeneticConfig& c) {
+  const char* ga = "genetic search";
+  if (c.population < 1) bad_setting(ga, "population", c.population, "must be >= 1");
+  if (c.demes < 1) bad_setting(ga, "demes", c.demes, "must be >= 1");
+  const int smallest = c.population / c.demes;
+  if (c.elitism < 0) bad_setting(ga, "elitism", c.elitism, "must be >= 0");
+  if (smallest < c.elitism + 1)
+    bad_setting(ga, "population", c.population,
+                "each deme needs more individuals than elitism, to breed at least one");
+  if (c.generations < 1) bad_setting(ga, "generations", c.generations, "must be >= 1");
+  if (c.tournament < 1) bad_setting(ga, "tournament", c.tournament, "must be >= 1");
+  if (!(c.crossover_rate >= 0.0 && c.crossover_rate <= 1.0))
+    bad_setting(ga, "crossover_rate", c.crossover_rate, "must be in [0, 1]");
+  if (!(c.blend_alpha >= 0.0 && std::isfinite(c.blend_alpha)))
+    bad_setting(ga, "blend_alpha", c.blend_alpha, "must be >= 0");
+  if (!(c.mutation_sigma >= 0.0 && std::isfinite(c.mutation_sigma)))
+    bad_setting(ga, "mutation_sigma", c.mutation_sigma, "must be >= 0");
+  if (!(c.mutation_rate >= 0.0 && c.mutation_rate <= 1.0))
+    bad_setting(ga, "mutation_rate", c.mutation_rate, "must be in [0, 1]");
+  if (c.migration_interval < 0)
+    bad_setting(ga, "migration_interval", c.migration_interval, "must be >= 0");
+  if (c.migrants < 0 || c.migrants > smallest)
+    bad_setting(ga, "migrants", c.migrants, "must be between 0 and the size of the smallest deme");
+  if (c.patience < 0) bad_setting(ga, "patience", c.patience, "must be >= 0");
+}
+
+namespace {
+
+SearchLimits genetic_limits(const GeneticConfig& c) {
+  validate(c);
+  return {c.max_trainings, c.target};
+}
+
+}  // namespace
+
+GeneticSearch::GeneticSearch(SearchSpace space, GeneticConfig config)
+    : Search(std::move(space), config.direction, genetic_limits(config)),
+      config_(config),
+      demes_(static_cast<std::size_t>(config.demes)),
+      next_(static_cast<std::size_t>(config.demes)) {}
+
+int GeneticSearch::deme_size(int deme) const {
+  return config_.population / config_.demes + (deme < config_.population % config_.demes ? 1 : 0);
+}
+
+std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
+  if (!finished_reason().empty()) return {};
+  std::vector<Proposal> out;
+  for (int d = 0; d < config_.demes; ++d) {
+    // One stream per generation and deme: breeding reads only the completed population.
+    Rng rng(
+        derive_seed(config_.seed, {seed_hpo, hpo_genetic, static_cast<std::uint64_t>(generation_),
+                                   static_cast<std::uint64_t>(d)}));
+    auto& next = next_[static_cast<std::size_t>(d)];
+    next.clear();
+    if (generation_ == 0) {
+      for (int i = 0; i < deme_size(d); ++i) out.push_back({sample(space(), rng), 0, d});
+      continue;
+    }
+    const auto& deme = demes_[static_cast<std::size_t>(d)];
+    const auto fitness = fitnesses_of(deme);
+    for (auto i : elites(fitness, std::min<int>(config_.elitism, static_cast<int>(deme.size())),
+                         config_.direction))
+      next.push_back(deme[i]);
+    const int children = deme_size(d) - static_cast<int>(next.size());
+    const auto parents = select_tournament(fitness, config_.tournament, children + children % 2,
+                                           config_.direction, rng);
+    for (int i = 0; i < children; i += 2) {
+      Genome c1 = deme[parents[i]].genome, c2 = deme[parents[i + 1]].genome;
+      if (rng.uniform_double() < config_.crossover_rate)
+        std::tie(c1, c2) = crossover_blend(c1, c2, config_.blend_alpha, space(), rng);
+      c1 = mutate_gaussian(std::move(c1), config_.mutation_sigma, config_.mutation_rate, space(),
+                           rng);
+      c2 = mutate_gaussian(std::move(c2), config_.mutation_sigma, config_.mutation_rate, space(),
+                           rng);
+      out.push_back({std::move(c1), generation_, d});
+      if (i + 1 < children) out.push_back({std::move(c2), generation_, d});
+    }
+  }
+  // Beyond max_trainings the last generation is cut short; the search stops after it.
+  if (out.size() > static_cast<std::size_t>(max_count)) out.resize(max_count);
+  return out;
+}
+
+void GeneticSearch::absorb(std::span<const Trial> batch) {
+  for (const auto& t : batch)
+    next_[static_cast<std::size_t>(t.deme)].push_back({t.genome, t.fitness, t.id});
+  std::swap(demes_, next_);
+  for (auto& n : next_) n.clear();
+
+  std::vector<double> population;
+  for (const auto& deme : demes_)
+    for (const auto& ind : deme) population.push_back(ind.fitness);
+  record_generation(generation_, population, batch);
+
+  const double best_now = history().back().best;
+  if (better(best_now, best_so_far_, config_.direction)) {
+    best_so_far_ = best_now;
+    stale_ = 0;
+  } else {
+    ++stale_;
+  }
+
+  // A generation cut short by max_trainings is the last, and its demes may be too small to migrate.
+  bool whole = true;
+  for (int d = 0; d < config_.demes; ++d)
+    whole = whole && static_cast<int>(demes_[static_cast<std::size_t>(d)].size()) == deme_size(d);
+  if (whole && config_.demes > 1 && config_.migration_interval > 0 &&
+      (generation_ + 1) % config_.migration_interval == 0)
+    migrate_ring(demes_, config_.migrants, config_.direction);
+  ++generation_;
+}
+
+std::string GeneticSearch::finished_reason() const {
+  if (generation_ >= config_.generations) return "generations";
+  if (config_.patience > 0 && stale_ >= config_.patience) return "patience";
+  return {};
+}
+
+// ---- RandomSearch ------------------------------------------------------------------------------
+
+namespace {
+
+SearchLimits random_limits(const RandomConfig& c) {
+  if (c.trials < 1) bad_setting("random search", "trials", c.trials, "must be >= 1");
+  if (c.batch_size < 1) bad_setting("random search", "batch_size", c.batch_size, "must be >= 1");
+  return {0, c.target};
+}
+
+}  // namespace
+
+RandomSearch::RandomSearch(SearchSpace space, RandomConfig config)
+    : Search(std::move(space), config.direction, random_limits(config)), config_(config) {}
+
+std::vector<Search::Proposal> RandomSearch::propose(int max_count) {
+  const int count = std::min({config_.batch_size, config_.trials - issued_, max_count});
+  std::vector<Proposal> out;
+  for (int i = 0; i < count; ++i, ++issued_) {
+    Rng rng(derive_seed(config_.seed, {seed_hpo, hpo_random, static_cast<std::uint64_t>(issued_)}));
+    out.push_back({sample(space(), rng), batches_, 0});
+  }
+  return out;
+}
+
+void RandomSearch::absorb(std::span<const Trial> batch) {
+  std::vector<double> fitness;
+  for (const auto& t : batch) fitness.push_back(t.fitness);
+  record_generation(batches_++, fitness, batch);
+}
+
+std::string RandomSearch::finished_reason() const {
+  return issued_ >= config_.trials ? "exhausted" : "";
+}
+
+// ---- GridSearch --------------------------------------------------------------------------------
+
+std::vector<std::vector<double>> grid_axes(const SearchSpace& space, int points_per_real,
+                                           double max_points) {
+  validate(space);
+  if (points_per_real < 1)
+    bad_setting("grid search", "points_per_real", points_per_real, "must be >= 1");
+  double total = 1.0;
+  for (const auto& p : space.params) {
+    const bool real = p.kind == ParamKind::uniform || p.kind == ParamKind::log_uniform;
+    total *= real ? points_per_real : cardinality(p);
+  }
+  if (total > max_points)
+    throw std::invalid_argument(fmt::format(
+        "grid search: the grid would have {} points, more than {}; use fewer points_per_real or "
+        "narrower int ranges",
+        total, max_points));
+  std::vector<std::vector<double>> axes;
+  for (const auto& p : space.params) {
+    std::vector<double> axis;
+    if (p.kind == ParamKind::uniform || p.kind == ParamKind::log_uniform) {
+      const double a = to_search_scale(p, p.lo), b = to_search_scale(p, p.hi);
+      for (int i = 0; i < points_per_real; ++i) {
+        const double t =
+            points_per_real == 1 ? 0.5 : static_cast<double>(i) / (points_per_real - 1);
+        // The end points exactly: exp(log(lo)) need not give lo back.
+        if (points_per_real > 1 && i == 0)
+          axis.push_back(p.lo);
+        else if (points_per_real > 1 && i == points_per_real - 1)
+          axis.push_back(p.hi);
+        else
+          axis.push_back(clamp_value(p, from_search_scale(p, a + (b - a) * t)));
+      }
+    } else {
+      const double first = p.kind == ParamKind::integer ? p.lo : 0.0;
+      for (double v = 0; v < cardinality(p); ++v) axis.push_back(first + v);
+    }
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+namespace {
+
+SearchLimits grid_limits(const GridConfig& c) {
+  if (c.batch_size < 1) bad_setting("grid search", "batch_size", c.batch_size, "must be >= 1");
+  return {c.max_trainings, c.target};
+}
+
+}  // namespace
+
+GridSearch::GridSearch(SearchSpace space, GridConfig config)
+    : Search(std::move(space), config.direction, grid_limits(config)),
+      config_(config),
+      axes_(grid_axes(this->space(), config.points_per_real)) {
+  size_ = 1;
+  for (const auto& a : axes_) size_ *= static_cast<std::int64_t>(a.size());
+}
+
+std::vector<Search::Proposal> GridSearch::propose(int max_count) {
+  const auto count = std::min<std::int64_t>({config_.batch_size, size_ - issued_, max_count});
+  std::vector<Proposal> out;
+  for (std::int64_t i = 0; i < count; ++i, ++issued_) {
+    Genome g(axes_.size());
+    auto rest = issued_;
+    for (std::size_t p = axes_.size(); p-- > 0;) {
+      const auto n = static_cast<std::int64_t>(axes_[p].size());
+      g[p] = axes_[p][static_cast<std::size_t>(rest % n)];
+      rest /= n;
+    }
+    out.push_back({std::move(g), batches_, 0});
+  }
+  return out;
+}
+
+void GridSearch::absorb(std::span<const Trial> batch) {
+  std::vector<double> fitness;
+  for (const auto& t : batch) fitness.push_back(t.fitness);
+  record_generation(batches_++, fitness, batch);
+}
+
+std::string GridSearch::finished_reason() const {
+  return issued_ >= size_ ? "exhausted" : "";
+}
+
+}  // namespace strata

@@ -1,0 +1,224 @@
+// Hyperparameter searches behind one batch interface: genetic, random and grid.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hpo/genetic_operators.hpp"
+#include "hpo/search_space.hpp"
+
+namespace strata {
+
+// The purpose coordinate of every search stream: derive_seed(run seed, {seed_hpo, ...}). Far from
+// core's small SeedPurpose values so that the two never name the same stream.
+inline constexpr std::uint64_t seed_hpo = 0x68706f;  // "hpo"
+// The second coordinate: which part of the search a stream feeds.
+enum HpoStream : std::uint64_t { hpo_genetic = 1, hpo_random = 2, hpo_eval_time = 3 };
+
+// One evaluation of one genome. Trial ids count from 0 in the order trials are handed out, so
+// id + 1 is the number of trainings started up to and including this one.
+struct Trial {
+  int id = -1;
+  int generation = 0;  // the batch for random and grid search
+  int deme = 0;
+  Genome genome;
+  double fitness = std::numeric_limits<double>::quiet_NaN();
+  bool failed = false;
+  bool reported = false;
+};
+
+// One line of the search's history, for hpo_summary.json and convergence plots.
+struct GenerationStats {
+  int generation = 0;
+  int evaluated = 0;  // trials of this generation, failures included
+  int failed = 0;
+  double best = std::numeric_limits<double>::quiet_NaN();  // in the population after it
+  double mean = std::numeric_limits<double>::quiet_NaN();  // over the population's successes
+  double best_so_far = std::numeric_limits<double>::quiet_NaN();
+  int trainings = 0;  // trainings so far, this generation's included
+};
+
+struct SearchLimits {
+  int max_trainings = 0;  // 0: no limit
+  std::optional<double> target;
+};
+
+// The protocol a scheduler drives, whatever the algorithm:
+//   while (!search.done()) { for (auto& t : search.next_batch()) hand out t;
+//                            on each result: search.report(id, fitness, failed); }
+// The search moves on only when every trial of the batch is reported, and then reads the results
+// in trial-id order, so the order in which evaluations finish never changes what comes next.
+class Search {
+ public:
+  Search(SearchSpace space, Direction direction, SearchLimits limits);
+  virtual ~Search() = default;
+  Search(const Search&) = delete;
+  Search& operator=(const Search&) = delete;
+
+  // The next trials to evaluate; empty while some of the last batch are unreported, or once done.
+  std::vector<Trial> next_batch();
+  // A result, in any order. A fitness that is NaN or infinite counts as failed. Throws
+  // std::invalid_argument for an id that was not handed out or is reported twice.
+  void report(int trial_id, double fitness, bool failed = false);
+  // No trial is outstanding and none will be handed out.
+  bool done() const;
+  // Why the search stopped ("target", "max_trainings", "generations", "patience", "exhausted"),
+  // or empty while it runs.
+  std::string stop_reason() const;
+
+  int outstanding() const { return outstanding_; }
+  int trainings() const { return reported_; }
+  // The best successful trial so far; the earliest one among equals.
+  std::optional<Trial> best() const;
+  // Trainings up to and including the first trial that met the target, if one did.
+  std::optional<int> trainings_to_target() const { return trainings_to_target_; }
+  const std::vector<Trial>& trials() const { return trials_; }
+  const std::vector<GenerationStats>& history() const { return history_; }
+  const SearchSpace& space() const { return space_; }
+  Direction direction() const { return direction_; }
+
+ protected:
+  struct Proposal {
+    Genome genome;
+    int generation = 0;
+    int deme = 0;
+  };
+
+  // Appends a history line: best and mean over `population`, counts from `batch`.
+  void record_generation(int generation, std::span<const double> population,
+                         std::span<const Trial> batch);
+
+ private:
+  // At most max_count genomes to evaluate next; empty only when finished_reason() is set.
+  virtual std::vector<Proposal> propose(int max_count) = 0;
+  // Every result of the last batch, in trial-id order.
+  virtual void absorb(std::span<const Trial> batch) = 0;
+  // Why the algorithm stopped by its own rules, or empty while it goes on.
+  virtual std::string finished_reason() const = 0;
+
+  bool meets_target(double fitness) const;
+
+  SearchSpace space_;
+  Direction direction_;
+  SearchLimits limits_;
+  std::vector<Trial> trials_;
+  std::vector<GenerationStats> history_;
+  std::size_t batch_begin_ = 0;
+  int outstanding_ = 0;
+  int reported_ = 0;
+  int best_id_ = -1;
+  std::optional<int> trainings_to_target_;
+};
+
+struct GeneticConfig {
+  int population = 20;           // individuals per generation, all demes together
+  int generations = 10;          // the initial random generation included
+  int tournament = 3;            // contestants per tournament (k)
+  double crossover_rate = 0.9;   // chance that a pair of parents is blended rather than copied
+  double blend_alpha = 0.5;      // BLX-alpha
+  double mutation_sigma = 0.1;   // as a fraction of each parameter's range
+  double mutation_rate = 0.2;    // chance that each gene mutates
+  int elitism = 1;               // best individuals of each deme kept unchanged, not re-evaluated
+  int demes = 1;                 // islands, sharing the population as evenly as possible
+  int migration_interval = 0;    // generations between ring migrations; 0: never
+  int migrants = 1;              // individuals each deme sends to the next
+  int patience = 0;              // generations without a better best before stopping; 0: never
+  std::optional<double> target;  // stop once a fitness reaches it
+  int max_trainings = 0;         // 0: no limit
+  Direction direction = Direction::maximize;
+  std::uint64_t seed = 0;  // the run seed
+};
+
+// Throws std::invalid_argument naming the setting and its value.
+void validate(const GeneticConfig& config);
+
+// A generational GA on islands: each deme keeps its elites, breeds the rest by tournament,
+// blend crossover and Gaussian mutation, and every migration_interval generations sends its best
+// to the next deme in a ring.
+class GeneticSearch : public Search {
+ public:
+  GeneticSearch(SearchSpace space, GeneticConfig config);
+
+  const GeneticConfig& config() const { return config_; }
+  // The population after the last complete generation, by deme.
+  const std::vector<Deme>& demes() const { return demes_; }
+  // Generations completed so far.
+  int generation() const { return generation_; }
+
+ private:
+  std::vector<Proposal> propose(int max_count) override;
+  void absorb(std::span<const Trial> batch) override;
+  std::string finished_reason() const override;
+
+  int deme_size(int deme) const;
+
+  GeneticConfig config_;
+  std::vector<Deme> demes_;
+  std::vector<Deme> next_;  // the elites of the generation being evaluated
+  int generation_ = 0;
+  int stale_ = 0;
+  double best_so_far_ = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct RandomConfig {
+  int trials = 100;
+  int batch_size = 1;  // trials handed out at once: the parallel slots of the scheduler
+  std::optional<double> target;
+  Direction direction = Direction::maximize;
+  std::uint64_t seed = 0;
+};
+
+// Independent uniform samples; trial i draws from its own stream, so the trials do not depend on
+// the batch size.
+class RandomSearch : public Search {
+ public:
+  RandomSearch(SearchSpace space, RandomConfig config);
+
+ private:
+  std::vector<Proposal> propose(int max_count) override;
+  void absorb(std::span<const Trial> batch) override;
+  std::string finished_reason() const override;
+
+  RandomConfig config_;
+  int issued_ = 0;
+  int batches_ = 0;
+};
+
+struct GridConfig {
+  int points_per_real = 5;  // per uniform or log_uniform parameter (geometric for log_uniform)
+  int batch_size = 1;
+  int max_trainings = 0;  // 0: the whole grid
+  std::optional<double> target;
+  Direction direction = Direction::maximize;
+};
+
+// The values each parameter takes on the grid: evenly spaced reals (the midpoint when there is
+// one point), every integer, every choice. Throws std::invalid_argument if the grid would exceed
+// max_points.
+std::vector<std::vector<double>> grid_axes(const SearchSpace& space, int points_per_real,
+                                           double max_points = 1e7);
+
+// Every point of the grid, in the order of nested loops with the last parameter innermost.
+class GridSearch : public Search {
+ public:
+  GridSearch(SearchSpace space, GridConfig config);
+
+  std::int64_t grid_size() const { return size_; }
+
+ private:
+  std::vector<Proposal> propose(int max_count) override;
+  void absorb(std::span<const Trial> batch) override;
+  std::string finished_reason() const override;
+
+  GridConfig config_;
+  std::vector<std::vector<double>> axes_;
+  std::int64_t size_ = 0;
+  std::int64_t issued_ = 0;
+  int batches_ = 0;
+};
+
+}  // namespace strata
