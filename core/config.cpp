@@ -21,6 +21,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/config_reader.hpp"
+#include "core/search_config.hpp"
 #include "core/errors.hpp"
 
 namespace strata {
@@ -54,7 +55,8 @@ constexpr std::array<Choice<ScheduleKind>, 3> schedule_choices{{
     {"cosine", ScheduleKind::cosine},
 }};
 
-constexpr std::array<Choice<StageKind>, 1> stage_choices{{{"train", StageKind::train}}};
+constexpr std::array<Choice<StageKind>, 2> stage_choices{{{"train", StageKind::train},
+                                                          {"hpo", StageKind::hpo}}};
 
 RunSection parse_run(const MapReader& m) {
   static constexpr std::string_view known[] = {"name", "seed", "threads"};
@@ -369,6 +371,7 @@ StageSpec parse_stage(const Reader& item) {
   stage.mark = item.mark();
   if (item.node().IsScalar()) {
     stage.kind = item.as_choice(stage_choices, "stage");
+    if (stage.kind == StageKind::hpo) item.fail("the hpo stage needs its settings: '- hpo: {space: {...}, ...}'");
     return stage;
   }
   if (!item.node().IsMap())
@@ -380,7 +383,10 @@ StageSpec parse_stage(const Reader& item) {
   const auto [key_at, params_at] = entries.first_entry();
   stage.kind =
       item.with(key_at.node(), item.path(), key_at.mark()).as_choice(stage_choices, "stage");
-  MapReader(params_at).allow_only({});  // no stage takes parameters yet
+  if (stage.kind == StageKind::hpo)
+    stage.hpo = parse_hpo(MapReader(params_at));
+  else
+    MapReader(params_at).allow_only({});  // train takes no parameters
   return stage;
 }
 
@@ -422,6 +428,60 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
+// The sections other than stages, from a tree whose "$name" references are already replaced.
+Config parse_sections(const YAML::Node& root_node, const std::string& file) {
+  const Reader root(root_node, "", to_source_mark(root_node.Mark(), {1, 1}), file);
+  const MapReader top(root);
+  Config config;
+  config.file = file;
+  if (auto r = top.get("run")) config.run = parse_run(MapReader(*r));
+  config.data = parse_data(MapReader(top.require("data")));
+  config.layers = parse_model(MapReader(top.require("model")));
+  if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
+  if (auto p = top.get("parallel")) {
+    config.parallel = parse_parallel(MapReader(*p));
+    config.parallel.mark = p->mark();
+  }
+  if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
+  return config;
+}
+
+// Every reference names a parameter of the space and every value the parameter can take fits
+// where it is used: each one is tried at its bounds (or each choice), the others at their first.
+// The sections of `text` with `values` in place of their references, from a freshly loaded tree.
+Config parse_substituted(const std::string& text, const std::string& file,
+                         const std::map<std::string, std::string>& values) {
+  YAML::Node root = load_yaml(text, file);
+  substitute(root, values);
+  return parse_sections(root, file);
+}
+
+std::map<std::string, std::string> check_references(const std::string& text, const Reader& root,
+                                                    const std::vector<SearchParamSpec>& space,
+                                                    const std::string& file) {
+  std::map<std::string, std::string> first;
+  for (const auto& p : space) first[p.name] = probe_values(p).front();
+  std::vector<std::string> names;
+  for (const auto& p : space) names.push_back("$" + p.name);
+  for (const auto& ref : find_references(root))
+    if (!first.contains(ref.name))
+      ref.at.fail(names.empty() ? fmt::format("'${}' refers to a search parameter, but no hpo stage defines a space",
+                                              ref.name)
+                                : fmt::format("unknown search parameter '${}' (known: {})", ref.name,
+                                              fmt::join(names, ", ")));
+  for (const auto& p : space)
+    for (const auto& value : probe_values(p)) {
+      auto values = first;
+      values[p.name] = value;
+      try {
+        parse_substituted(text, file, values);
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{} (when search parameter {} = {})", e.what(), p.name, value));
+      }
+    }
+  return first;
+}
+
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& file) {
@@ -436,23 +496,31 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   static constexpr std::string_view known[] = {"run",      "data",   "model", "training",
                                                "parallel", "output", "stages"};
   top.allow_only(known);
-
-  Config config;
-  config.file = file;
-  if (auto r = top.get("run")) config.run = parse_run(MapReader(*r));
-  config.data = parse_data(MapReader(top.require("data")));
-  config.layers = parse_model(MapReader(top.require("model")));
-  if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
-  if (auto p = top.get("parallel")) {
-    config.parallel = parse_parallel(MapReader(*p));
-    config.parallel.mark = p->mark();
-  }
-  if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
-  if (auto s = top.get("stages"))
-    config.stages = parse_stages(*s);
-  else
-    config.stages = {StageSpec{}};
+  // Stages first: an hpo stage defines the search parameters the other sections may refer to.
+  std::vector<StageSpec> stages{StageSpec{}};
+  if (auto s = top.get("stages")) stages = parse_stages(*s);
+  std::vector<SearchParamSpec> space;
+  for (const auto& stage : stages)
+    if (stage.kind == StageKind::hpo) space = stage.hpo.space;
+  const auto first_values = check_references(yaml_text, root, space, file);
+  Config config = first_values.empty() ? parse_sections(root_node, file) : parse_substituted(yaml_text, file, first_values);
+  config.text = yaml_text;
+  config.stages = std::move(stages);
   return config;
+}
+
+Config instantiate(const Config& base, const std::map<std::string, std::string>& values) {
+  Config config = parse_substituted(base.text, base.file, values);
+  config.text = base.text;
+  config.stages = base.stages;
+  return config;
+}
+
+const std::vector<SearchParamSpec>& search_space(const Config& config) {
+  static const std::vector<SearchParamSpec> none;
+  for (const auto& stage : config.stages)
+    if (stage.kind == StageKind::hpo) return stage.hpo.space;
+  return none;
 }
 
 Config load_config(const std::string& path) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -131,15 +132,57 @@ struct ParallelConfig {
   SourceMark mark;            // of the parallel section, for planner errors
 };
 
-enum class StageKind { train };
+enum class StageKind { train, hpo };
+
+enum class SearchParamKind { uniform, log_uniform, integer, choice };
+
+// One dimension of a search space. Values elsewhere in the config refer to it as "$name".
+struct SearchParamSpec {
+  std::string name;
+  SearchParamKind kind = SearchParamKind::uniform;
+  double lo = 0.0, hi = 0.0;         // uniform, log_uniform, integer
+  std::vector<std::string> choices;  // choice: the values as YAML scalars
+  SourceMark mark;
+};
+
+enum class SearchAlgorithm { genetic, random, grid };
+
+// The hpo stage (DESIGN §5): a search over `space`, each individual trained as the rest of the
+// config says with its parameters substituted.
+struct HpoSpec {
+  SearchAlgorithm algorithm = SearchAlgorithm::genetic;
+  std::vector<SearchParamSpec> space;
+  int population = 8;
+  int generations = 5;
+  int tournament = 3;
+  int elites = 1;
+  int demes = 1;
+  int migration_interval = 5;
+  int migrants = 1;
+  double blend_alpha = 0.5;
+  double crossover_rate = 0.9;
+  double mutation_sigma = 0.1;  // as a fraction of each parameter's range (log range for log_uniform)
+  double mutation_rate = 0.2;   // per gene
+  int patience = 0;             // generations without improvement before stopping; 0 = never
+  bool has_target = false;
+  double target = 0.0;       // stop on reaching this fitness
+  int max_trainings = 0;     // 0 = no limit
+  int trials = 16;           // random search
+  int grid_points = 3;       // grid search: points per real parameter
+  bool maximize = true;      // fitness direction; the default follows the fitness
+  std::string fitness = "val_accuracy";  // val_accuracy | val_loss
+  double trial_timeout_s = 0.0;           // 0 = no limit
+};
 
 struct StageSpec {
   StageKind kind = StageKind::train;
+  HpoSpec hpo;  // kind == hpo
   SourceMark mark;
 };
 
 struct Config {
   std::string file;  // the YAML file it was loaded from
+  std::string text;  // its YAML source, from which each search trial's config is made
   RunSection run;
   DataConfig data;
   std::vector<LayerSpec> layers;
@@ -154,6 +197,13 @@ struct Config {
 Config load_config(const std::string& path);
 // The same, from YAML text; `file` is only used in messages.
 Config parse_config(const std::string& yaml_text, const std::string& file);
+
+// A search trial's config: `base` with every "$name" replaced by values.at(name), a YAML scalar
+// ("0.01", "32", "adam"). Throws ConfigError as parse_config does.
+Config instantiate(const Config& base, const std::map<std::string, std::string>& values);
+
+// The search space of the config's hpo stage, empty when it has none.
+const std::vector<SearchParamSpec>& search_space(const Config& config);
 
 const char* to_string(LayerKind kind);
 const char* to_string(InitKind kind);

@@ -158,6 +158,12 @@ int run_command(const RunOptions& options) {
   // its stall watchdog.
   const Config config = load_config(options.config_path);
   const Communicator world = Communicator::world(config.parallel.watchdog_s);
+  // Every rank reads the same config, so every rank stops here alike, before any collective.
+  for (const auto& stage : config.stages)
+    if (stage.kind == StageKind::hpo)
+      throw ConfigError(fmt::format("{}:{}:{}: stages: this version checks an hpo stage's settings and search "
+                                    "space but cannot run the search yet",
+                                    config.file, stage.mark.line, stage.mark.column));
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   const Plan plan = plan_run(config, world.size(), per_node);
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);

@@ -1,0 +1,170 @@
+#include "core/search_config.hpp"
+
+#include <cmath>
+#include <set>
+
+namespace strata::config_reader {
+
+namespace {
+
+constexpr std::array<Choice<SearchAlgorithm>, 3> algorithm_choices{{
+    {"genetic", SearchAlgorithm::genetic},
+    {"random", SearchAlgorithm::random},
+    {"grid", SearchAlgorithm::grid},
+}};
+
+constexpr std::array<Choice<SearchParamKind>, 4> param_kind_choices{{
+    {"uniform", SearchParamKind::uniform},
+    {"log_uniform", SearchParamKind::log_uniform},
+    {"int", SearchParamKind::integer},
+    {"choice", SearchParamKind::choice},
+}};
+
+// "lr: {log_uniform: [1.0e-4, 0.1]}" or "optimizer: {choice: [sgd, adam]}".
+SearchParamSpec parse_param(const std::string& name, const Reader& at) {
+  const MapReader entry(at);
+  if (entry.size() != 1)
+    at.fail("expected one parameter type and its range, e.g. {log_uniform: [1.0e-4, 0.1]} or {choice: [sgd, adam]}");
+  const auto [kind_at, range_at] = entry.first_entry();
+  SearchParamSpec p;
+  p.name = name;
+  p.mark = at.mark();
+  p.kind = at.with(kind_at.node(), at.path(), kind_at.mark()).as_choice(param_kind_choices, "parameter type");
+  const YAML::Node& list = range_at.node();
+  if (!list.IsSequence()) range_at.fail(fmt::format("expected a list, got {}", range_at.found()));
+  if (p.kind == SearchParamKind::choice) {
+    if (list.size() == 0) range_at.fail("expected at least one choice");
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string value = range_at.item(i, list[i]).as_string();
+      if (!seen.insert(value).second) range_at.item(i, list[i]).fail(fmt::format("'{}' is listed twice", value));
+      p.choices.push_back(value);
+    }
+    return p;
+  }
+  if (list.size() != 2) range_at.fail(fmt::format("expected [lo, hi], got {} values", list.size()));
+  if (p.kind == SearchParamKind::integer) {
+    p.lo = range_at.item(0, list[0]).as_int({std::numeric_limits<int>::min()});
+    p.hi = range_at.item(1, list[1]).as_int({std::numeric_limits<int>::min()});
+  } else {
+    p.lo = range_at.item(0, list[0]).as_number(NumRange{-std::numeric_limits<double>::infinity()});
+    p.hi = range_at.item(1, list[1]).as_number(NumRange{-std::numeric_limits<double>::infinity()});
+  }
+  if (!(p.lo < p.hi) && !(p.kind == SearchParamKind::integer && p.lo == p.hi))
+    range_at.fail(fmt::format("expected lo < hi, got [{}, {}]", p.lo, p.hi));
+  if (p.kind == SearchParamKind::log_uniform && p.lo <= 0.0)
+    range_at.fail(fmt::format("log_uniform needs lo > 0, got {}", p.lo));
+  return p;
+}
+
+std::vector<SearchParamSpec> parse_space(const Reader& at) {
+  const MapReader m(at);
+  if (m.size() == 0) at.fail("expected at least one search parameter");
+  std::vector<SearchParamSpec> space;
+  for (const auto& name : m.keys()) space.push_back(parse_param(name, *m.get(name)));
+  return space;
+}
+
+void collect(const Reader& at, std::vector<Reference>& out) {
+  const YAML::Node& node = at.node();
+  if (node.IsScalar()) {
+    const std::string& text = node.Scalar();
+    if (text.size() > 1 && text[0] == '$') out.push_back({text.substr(1), at});
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) collect(at.item(i, node[i]), out);
+  } else if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
+      collect(at.with(it->second, join_path(at.path(), key), to_source_mark(it->second.Mark(), at.mark())), out);
+    }
+  }
+}
+
+void replace_in_place(YAML::Node node, const std::map<std::string, std::string>& values) {
+  if (node.IsScalar()) {
+    const std::string& text = node.Scalar();
+    if (text.size() > 1 && text[0] == '$') {
+      const auto found = values.find(text.substr(1));
+      if (found != values.end()) node = found->second;
+    }
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) replace_in_place(node[i], values);
+  } else if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) replace_in_place(it->second, values);
+  }
+}
+
+}  // namespace
+
+HpoSpec parse_hpo(const MapReader& m) {
+  static constexpr std::string_view known[] = {
+      "algorithm", "space",    "population",    "generations",    "tournament",     "elites",
+      "demes",     "migration_interval",        "migrants",       "blend_alpha",    "crossover_rate",
+      "mutation_sigma", "mutation_rate",        "patience",       "target",         "max_trainings",
+      "trials",    "grid_points",               "fitness",        "direction",      "trial_timeout_s"};
+  m.allow_only(known);
+  HpoSpec h;
+  read(m, "algorithm", h.algorithm, algorithm_choices, "search algorithm");
+  h.space = parse_space(m.require("space"));
+  read(m, "population", h.population, IntRange{2});
+  read(m, "generations", h.generations, at_least_1);
+  read(m, "tournament", h.tournament, at_least_1);
+  read(m, "elites", h.elites, at_least_0);
+  read(m, "demes", h.demes, at_least_1);
+  read(m, "migration_interval", h.migration_interval, at_least_1);
+  read(m, "migrants", h.migrants, at_least_0);
+  read(m, "blend_alpha", h.blend_alpha, non_negative);
+  read(m, "crossover_rate", h.crossover_rate, NumRange{0.0, 1.0});
+  read(m, "mutation_sigma", h.mutation_sigma, non_negative);
+  read(m, "mutation_rate", h.mutation_rate, NumRange{0.0, 1.0});
+  read(m, "patience", h.patience, at_least_0);
+  if (auto t = m.get("target")) {
+    h.has_target = true;
+    h.target = t->as_number(NumRange{-std::numeric_limits<double>::infinity()});
+  }
+  read(m, "max_trainings", h.max_trainings, at_least_0);
+  read(m, "trials", h.trials, at_least_1);
+  read(m, "grid_points", h.grid_points, IntRange{2});
+  static constexpr std::array<Choice<bool>, 2> fitness_choices{{{"val_accuracy", true}, {"val_loss", false}}};
+  bool accuracy = true;
+  read(m, "fitness", accuracy, fitness_choices, "fitness");
+  h.fitness = accuracy ? "val_accuracy" : "val_loss";
+  h.maximize = accuracy;
+  static constexpr std::array<Choice<bool>, 2> direction_choices{{{"maximize", true}, {"minimize", false}}};
+  read(m, "direction", h.maximize, direction_choices, "direction");
+  read(m, "trial_timeout_s", h.trial_timeout_s, non_negative);
+  if (h.elites >= h.population / h.demes)
+    m.require("elites").fail(fmt::format("expected fewer elites than the {} individuals of a deme", h.population / h.demes));
+  return h;
+}
+
+std::vector<Reference> find_references(const Reader& root) {
+  std::vector<Reference> out;
+  for (auto it = root.node().begin(); it != root.node().end(); ++it) {
+    if (it->first.Scalar() == "stages") continue;
+    collect(root.with(it->second, it->first.Scalar(), to_source_mark(it->second.Mark(), root.mark())), out);
+  }
+  return out;
+}
+
+void substitute(YAML::Node root, const std::map<std::string, std::string>& values) {
+  replace_in_place(root, values);
+}
+
+std::string format_value(const SearchParamSpec& p, double value) {
+  if (p.kind == SearchParamKind::choice) return p.choices.at(static_cast<std::size_t>(value));
+  if (p.kind == SearchParamKind::integer) return fmt::format("{}", static_cast<long long>(std::llround(value)));
+  return fmt::format("{}", value);
+}
+
+std::vector<std::string> probe_values(const SearchParamSpec& p) {
+  if (p.kind == SearchParamKind::choice) return p.choices;
+  if (p.kind == SearchParamKind::integer) return {format_value(p, p.lo), format_value(p, p.hi)};
+  // A point inside as well, which is not a whole number, so that a real parameter used where an
+  // integer is needed fails here rather than in the middle of a search.
+  const double inside = p.kind == SearchParamKind::log_uniform ? std::exp((2 * std::log(p.lo) + std::log(p.hi)) / 3)
+                                                               : p.lo + (p.hi - p.lo) / 3;
+  return {format_value(p, p.lo), format_value(p, p.hi), format_value(p, inside)};
+}
+
+}  // namespace strata::config_reader

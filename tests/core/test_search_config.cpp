@@ -1,0 +1,136 @@
+// The hpo stage in YAML: its settings and search space, and "$name" references checked at every
+// value the parameter can take, with the reference's line and column.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/errors.hpp"
+
+using namespace strata;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const std::string search_yaml = R"(data: {source: synthetic}
+model:
+  layers:
+    - flatten
+    - dense: {units: $units, init: glorot}
+    - relu
+    - dropout: {rate: $dropout}
+    - dense: {units: 10}
+training:
+  local_batch: $batch
+  optimizer: {type: $optimizer, lr: $lr}
+stages:
+  - hpo:
+      algorithm: genetic
+      population: 6
+      generations: 3
+      fitness: val_loss
+      target: 0.3
+      space:
+        lr: {log_uniform: [1.0e-4, 0.1]}
+        dropout: {uniform: [0.0, 0.5]}
+        units: {int: [16, 128]}
+        batch: {choice: [32, 64]}
+        optimizer: {choice: [sgd, adam]}
+)";
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "s.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  FAIL("no ConfigError");
+  return {};
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("an hpo stage parses with its space", "[config][hpo]") {
+  const Config c = parse_config(search_yaml, "s.yaml");
+  REQUIRE(c.stages.size() == 1);
+  const HpoSpec& h = c.stages[0].hpo;
+  CHECK(c.stages[0].kind == StageKind::hpo);
+  CHECK(h.population == 6);
+  CHECK(h.generations == 3);
+  CHECK(h.fitness == "val_loss");
+  CHECK_FALSE(h.maximize);  // a loss is minimised unless `direction` says otherwise
+  CHECK(h.has_target);
+  CHECK(h.target == 0.3);
+  const auto& space = search_space(c);
+  REQUIRE(space.size() == 5);
+  CHECK(space[0].name == "lr");
+  CHECK(space[0].kind == SearchParamKind::log_uniform);
+  CHECK(space[0].lo == 1.0e-4);
+  CHECK(space[2].kind == SearchParamKind::integer);
+  CHECK(space[3].choices == std::vector<std::string>{"32", "64"});
+  // The base config takes every parameter's first value.
+  CHECK(c.training.optimizer.lr == 1.0e-4);
+  CHECK(c.layers[1].units == 16);
+  CHECK(c.training.local_batch == 32);
+}
+
+TEST_CASE("a trial's config has its values in place of the references", "[config][hpo]") {
+  const Config base = parse_config(search_yaml, "s.yaml");
+  const Config trial = instantiate(
+      base, {{"lr", "0.02"}, {"dropout", "0.25"}, {"units", "48"}, {"batch", "64"}, {"optimizer", "adam"}});
+  CHECK(trial.training.optimizer.lr == 0.02);
+  CHECK(trial.training.optimizer.kind == OptimizerKind::adam);
+  CHECK(trial.layers[1].units == 48);
+  CHECK(trial.layers[3].rate == 0.25f);
+  CHECK(trial.training.local_batch == 64);
+  CHECK(trial.stages[0].kind == StageKind::hpo);
+  // A value outside what the key accepts is an error at the reference's place.
+  CHECK_THAT([&] {
+    try {
+      instantiate(base, {{"lr", "-1"}, {"dropout", "0"}, {"units", "8"}, {"batch", "32"}, {"optimizer", "sgd"}});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }(),
+             Contains("s.yaml:11:37: training.optimizer.lr: expected a positive number, got -1"));
+}
+
+TEST_CASE("references are checked at every value their parameter can take", "[config][hpo]") {
+  CHECK(error_of(replace(search_yaml, "lr: $lr", "lr: $rate")) ==
+        "s.yaml:11:37: training.optimizer.lr: unknown search parameter '$rate' (known: $lr, $dropout, $units, "
+        "$batch, $optimizer)");
+  // dropout's upper bound 0.9 is fine, but a rate of 1.0 is not: checked at the bound.
+  CHECK_THAT(error_of(replace(search_yaml, "dropout: {uniform: [0.0, 0.5]}", "dropout: {uniform: [0.0, 1.0]}")),
+             Contains("s.yaml:7:23: model.layers[3].dropout.rate: expected a number in [0, 1), got 1 (when "
+                      "search parameter dropout = 1)"));
+  // A real-valued parameter where an integer is needed.
+  CHECK_THAT(error_of(replace(search_yaml, "units: {int: [16, 128]}", "units: {uniform: [16, 128]}")),
+             Contains("s.yaml:5:22: model.layers[1].dense.units: expected an integer, got '53.333333333333336' "
+                      "(when search parameter units = 53.333333333333336)"));
+  CHECK_THAT(error_of(replace(search_yaml, "optimizer: {choice: [sgd, adam]}", "optimizer: {choice: [sgd, lbfgs]}")),
+             Contains("unknown optimizer type 'lbfgs'"));
+  CHECK_THAT(error_of("data: {source: synthetic}\nmodel: {layers: [flatten, {dense: {units: $u}}]}\n"),
+             Contains("s.yaml:2:43: model.layers[1].dense.units: '$u' refers to a search parameter, but no hpo "
+                      "stage defines a space"));
+}
+
+TEST_CASE("search space entries are checked", "[config][hpo]") {
+  CHECK_THAT(error_of(replace(search_yaml, "{log_uniform: [1.0e-4, 0.1]}", "{log_uniform: [0, 0.1]}")),
+             Contains("stages[0].hpo.space.lr.log_uniform: log_uniform needs lo > 0, got 0"));
+  CHECK_THAT(error_of(replace(search_yaml, "{int: [16, 128]}", "{int: [128, 16]}")),
+             Contains("expected lo < hi, got [128, 16]"));
+  CHECK_THAT(error_of(replace(search_yaml, "{choice: [32, 64]}", "{choice: [32, 32]}")),
+             Contains("'32' is listed twice"));
+  CHECK_THAT(error_of(replace(search_yaml, "{choice: [32, 64]}", "{normal: [32, 64]}")),
+             Contains("unknown parameter type 'normal' (known: uniform, log_uniform, int, choice)"));
+  CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      elitism: 2")),
+             Contains("stages[0].hpo.elitism: unknown key"));
+  CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      elites: 6")),
+             Contains("expected fewer elites than the 6 individuals of a deme"));
+}
