@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -22,8 +21,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto busy_polling = std::chrono::milliseconds(1);
-constexpr auto shortest_sleep = std::chrono::microseconds(50);
+constexpr auto shortest_sleep = std::chrono::microseconds(20);
 constexpr auto longest_sleep = std::chrono::microseconds(1000);
+constexpr auto spin_before_yield = std::chrono::milliseconds(100);
 constexpr int ranks_asked_per_node = 8;
 constexpr double longest_answer_wait_s = 1.0;
 
@@ -268,11 +268,12 @@ int Watchdog::wait(MPI_Request& request, MPI_Status& status, const WaitInfo& wha
   int rc = MPI_Test(&request, &done, &status);
   if (rc != MPI_SUCCESS || done) return rc;
   const Clock::time_point start = Clock::now();
-  const Clock::duration limit = seconds(settings_->limit_s);
+  // (A limit below a millisecond counts as one, so that reports cannot fill every iteration.)
+  const Clock::duration limit =
+      std::max<Clock::duration>(seconds(settings_->limit_s), std::chrono::milliseconds(1));
   Clock::time_point next_report = start + limit;
   Clock::time_point answers_due{};
   bool inquiring = false;
-  Clock::duration pause{};
   for (;;) {
     rc = MPI_Test(&request, &done, &status);
     if (rc != MPI_SUCCESS || done) return rc;
@@ -285,17 +286,17 @@ int Watchdog::wait(MPI_Request& request, MPI_Status& status, const WaitInfo& wha
     if (inquiring && (what.call == 0 || poll_inquiry() || now >= answers_due)) {
       report(describe(std::chrono::duration<double>(now - start).count(), what));
       inquiring = false;
-      while (next_report <= now) next_report += limit;
+      next_report = std::max(next_report + limit, now + limit / 2);
     }
-    if (now - start < busy_polling) continue;
+    const Clock::duration waited = now - start;
+    if (waited < busy_polling) continue;
     if (local_rank_late(what.call)) {
-      // Nothing can complete before that rank arrives; its arrival ends the sleeping.
-      pause = std::clamp<Clock::duration>(pause * 2, shortest_sleep, longest_sleep);
-      std::this_thread::sleep_for(pause);
-    } else {
-      pause = {};
-      static const bool no_yield = std::getenv("WD_NOYIELD") != nullptr;  // TEMP
-      if (!no_yield) sched_yield();
+      // Nothing completes before that rank arrives, and its arrival ends the sleeping: waking at
+      // most 1% of the wait (or a few tens of microseconds) after it costs at most that much.
+      std::this_thread::sleep_for(
+          std::clamp<Clock::duration>(waited / 100, shortest_sleep, longest_sleep));
+    } else if (waited >= spin_before_yield) {
+      sched_yield();  // lets ranks and threads that share this core run; no cost otherwise
     }
   }
 }

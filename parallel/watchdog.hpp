@@ -15,11 +15,13 @@
 //    answer. A node that does not answer within min(limit, 1 s) is listed as such.
 // A rank waiting in call #k reports the ranks whose counter is below k.
 //
-// Waiting. A watched wait polls MPI_Test: busily for the first millisecond (as MPI_Wait does),
-// then yielding the core between tests, and sleeping between tests (50 us, doubling up to 1 ms)
-// only while a rank of this node that has not entered the collective holds it up. It never sleeps
-// otherwise: MPICH advances a non-blocking collective only inside MPI calls, and sleeping 20 us
-// to 1 ms between tests made a 16 MiB allreduce 2 to 5 times slower.
+// Waiting. A watched wait polls MPI_Test, busily (as MPI_Wait does) for the first millisecond and
+// whenever the operation may be progressing: MPICH advances a non-blocking collective only inside
+// MPI calls, and sleeping 20 us to 1 ms between tests made a 16 MiB allreduce 2 to 5 times slower.
+// While a rank of this node that has not entered the collective holds it up, nothing completes, so
+// it sleeps between tests, 1% of the time waited so far (20 us to 1 ms): it wakes at most that late
+// after the rank arrives. After 100 ms (a stall elsewhere, or a transfer of hundreds of MB) it
+// yields the core between tests, to ranks or threads that share it.
 #pragma once
 
 #include <mpi.h>
@@ -76,7 +78,9 @@ class Watchdog {
   }
   // Frees the windows: collective over the communicator, in its order of destruction. With free
   // false (stack unwinding after an error on this rank alone: the other ranks may never join) it
-  // makes no MPI call and leaks them; MPI_Abort or MPI_Finalize reclaims them.
+  // makes no MPI call and leaks them, for MPI_Abort to reclaim, as strata ends a multi-rank job
+  // after any error. (MPI_Finalize copes with a leaked node window; with MPICH over UCX it aborts
+  // on a leaked window over several nodes.)
   void close(bool free) noexcept;
 
   // Completes `request` as MPI_Wait does (returns its error code, fills `status`), reporting to the

@@ -4,6 +4,9 @@
 // times one full data-parallel gradient sync (every tensor handed over in backward order, then
 // finish()) and one MPI_Allreduce of a single buffer of the same size. Bus bandwidth is
 // 2(n-1)/n x bytes / time, as nccl-tests reports it. Rank 0 prints a Markdown table.
+//   strata_bench_gradient_sync [REPEATS [WATCHDOG_S]]
+// WATCHDOG_S is the stall watchdog's limit on the communicator, 300 by default as in `strata run`
+// (0 = none: strata's blocking collectives are then the plain MPI calls).
 #include <mpi.h>
 
 #include <algorithm>
@@ -87,8 +90,9 @@ std::string row(const Communicator& world, const Payload& payload, int repeats) 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   {
-    const Communicator world = Communicator::world();
     const int repeats = argc > 1 ? std::atoi(argv[1]) : 50;
+    const double watchdog_s = argc > 2 ? std::atof(argv[2]) : 300.0;
+    const Communicator world = Communicator::world(watchdog_s);
     const std::vector<Payload> payloads = {
         {"CNN parameters (317 066 floats)",
          {{32, 1, 5, 5}, {32}, {64, 32, 5, 5}, {64}, {256, 1024}, {256}, {10, 256}, {10}}},
@@ -96,11 +100,11 @@ int main(int argc, char** argv) {
         {"one 16 MiB tensor", {{4 << 20}}},
     };
     std::string table = fmt::format(
-        "{} ranks, median of {} interleaved rounds; bus bandwidth = 2(n-1)/n x bytes / time; ratio = raw "
+        "{} ranks, watchdog {} s, median of {} interleaved rounds; bus bandwidth = 2(n-1)/n x bytes / time; ratio = raw "
         "MPI_Allreduce time / strata time\n\n"
         "| payload | MiB | raw MPI_Allreduce GB/s | raw MPI_Iallreduce GB/s | strata sync, 25 MiB buckets, GB/s | "
         "ratio | one allreduce per tensor GB/s | ratio |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
-        world.size(), repeats);
+        world.size(), watchdog_s, repeats);
     for (const auto& payload : payloads) table += row(world, payload, repeats);
     if (world.rank() == 0) fmt::print("{}", table);
   }
