@@ -38,8 +38,17 @@
 #include "core/training_data.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/gradient_sync.hpp"
+#include "tests/bench/bench_util.hpp"
 
 namespace {
+
+using strata::bench::grouped;
+using strata::bench::median;
+
+void idle_barrier(const strata::Communicator& comm) {
+  strata::bench::idle_barrier(comm.handle());
+}
+using strata::bench::repeats_string;
 
 using strata::Communicator;
 
@@ -60,45 +69,8 @@ struct Row {
   std::size_t buckets = 0;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string grouped(double value) {  // 12345.6 -> "12 346", as the README writes figures
-  const auto digits = fmt::format("{:.0f}", value);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out += ' ';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string repeats_string(const std::vector<double>& v) {
-  std::string s;
-  for (double x : v) {
-    if (!s.empty()) s += ' ';
-    s += fmt::format("{:.0f}", x);
-  }
-  return s;
-}
-
 void check(int rc, const char* op) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(fmt::format("{} failed (code {})", op, rc));
-}
-
-// A barrier that sleeps while it waits: MPICH's blocking barrier polls on a core, which on a
-// 2-core machine would take the core the reference does not use and make it busier than "idle".
-void idle_barrier(const Communicator& comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm.handle(), &request), "MPI_Ibarrier");
-  for (int done = 0;;) {
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
 }
 
 double allreduce_max(const Communicator& comm, double value) {

@@ -1,4 +1,5 @@
-// Gradient-sync bus bandwidth against raw MPI_Allreduce on the same bytes, measured in the same run.
+// Gradient-sync bus bandwidth against raw MPI_Allreduce on the same bytes, measured in the same
+// run.
 //
 // For each payload (the DESIGN CNN's and the MLP's parameter tensors, and one 16 MiB tensor) it
 // times one full data-parallel gradient sync (every tensor handed over in backward order, then
@@ -20,20 +21,18 @@
 
 #include "parallel/communicator.hpp"
 #include "parallel/gradient_sync.hpp"
+#include "tests/bench/bench_util.hpp"
 
 using namespace strata;
 
 namespace {
 
+using strata::bench::median;
+
 struct Payload {
   std::string name;
   std::vector<Shape> shapes;  // in forward order
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Median seconds of each operation over `repeats` rounds. The operations take turns within every
 // round, so that the machine's drift (these machines are noisy) touches all of them alike. Each run
@@ -71,18 +70,21 @@ std::string row(const Communicator& world, const Payload& payload, int repeats) 
     floats += grads.back().size();
   }
   std::vector<Param> params;
-  for (std::size_t k = 0; k < grads.size(); ++k) params.push_back({fmt::format("p{}", k), &values[k], &grads[k]});
+  for (std::size_t k = 0; k < grads.size(); ++k)
+    params.push_back({fmt::format("p{}", k), &values[k], &grads[k]});
   DataParallelSync bucketed(world, 25.0), per_tensor(world, 0.0);
   bucketed.attach(params);
   per_tensor.attach(params);
   std::vector<float> flat(static_cast<std::size_t>(floats), 1.0f);
-  const auto t = time_interleaved(world, repeats,
-                                  {[&] { world.allreduce_sum(flat); }, [&] { world.iallreduce_sum(flat).wait(); },
-                                   full_sync(bucketed, params), full_sync(per_tensor, params)});
+  const auto t = time_interleaved(
+      world, repeats,
+      {[&] { world.allreduce_sum(flat); }, [&] { world.iallreduce_sum(flat).wait(); },
+       full_sync(bucketed, params), full_sync(per_tensor, params)});
   const double n = world.size(), bytes = static_cast<double>(floats) * sizeof(float);
   auto bus = [&](double seconds) { return 2.0 * (n - 1.0) / n * bytes / seconds / 1e9; };
-  return fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", payload.name,
-                     bytes / (1 << 20), bus(t[0]), bus(t[1]), bus(t[2]), t[0] / t[2], bus(t[3]), t[0] / t[3]);
+  return fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                     payload.name, bytes / (1 << 20), bus(t[0]), bus(t[1]), bus(t[2]), t[0] / t[2],
+                     bus(t[3]), t[0] / t[3]);
 }
 
 }  // namespace
@@ -96,14 +98,18 @@ int main(int argc, char** argv) {
     const std::vector<Payload> payloads = {
         {"CNN parameters (317 066 floats)",
          {{32, 1, 5, 5}, {32}, {64, 32, 5, 5}, {64}, {256, 1024}, {256}, {10, 256}, {10}}},
-        {"MLP parameters (535 818 floats)", {{512, 784}, {512}, {256, 512}, {256}, {10, 256}, {10}}},
+        {"MLP parameters (535 818 floats)",
+         {{512, 784}, {512}, {256, 512}, {256}, {10, 256}, {10}}},
         {"one 16 MiB tensor", {{4 << 20}}},
     };
     std::string table = fmt::format(
-        "{} ranks, watchdog {} s, median of {} interleaved rounds; bus bandwidth = 2(n-1)/n x bytes / time; ratio = raw "
+        "{} ranks, watchdog {} s, median of {} interleaved rounds; bus bandwidth = 2(n-1)/n x "
+        "bytes / time; ratio = raw "
         "MPI_Allreduce time / strata time\n\n"
-        "| payload | MiB | raw MPI_Allreduce GB/s | raw MPI_Iallreduce GB/s | strata sync, 25 MiB buckets, GB/s | "
-        "ratio | one allreduce per tensor GB/s | ratio |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| payload | MiB | raw MPI_Allreduce GB/s | raw MPI_Iallreduce GB/s | strata sync, 25 MiB "
+        "buckets, GB/s | "
+        "ratio | one allreduce per tensor GB/s | ratio |\n| --- | --- | --- | --- | --- | --- | "
+        "--- | --- |\n",
         world.size(), watchdog_s, repeats);
     for (const auto& payload : payloads) table += row(world, payload, repeats);
     if (world.rank() == 0) fmt::print("{}", table);

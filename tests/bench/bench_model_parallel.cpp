@@ -1,6 +1,7 @@
-// The per-step cost of model parallelism: the DESIGN CNN with its second conv and its dense pair split
-// over M=2 ranks (one thread each) against M=1 on one rank of one thread, the same batch, measured
-// in one `mpiexec -n 2` launch, the two sides taking turns in every round. Rank 0 prints a table.
+// The per-step cost of model parallelism: the DESIGN CNN with its second conv and its dense pair
+// split over M=2 ranks (one thread each) against M=1 on one rank of one thread, the same batch,
+// measured in one `mpiexec -n 2` launch, the two sides taking turns in every round. Rank 0 prints a
+// table.
 #include <mpi.h>
 
 #include <algorithm>
@@ -17,24 +18,16 @@
 #include "core/trainer.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/model_parallel_layers.hpp"
+#include "tests/bench/bench_util.hpp"
 
 using namespace strata;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using strata::bench::median;
 
-// Waits without holding a core: the idle rank must not slow the one measuring alone.
-void idle_barrier(const Communicator& comm) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibarrier(comm.handle(), &request);
-  for (int done = 0; !done;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+void idle_barrier(const strata::Communicator& comm) {
+  strata::bench::idle_barrier(comm.handle());
 }
 
 Config bench_config(int batch) {
@@ -66,7 +59,8 @@ int main(int argc, char** argv) {
     const Communicator world = Communicator::world();
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
     std::string table =
-        "| batch | M=1, 1 rank: ms/step | M=2, 2 ranks: ms/step | M=2 / M=1 | split layers' weights per rank |\n"
+        "| batch | M=1, 1 rank: ms/step | M=2, 2 ranks: ms/step | M=2 / M=1 | split layers' "
+        "weights per rank |\n"
         "| --- | --- | --- | --- | --- |\n";
     for (int batch : {64, 256}) {
       const Config config = bench_config(batch);
@@ -93,14 +87,17 @@ int main(int argc, char** argv) {
             single_split += a[k].value->size() * 4;
             shard_split += b[k].value->size() * 4;
           }
-        table += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {} of {} bytes |\n", batch, median(one),
-                             median(two), median(two) / median(one), shard_split, single_split);
+        table +=
+            fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {} of {} bytes |\n", batch, median(one),
+                        median(two), median(two) / median(one), shard_split, single_split);
       }
     }
     if (world.rank() == 0)
-      fmt::print("DESIGN CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one thread each; "
-                 "median of {} rounds; OpenBLAS {}\n\n{}",
-                 world.size(), rounds, kernel_report().openblas_core, table);
+      fmt::print(
+          "DESIGN CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one thread "
+          "each; "
+          "median of {} rounds; OpenBLAS {}\n\n{}",
+          world.size(), rounds, kernel_report().openblas_core, table);
   }
   MPI_Finalize();
   return 0;

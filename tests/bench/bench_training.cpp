@@ -27,8 +27,13 @@
 #include "core/dataset.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
+#include "tests/bench/bench_util.hpp"
 
 namespace {
+
+using strata::bench::grouped;
+using strata::bench::median;
+using strata::bench::repeats_string;
 
 using Clock = std::chrono::steady_clock;
 
@@ -58,31 +63,6 @@ struct Row {
   double strata = 0.0, torch = 0.0;  // median samples/s
   std::vector<double> strata_repeats, torch_repeats;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string grouped(double value) {  // 12345.6 -> "12 346", as NOTES.md writes figures
-  const auto digits = fmt::format("{:.0f}", value);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out += ' ';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string repeats_string(const std::vector<double>& v) {
-  std::string s;
-  for (double x : v) {
-    if (!s.empty()) s += ' ';
-    s += fmt::format("{:.0f}", x);
-  }
-  return s;
-}
 
 // ---- FLOP count -------------------------------------------------------------------------------
 

@@ -1,0 +1,54 @@
+// Small pieces every benchmark uses: medians, figures grouped by thousands, an idle barrier.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace strata::bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// 12345.6 -> "12 346", as the README writes figures.
+inline std::string grouped(double value) {
+  const auto digits = fmt::format("{:.0f}", value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out += ' ';
+    out += digits[i];
+  }
+  return out;
+}
+
+inline std::string repeats_string(const std::vector<double>& v) {
+  std::string s;
+  for (double x : v) {
+    if (!s.empty()) s += ' ';
+    s += fmt::format("{:.0f}", x);
+  }
+  return s;
+}
+
+// A barrier that sleeps while it waits: MPICH's blocking barrier polls on a core, which on a
+// 2-core machine would take the core a rank measuring alone does not use.
+inline void idle_barrier(MPI_Comm comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace strata::bench
