@@ -1,0 +1,46 @@
+// The search's record on disk: trials.csv and trials.jsonl, a row per training as it ends, and
+// hpo_summary.json.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "hpo/search.hpp"
+
+namespace strata {
+
+enum class TrialStatus { ok, failed, timeout };
+
+const char* to_string(TrialStatus status);
+
+// How one training ended, as the scheduler learns it from the member group that ran it.
+struct TrialOutcome {
+  int member_group = 0;
+  TrialStatus status = TrialStatus::ok;
+  std::string reason;  // why it failed or timed out; empty when ok
+  double fitness = 0.0;
+  double val_accuracy = 0.0;
+  double test_accuracy = 0.0;
+  double seconds = 0.0;
+};
+
+class TrialLog {
+ public:
+  // Creates (truncates) trials.csv and trials.jsonl in `dir`; the CSV header names every parameter.
+  TrialLog(const std::filesystem::path& dir, const SearchSpace& space);
+
+  // Appends the trial to both files and flushes them, so that a killed job keeps every finished
+  // row.
+  void append(const Trial& trial, const TrialOutcome& outcome);
+
+ private:
+  const SearchSpace& space_;
+  std::ofstream csv_, jsonl_;
+};
+
+// hpo_summary.json: the best individual and its parameters, fitness per generation (best, mean),
+// the trainings it took to reach the target (null if never), and why the search stopped.
+void write_hpo_summary(const std::filesystem::path& path, const Search& search);
+
+}  // namespace strata

@@ -1,0 +1,90 @@
+// trials.csv, trials.jsonl and hpo_summary.json hold every training, failures included, in forms
+// that other tools read back.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hpo/objectives.hpp"
+#include "hpo/trial_log.hpp"
+#include "tests/core/temp_dir.hpp"
+
+using namespace strata;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]") {
+  strata::testing::TempDir dir;
+  SearchSpace space = objective_space("sphere", 2);
+  space.params.push_back({"optimizer", ParamKind::choice, 0.0, 0.0, {"sgd", "adam, nesterov"}});
+  RandomSearch search(space, RandomConfig{6, 3, 0.5, Direction::minimize, 7});
+  TrialLog log(dir.str(), search.space());
+  int reported = 0;
+  while (!search.done()) {
+    for (const Trial& t : search.next_batch()) {
+      TrialOutcome outcome;
+      outcome.member_group = t.id % 2;
+      outcome.seconds = 0.25 * t.id;
+      const bool fail = t.id == 2;  // one diverged training, recorded and passed over
+      if (fail) {
+        outcome.status = TrialStatus::failed;
+        outcome.reason = "training diverged: the loss is nan, at step 3";
+      } else {
+        outcome.fitness = sphere(std::span(t.genome).first(2));
+        outcome.val_accuracy = 0.5;
+        outcome.test_accuracy = 0.4;
+      }
+      search.report(t.id, fail ? std::numeric_limits<double>::quiet_NaN() : outcome.fitness, fail);
+      log.append(search.trials()[static_cast<std::size_t>(t.id)], outcome);
+      ++reported;
+    }
+  }
+  REQUIRE(reported == 6);
+
+  const auto csv = lines_of(dir.file("trials.csv"));
+  REQUIRE(csv.size() == 7);
+  CHECK(csv[0] ==
+        "trial,generation,deme,member_group,x0,x1,optimizer,fitness,val_accuracy,test_accuracy,"
+        "seconds,status,reason");
+  CHECK(csv[3].find(",failed,\"training diverged: the loss is nan, at step 3\"") !=
+        std::string::npos);
+  CHECK(csv[3].find(",,,,0.500,") != std::string::npos);  // no numbers for the failed training
+
+  const auto jsonl = lines_of(dir.file("trials.jsonl"));
+  REQUIRE(jsonl.size() == 6);
+  const auto failed = nlohmann::json::parse(jsonl[2]);
+  CHECK(failed["status"] == "failed");
+  CHECK(failed["fitness"].is_null());
+  CHECK(failed["trial"] == 2);
+  const auto first = nlohmann::json::parse(jsonl[0]);
+  CHECK(first["status"] == "ok");
+  CHECK(first["fitness"].get<double>() ==
+        Approx(sphere(std::span(search.trials()[0].genome).first(2))));
+  CHECK(first["params"].contains("optimizer"));
+
+  write_hpo_summary(dir.file("hpo_summary.json"), search);
+  std::ifstream in(dir.file("hpo_summary.json"));
+  const auto summary = nlohmann::json::parse(in);
+  const auto best = search.best();
+  REQUIRE(best);
+  CHECK(summary["best"]["trial"] == best->id);
+  CHECK(summary["best"]["fitness"].get<double>() == Approx(best->fitness));
+  CHECK(summary["best"]["params"].size() == 3);
+  CHECK(summary["trainings"] == 6);
+  CHECK(summary["direction"] == "minimize");
+  CHECK(summary["generations"].size() == search.history().size());
+  CHECK(summary["trainings_to_target"].is_null() == !search.trainings_to_target().has_value());
+}
