@@ -21,8 +21,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/config_reader.hpp"
-#include "core/search_config.hpp"
 #include "core/errors.hpp"
+#include "core/search_config.hpp"
 
 namespace strata {
 namespace {
@@ -55,8 +55,8 @@ constexpr std::array<Choice<ScheduleKind>, 3> schedule_choices{{
     {"cosine", ScheduleKind::cosine},
 }};
 
-constexpr std::array<Choice<StageKind>, 2> stage_choices{{{"train", StageKind::train},
-                                                          {"hpo", StageKind::hpo}}};
+constexpr std::array<Choice<StageKind>, 2> stage_choices{
+    {{"train", StageKind::train}, {"hpo", StageKind::hpo}}};
 
 RunSection parse_run(const MapReader& m) {
   static constexpr std::string_view known[] = {"name", "seed", "threads"};
@@ -88,8 +88,8 @@ constexpr std::array<Choice<DataRead>, 2> read_choices{{
 }};
 
 DataConfig parse_data(const MapReader& m) {
-  static constexpr std::string_view known[] = {"source",      "path",      "validation_fraction",
-                                               "train_subset", "test_subset", "synthetic", "read"};
+  static constexpr std::string_view known[] = {
+      "source", "path", "validation_fraction", "train_subset", "test_subset", "synthetic", "read"};
   m.allow_only(known);
   DataConfig data;
   read(m, "source", data.source, source_choices, "data source");
@@ -255,18 +255,49 @@ void check_splits(const Reader& layers_at, const std::vector<LayerSpec>& layers)
         j > 0 && layers[j - 1].kind == LayerKind::dense && layers[j - 1].split == SplitKind::column;
     if (!after_column)
       layers_at.item(i, layers_at.node()[i])
-          .fail("split: row needs a dense layer with split: column before it, with only activations or "
-                "dropout between");
+          .fail(
+              "split: row needs a dense layer with split: column before it, with only activations "
+              "or "
+              "dropout between");
   }
 }
 
-std::vector<LayerSpec> parse_model(const MapReader& m) {
-  static constexpr std::string_view known[] = {"layers"};
-  m.allow_only(known);
+constexpr std::array<Choice<int>, 4> objective_choices{{
+    {"rastrigin", 0},
+    {"sphere", 1},
+    {"rosenbrock", 2},
+    {"ackley", 3},
+}};
+
+std::vector<LayerSpec> parse_layer_list(const MapReader& m) {
   const Reader layers_at = m.require("layers");
   auto layers = parse_layers(layers_at);
   check_splits(layers_at, layers);
   return layers;
+}
+
+// Either layers to train or an analytic objective, never both.
+void parse_model(const MapReader& m, Config& config) {
+  static constexpr std::string_view known[] = {"layers", "objective", "dims", "eval_seconds",
+                                               "eval_stddev_seconds"};
+  m.allow_only(known);
+  const auto objective_at = m.get("objective");
+  if (!objective_at) {
+    static constexpr std::string_view layers_only[] = {"layers"};
+    m.allow_only(layers_only);
+    config.layers = parse_layer_list(m);
+    return;
+  }
+  if (auto layers_at = m.get("layers"))
+    layers_at->fail("a model has either layers or an objective, not both");
+  ObjectiveSpec objective;
+  objective.name = objective_choices[static_cast<std::size_t>(
+                                         objective_at->as_choice(objective_choices, "objective"))]
+                       .name;
+  objective.dims = m.require("dims").as_int(at_least_1);
+  read(m, "eval_seconds", objective.eval_seconds, non_negative);
+  read(m, "eval_stddev_seconds", objective.eval_stddev_seconds, non_negative);
+  config.objective = objective;
 }
 
 // --- training ---
@@ -371,7 +402,8 @@ StageSpec parse_stage(const Reader& item) {
   stage.mark = item.mark();
   if (item.node().IsScalar()) {
     stage.kind = item.as_choice(stage_choices, "stage");
-    if (stage.kind == StageKind::hpo) item.fail("the hpo stage needs its settings: '- hpo: {space: {...}, ...}'");
+    if (stage.kind == StageKind::hpo)
+      item.fail("the hpo stage needs its settings: '- hpo: {space: {...}, ...}'");
     return stage;
   }
   if (!item.node().IsMap())
@@ -435,8 +467,10 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   Config config;
   config.file = file;
   if (auto r = top.get("run")) config.run = parse_run(MapReader(*r));
-  config.data = parse_data(MapReader(top.require("data")));
-  config.layers = parse_model(MapReader(top.require("model")));
+  parse_model(MapReader(top.require("model")), config);
+  // An objective needs no data; a model with layers does.
+  if (auto d = top.get("data"); d || !config.objective)
+    config.data = parse_data(MapReader(top.require("data")));
   if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
   if (auto p = top.get("parallel")) {
     config.parallel = parse_parallel(MapReader(*p));
@@ -463,12 +497,24 @@ std::map<std::string, std::string> check_references(const std::string& text, con
   for (const auto& p : space) first[p.name] = probe_values(p).front();
   std::vector<std::string> names;
   for (const auto& p : space) names.push_back("$" + p.name);
-  for (const auto& ref : find_references(root))
+  const auto references = find_references(root);
+  for (const auto& ref : references)
     if (!first.contains(ref.name))
-      ref.at.fail(names.empty() ? fmt::format("'${}' refers to a search parameter, but no hpo stage defines a space",
-                                              ref.name)
-                                : fmt::format("unknown search parameter '${}' (known: {})", ref.name,
-                                              fmt::join(names, ", ")));
+      ref.at.fail(
+          names.empty()
+              ? fmt::format("'${}' refers to a search parameter, but no hpo stage defines a space",
+                            ref.name)
+              : fmt::format("unknown search parameter '${}' (known: {})", ref.name,
+                            fmt::join(names, ", ")));
+  // An error at one of the parameter's references says which value caused it; others pass as they
+  // are.
+  auto at_reference_of = [&](const std::string& message, const std::string& name) {
+    for (const auto& ref : references)
+      if (ref.name == name && message.starts_with(fmt::format("{}:{}:{}:", file, ref.at.mark().line,
+                                                              ref.at.mark().column)))
+        return true;
+    return false;
+  };
   for (const auto& p : space)
     for (const auto& value : probe_values(p)) {
       auto values = first;
@@ -476,7 +522,9 @@ std::map<std::string, std::string> check_references(const std::string& text, con
       try {
         parse_substituted(text, file, values);
       } catch (const ConfigError& e) {
-        throw ConfigError(fmt::format("{} (when search parameter {} = {})", e.what(), p.name, value));
+        if (!at_reference_of(e.what(), p.name)) throw;
+        throw ConfigError(
+            fmt::format("{} (when search parameter {} = {})", e.what(), p.name, value));
       }
     }
   return first;
@@ -503,7 +551,8 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   for (const auto& stage : stages)
     if (stage.kind == StageKind::hpo) space = stage.hpo.space;
   const auto first_values = check_references(yaml_text, root, space, file);
-  Config config = first_values.empty() ? parse_sections(root_node, file) : parse_substituted(yaml_text, file, first_values);
+  Config config = first_values.empty() ? parse_sections(root_node, file)
+                                       : parse_substituted(yaml_text, file, first_values);
   config.text = yaml_text;
   config.stages = std::move(stages);
   return config;

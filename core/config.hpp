@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,16 +39,16 @@ enum class SplitKind { none, column, row };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
-  std::string name;              // unique; defaults to "<kind>_<index>"
-  int units = 0;                 // dense
-  int filters = 0;               // conv2d
-  int kernel = 0;                // conv2d
-  int stride = 1;                // conv2d; pools default to their size
-  int padding = 0;               // conv2d
-  int size = 2;                  // pools: window edge
-  float rate = 0.5f;             // dropout
-  float alpha = 0.01f;           // leaky_relu
-  InitKind init = InitKind::he;  // dense, conv2d weights; biases start at zero
+  std::string name;                   // unique; defaults to "<kind>_<index>"
+  int units = 0;                      // dense
+  int filters = 0;                    // conv2d
+  int kernel = 0;                     // conv2d
+  int stride = 1;                     // conv2d; pools default to their size
+  int padding = 0;                    // conv2d
+  int size = 2;                       // pools: window edge
+  float rate = 0.5f;                  // dropout
+  float alpha = 0.01f;                // leaky_relu
+  InitKind init = InitKind::he;       // dense, conv2d weights; biases start at zero
   SplitKind split = SplitKind::none;  // dense: column | row; conv2d: column (by output channel)
   SourceMark mark;
 };
@@ -161,17 +162,18 @@ struct HpoSpec {
   int migrants = 1;
   double blend_alpha = 0.5;
   double crossover_rate = 0.9;
-  double mutation_sigma = 0.1;  // as a fraction of each parameter's range (log range for log_uniform)
-  double mutation_rate = 0.2;   // per gene
-  int patience = 0;             // generations without improvement before stopping; 0 = never
+  double mutation_sigma =
+      0.1;  // as a fraction of each parameter's range (log range for log_uniform)
+  double mutation_rate = 0.2;  // per gene
+  int patience = 0;            // generations without improvement before stopping; 0 = never
   bool has_target = false;
-  double target = 0.0;       // stop on reaching this fitness
-  int max_trainings = 0;     // 0 = no limit
-  int trials = 16;           // random search
-  int grid_points = 3;       // grid search: points per real parameter
-  bool maximize = true;      // fitness direction; the default follows the fitness
+  double target = 0.0;                   // stop on reaching this fitness
+  int max_trainings = 0;                 // 0 = no limit
+  int trials = 16;                       // random search
+  int grid_points = 3;                   // grid search: points per real parameter
+  bool maximize = true;                  // fitness direction; the default follows the fitness
   std::string fitness = "val_accuracy";  // val_accuracy | val_loss
-  double trial_timeout_s = 0.0;           // 0 = no limit
+  double trial_timeout_s = 0.0;          // 0 = no limit
 };
 
 struct StageSpec {
@@ -180,12 +182,22 @@ struct StageSpec {
   SourceMark mark;
 };
 
+// An analytic function in place of training (model: {objective: rastrigin, dims: 10}): it tests
+// and benchmarks the search and its scheduler with thousands of evaluations in seconds.
+struct ObjectiveSpec {
+  std::string name;  // rastrigin | sphere | rosenbrock | ackley
+  int dims = 0;
+  double eval_seconds = 0.0;         // artificial evaluation time, mean
+  double eval_stddev_seconds = 0.0;  // and spread, to show what scheduling does for stragglers
+};
+
 struct Config {
   std::string file;  // the YAML file it was loaded from
   std::string text;  // its YAML source, from which each search trial's config is made
   RunSection run;
   DataConfig data;
-  std::vector<LayerSpec> layers;
+  std::vector<LayerSpec> layers;  // empty when `objective` is set
+  std::optional<ObjectiveSpec> objective;
   TrainingConfig training;
   ParallelConfig parallel;
   OutputConfig output;

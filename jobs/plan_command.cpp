@@ -12,8 +12,13 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
   const Config config = load_config(config_path);
   const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
   const Plan plan = plan_run(config, ranks, per_node);
-  const ModelSize size = model_size(config);
   fmt::print("plan for {} ({}):\n{}", config.run.name, config.file, describe(plan));
+  if (config.objective) {
+    fmt::print("model: the {} function in {} dimensions\n", config.objective->name,
+               config.objective->dims);
+    return 0;
+  }
+  const ModelSize size = model_size(config);
   fmt::print(
       "model: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
       size.parameters, static_cast<double>(size.bytes) / (1 << 20),

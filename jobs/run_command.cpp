@@ -103,8 +103,9 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
   std::optional<DataParallelSync> sync;
   if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
   const bool split_model = topology.plan().model > 1;
-  Trainer trainer(config, data, threads, sync ? &*sync : nullptr,
-                  split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
+  Trainer trainer(
+      config, data, threads, sync ? &*sync : nullptr,
+      split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
   if (sync) sync->attach(trainer.model().params());
   std::optional<RunOutput> output;
   if (member.writes) {
@@ -119,9 +120,11 @@ void train_stage(const MemberRun& member, const Topology& topology, int threads)
   }
   const int epochs = config.training.epochs;
   if (member.writes)
-    fmt::print("{}[train] {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} replicas x {})\n",
-               member.tag, epochs, trainer.steps_per_epoch(), trainer.global_batch(),
-               topology.plan().accumulate, topology.plan().data, config.training.local_batch);
+    fmt::print(
+        "{}[train] {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} replicas x "
+        "{})\n",
+        member.tag, epochs, trainer.steps_per_epoch(), trainer.global_batch(),
+        topology.plan().accumulate, topology.plan().data, config.training.local_batch);
   std::fflush(stdout);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const EpochMetrics m = trainer.run_epoch(epoch, [&](const TrainProgress& p) {
@@ -159,11 +162,17 @@ int run_command(const RunOptions& options) {
   const Config config = load_config(options.config_path);
   const Communicator world = Communicator::world(config.parallel.watchdog_s);
   // Every rank reads the same config, so every rank stops here alike, before any collective.
+  if (config.objective && search_space(config).empty())
+    throw ConfigError(
+        fmt::format("{}: model.objective: a function objective replaces training and needs an hpo "
+                    "stage to search it",
+                    config.file));
   for (const auto& stage : config.stages)
     if (stage.kind == StageKind::hpo)
-      throw ConfigError(fmt::format("{}:{}:{}: stages: this version checks an hpo stage's settings and search "
-                                    "space but cannot run the search yet",
-                                    config.file, stage.mark.line, stage.mark.column));
+      throw ConfigError(
+          fmt::format("{}:{}:{}: stages: this version checks an hpo stage's settings and search "
+                      "space but cannot run the search yet",
+                      config.file, stage.mark.line, stage.mark.column));
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   const Plan plan = plan_run(config, world.size(), per_node);
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
@@ -173,7 +182,8 @@ int run_command(const RunOptions& options) {
   int threads = requested > 0 ? requested
                               : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
   if (plan.model > 1 && threads > 1) {
-    // Model-parallel layers communicate inside forward and backward; only the main thread calls MPI.
+    // Model-parallel layers communicate inside forward and backward; only the main thread calls
+    // MPI.
     if (world.rank() == 0) fmt::print("[run] M = {} > 1: one worker thread per rank\n", plan.model);
     threads = 1;
   }

@@ -53,7 +53,7 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   request.fixed_data = p.data;
   request.accumulate = p.accumulate;
   request.ranks_per_node = ranks_per_node;
-  if (p.memory_per_rank_mib > 0) {
+  if (p.memory_per_rank_mib > 0 && !config.objective) {
     request.model_bytes = model_size(config).bytes;
     request.memory_per_rank_bytes = static_cast<std::int64_t>(p.memory_per_rank_mib * (1 << 20));
   }

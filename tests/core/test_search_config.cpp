@@ -9,6 +9,7 @@
 
 using namespace strata;
 using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
 
 namespace {
 
@@ -81,8 +82,11 @@ TEST_CASE("an hpo stage parses with its space", "[config][hpo]") {
 
 TEST_CASE("a trial's config has its values in place of the references", "[config][hpo]") {
   const Config base = parse_config(search_yaml, "s.yaml");
-  const Config trial = instantiate(
-      base, {{"lr", "0.02"}, {"dropout", "0.25"}, {"units", "48"}, {"batch", "64"}, {"optimizer", "adam"}});
+  const Config trial = instantiate(base, {{"lr", "0.02"},
+                                          {"dropout", "0.25"},
+                                          {"units", "48"},
+                                          {"batch", "64"},
+                                          {"optimizer", "adam"}});
   CHECK(trial.training.optimizer.lr == 0.02);
   CHECK(trial.training.optimizer.kind == OptimizerKind::adam);
   CHECK(trial.layers[1].units == 48);
@@ -90,47 +94,90 @@ TEST_CASE("a trial's config has its values in place of the references", "[config
   CHECK(trial.training.local_batch == 64);
   CHECK(trial.stages[0].kind == StageKind::hpo);
   // A value outside what the key accepts is an error at the reference's place.
-  CHECK_THAT([&] {
-    try {
-      instantiate(base, {{"lr", "-1"}, {"dropout", "0"}, {"units", "8"}, {"batch", "32"}, {"optimizer", "sgd"}});
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  }(),
-             Contains("s.yaml:11:37: training.optimizer.lr: expected a positive number, got -1"));
+  CHECK_THAT(
+      [&] {
+        try {
+          instantiate(base, {{"lr", "-1"},
+                             {"dropout", "0"},
+                             {"units", "8"},
+                             {"batch", "32"},
+                             {"optimizer", "sgd"}});
+        } catch (const ConfigError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      Contains("s.yaml:11:37: training.optimizer.lr: expected a positive number, got -1"));
 }
 
 TEST_CASE("references are checked at every value their parameter can take", "[config][hpo]") {
   CHECK(error_of(replace(search_yaml, "lr: $lr", "lr: $rate")) ==
-        "s.yaml:11:37: training.optimizer.lr: unknown search parameter '$rate' (known: $lr, $dropout, $units, "
+        "s.yaml:11:37: training.optimizer.lr: unknown search parameter '$rate' (known: $lr, "
+        "$dropout, $units, "
         "$batch, $optimizer)");
   // dropout's upper bound 0.9 is fine, but a rate of 1.0 is not: checked at the bound.
-  CHECK_THAT(error_of(replace(search_yaml, "dropout: {uniform: [0.0, 0.5]}", "dropout: {uniform: [0.0, 1.0]}")),
-             Contains("s.yaml:7:23: model.layers[3].dropout.rate: expected a number in [0, 1), got 1 (when "
-                      "search parameter dropout = 1)"));
+  CHECK_THAT(
+      error_of(
+          replace(search_yaml, "dropout: {uniform: [0.0, 0.5]}", "dropout: {uniform: [0.0, 1.0]}")),
+      Contains(
+          "s.yaml:7:23: model.layers[3].dropout.rate: expected a number in [0, 1), got 1 (when "
+          "search parameter dropout = 1)"));
   // A real-valued parameter where an integer is needed.
-  CHECK_THAT(error_of(replace(search_yaml, "units: {int: [16, 128]}", "units: {uniform: [16, 128]}")),
-             Contains("s.yaml:5:22: model.layers[1].dense.units: expected an integer, got '53.333333333333336' "
-                      "(when search parameter units = 53.333333333333336)"));
-  CHECK_THAT(error_of(replace(search_yaml, "optimizer: {choice: [sgd, adam]}", "optimizer: {choice: [sgd, lbfgs]}")),
+  CHECK_THAT(
+      error_of(replace(search_yaml, "units: {int: [16, 128]}", "units: {uniform: [16, 128]}")),
+      Contains(
+          "s.yaml:5:22: model.layers[1].dense.units: expected an integer, got '53.333333333333336' "
+          "(when search parameter units = 53.333333333333336)"));
+  CHECK_THAT(error_of(replace(search_yaml, "optimizer: {choice: [sgd, adam]}",
+                              "optimizer: {choice: [sgd, lbfgs]}")),
              Contains("unknown optimizer type 'lbfgs'"));
-  CHECK_THAT(error_of("data: {source: synthetic}\nmodel: {layers: [flatten, {dense: {units: $u}}]}\n"),
-             Contains("s.yaml:2:43: model.layers[1].dense.units: '$u' refers to a search parameter, but no hpo "
-                      "stage defines a space"));
+  CHECK_THAT(
+      error_of("data: {source: synthetic}\nmodel: {layers: [flatten, {dense: {units: $u}}]}\n"),
+      Contains(
+          "s.yaml:2:43: model.layers[1].dense.units: '$u' refers to a search parameter, but no hpo "
+          "stage defines a space"));
 }
 
 TEST_CASE("search space entries are checked", "[config][hpo]") {
-  CHECK_THAT(error_of(replace(search_yaml, "{log_uniform: [1.0e-4, 0.1]}", "{log_uniform: [0, 0.1]}")),
-             Contains("stages[0].hpo.space.lr.log_uniform: log_uniform needs lo > 0, got 0"));
+  CHECK_THAT(
+      error_of(replace(search_yaml, "{log_uniform: [1.0e-4, 0.1]}", "{log_uniform: [0, 0.1]}")),
+      Contains("stages[0].hpo.space.lr.log_uniform: log_uniform needs lo > 0, got 0"));
   CHECK_THAT(error_of(replace(search_yaml, "{int: [16, 128]}", "{int: [128, 16]}")),
              Contains("expected lo < hi, got [128, 16]"));
   CHECK_THAT(error_of(replace(search_yaml, "{choice: [32, 64]}", "{choice: [32, 32]}")),
              Contains("'32' is listed twice"));
-  CHECK_THAT(error_of(replace(search_yaml, "{choice: [32, 64]}", "{normal: [32, 64]}")),
-             Contains("unknown parameter type 'normal' (known: uniform, log_uniform, int, choice)"));
+  CHECK_THAT(
+      error_of(replace(search_yaml, "{choice: [32, 64]}", "{normal: [32, 64]}")),
+      Contains("unknown parameter type 'normal' (known: uniform, log_uniform, int, choice)"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      elitism: 2")),
              Contains("stages[0].hpo.elitism: unknown key"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      elites: 6")),
              Contains("expected fewer elites than the 6 individuals of a deme"));
+}
+
+TEST_CASE("a function objective replaces the layers and needs no data", "[config][hpo]") {
+  const std::string yaml =
+      R"(model: {objective: rastrigin, dims: 10, eval_seconds: 0.01, eval_stddev_seconds: 0.005}
+stages:
+  - hpo:
+      space: {x: {uniform: [-1, 1]}}
+)";
+  const Config c = parse_config(yaml, "s.yaml");
+  REQUIRE(c.objective);
+  CHECK(c.objective->name == "rastrigin");
+  CHECK(c.objective->dims == 10);
+  CHECK(c.objective->eval_seconds == 0.01);
+  CHECK(c.objective->eval_stddev_seconds == 0.005);
+  CHECK(c.layers.empty());
+  CHECK_THAT(error_of(replace(yaml, "rastrigin", "himmelblau")),
+             Equals("s.yaml:1:20: model.objective: unknown objective 'himmelblau' (known: "
+                    "rastrigin, sphere, rosenbrock, "
+                    "ackley)"));
+  CHECK_THAT(error_of(replace(yaml, "dims: 10, ", "")),
+             Contains("model: missing required key 'dims'"));
+  CHECK_THAT(error_of(replace(yaml, "{objective: rastrigin,",
+                              "{layers: [flatten], objective: rastrigin,")),
+             Contains("model.layers: a model has either layers or an objective, not both"));
+  CHECK_THAT(error_of("model: {layers: [flatten, {dense: {units: 2}}]}\n"),
+             Contains("missing required key 'data'"));
 }
