@@ -1,0 +1,33 @@
+// Runs a search's trials on the member groups: a group that finishes a trial takes the next one.
+#pragma once
+
+#include <functional>
+
+#include "hpo/search.hpp"
+#include "hpo/trial_log.hpp"
+#include "parallel/topology.hpp"
+
+namespace strata {
+
+// Evaluates one trial on every rank of a member group together. `serve` must be called now and
+// then during long work (at training step boundaries): on world rank 0, which coordinates, it
+// answers the other groups' requests; elsewhere it does nothing.
+using EvaluateTrial =
+    std::function<TrialOutcome(const Trial& trial, const std::function<void()>& serve)>;
+// Called on world rank 0 as each trial ends, after the search has its result (for the trial log).
+using TrialFinished = std::function<void(const Trial& trial, const TrialOutcome& outcome)>;
+
+struct SchedulerStats {
+  double wall_seconds = 0.0;
+  double busy_seconds = 0.0;  // this rank's time inside `evaluate`
+};
+
+// Collective over the world. World rank 0 coordinates and consults `search`; the search object of
+// other ranks is not used. Each group's first member asks rank 0 for work by message, shares the
+// trial with its group by broadcast, and reports the outcome when asking for the next. Trials are
+// handed out as groups ask, and the search consumes results in trial order, so the sequence of
+// trials does not depend on which group finishes first. Returns when the search is done.
+SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
+                          const TrialFinished& finished);
+
+}  // namespace strata

@@ -1,0 +1,92 @@
+// The scheduler runs a search's trials on every member group, and the search comes out the same as
+// when one process drives it, whichever group finishes first; a failed trial is recorded and passed
+// over.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "hpo/objectives.hpp"
+#include "hpo/trial_scheduler.hpp"
+
+using namespace strata;
+
+namespace {
+
+GeneticConfig genetic_config() {
+  GeneticConfig c;
+  c.population = 8;
+  c.generations = 4;
+  c.elitism = 1;
+  c.direction = Direction::minimize;
+  c.seed = 5;
+  return c;
+}
+
+constexpr int failing_trial = 5;
+
+// The fitness a trial gets, wherever it runs; trial 5 "diverges".
+TrialOutcome outcome_of(const Trial& t) {
+  TrialOutcome o;
+  if (t.id == failing_trial) {
+    o.status = TrialStatus::failed;
+    o.reason = "training diverged";
+    return o;
+  }
+  o.fitness = sphere(t.genome);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("trials run on every group and the search matches a serial one",
+          "[mpi][hpo][scheduler]") {
+  const Communicator world = Communicator::world();
+  PlanRequest request;
+  request.world_size = world.size();
+  request.local_batch = 1;
+  const Plan plan = make_plan(request);  // one group per rank
+  const Topology topology(world, plan);
+  const SearchSpace space = objective_space("sphere", 3);
+
+  GeneticSearch search(space, genetic_config());
+  std::vector<std::pair<int, TrialOutcome>> finished;
+  const auto stats = run_trials(
+      topology, search,
+      [&](const Trial& t, const std::function<void()>& serve) {
+        // Uneven evaluation times, so that groups finish out of order.
+        const double seconds = eval_seconds(EvalTime{0.003, 0.003}, 11, t.id);
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        while (std::chrono::steady_clock::now() < until) {
+          serve();
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        return outcome_of(t);
+      },
+      [&](const Trial& t, const TrialOutcome& o) { finished.emplace_back(t.id, o); });
+  CHECK(stats.wall_seconds > 0.0);
+  if (world.rank() != 0) return;
+
+  GeneticSearch serial(space, genetic_config());
+  while (!serial.done())
+    for (const Trial& t : serial.next_batch()) {
+      const TrialOutcome o = outcome_of(t);
+      serial.report(t.id, o.status == TrialStatus::ok ? o.fitness : std::nan(""),
+                    o.status != TrialStatus::ok);
+    }
+  REQUIRE(search.trials().size() == serial.trials().size());
+  for (std::size_t i = 0; i < serial.trials().size(); ++i) {
+    CHECK(search.trials()[i].genome == serial.trials()[i].genome);
+    CHECK(search.trials()[i].failed == serial.trials()[i].failed);
+  }
+  CHECK(search.best()->id == serial.best()->id);
+  CHECK(finished.size() == serial.trials().size());
+  CHECK(search.trials()[failing_trial].failed);
+  std::set<int> groups;
+  for (const auto& [id, o] : finished) groups.insert(o.member_group);
+  if (world.size() > 1) CHECK(groups.size() > 1);  // the other groups took trials too
+  WARN(world.size() << " groups ran " << finished.size() << " trials; rank 0 was busy "
+                    << stats.busy_seconds << " s of " << stats.wall_seconds << " s");
+}
