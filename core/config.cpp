@@ -554,6 +554,16 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   Config config = first_values.empty() ? parse_sections(root_node, file)
                                        : parse_substituted(yaml_text, file, first_values);
   config.text = yaml_text;
+  for (const auto& stage : stages) {
+    if (stage.kind != StageKind::hpo) continue;
+    const auto where =
+        fmt::format("{}:{}:{}: stages: hpo", file, stage.mark.line, stage.mark.column);
+    if (stage.hpo.space.empty() && !config.objective)
+      throw ConfigError(
+          where + ": missing required key 'space' (only a function objective brings its own)");
+    if (!stage.hpo.space.empty() && config.objective)
+      throw ConfigError(where + ": a function objective searches its own space; leave 'space' out");
+  }
   config.stages = std::move(stages);
   return config;
 }

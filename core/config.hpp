@@ -167,11 +167,13 @@ struct HpoSpec {
   double mutation_rate = 0.2;  // per gene
   int patience = 0;            // generations without improvement before stopping; 0 = never
   bool has_target = false;
-  double target = 0.0;                   // stop on reaching this fitness
-  int max_trainings = 0;                 // 0 = no limit
-  int trials = 16;                       // random search
-  int grid_points = 3;                   // grid search: points per real parameter
-  bool maximize = true;                  // fitness direction; the default follows the fitness
+  double target = 0.0;    // stop on reaching this fitness
+  int max_trainings = 0;  // 0 = no limit
+  int trials = 16;        // random search
+  int grid_points = 3;    // grid search: points per real parameter
+  bool maximize = true;   // fitness direction; the default follows the fitness
+  bool direction_given =
+      false;  // a function objective is minimised unless `direction` says otherwise
   std::string fitness = "val_accuracy";  // val_accuracy | val_loss
   double trial_timeout_s = 0.0;          // 0 = no limit
 };

@@ -30,7 +30,8 @@ enum SeedPurpose : std::uint64_t {
   seed_shuffle = 3,
   seed_noise = 4,
   seed_synthetic = 5,
-  seed_member = 6
+  seed_member = 6,
+  seed_trial = 7
 };
 
 class Rng {

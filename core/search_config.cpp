@@ -24,12 +24,15 @@ constexpr std::array<Choice<SearchParamKind>, 4> param_kind_choices{{
 SearchParamSpec parse_param(const std::string& name, const Reader& at) {
   const MapReader entry(at);
   if (entry.size() != 1)
-    at.fail("expected one parameter type and its range, e.g. {log_uniform: [1.0e-4, 0.1]} or {choice: [sgd, adam]}");
+    at.fail(
+        "expected one parameter type and its range, e.g. {log_uniform: [1.0e-4, 0.1]} or {choice: "
+        "[sgd, adam]}");
   const auto [kind_at, range_at] = entry.first_entry();
   SearchParamSpec p;
   p.name = name;
   p.mark = at.mark();
-  p.kind = at.with(kind_at.node(), at.path(), kind_at.mark()).as_choice(param_kind_choices, "parameter type");
+  p.kind = at.with(kind_at.node(), at.path(), kind_at.mark())
+               .as_choice(param_kind_choices, "parameter type");
   const YAML::Node& list = range_at.node();
   if (!list.IsSequence()) range_at.fail(fmt::format("expected a list, got {}", range_at.found()));
   if (p.kind == SearchParamKind::choice) {
@@ -37,7 +40,8 @@ SearchParamSpec parse_param(const std::string& name, const Reader& at) {
     std::set<std::string> seen;
     for (std::size_t i = 0; i < list.size(); ++i) {
       const std::string value = range_at.item(i, list[i]).as_string();
-      if (!seen.insert(value).second) range_at.item(i, list[i]).fail(fmt::format("'{}' is listed twice", value));
+      if (!seen.insert(value).second)
+        range_at.item(i, list[i]).fail(fmt::format("'{}' is listed twice", value));
       p.choices.push_back(value);
     }
     return p;
@@ -75,7 +79,9 @@ void collect(const Reader& at, std::vector<Reference>& out) {
   } else if (node.IsMap()) {
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string key = it->first.IsScalar() ? it->first.Scalar() : "?";
-      collect(at.with(it->second, join_path(at.path(), key), to_source_mark(it->second.Mark(), at.mark())), out);
+      collect(at.with(it->second, join_path(at.path(), key),
+                      to_source_mark(it->second.Mark(), at.mark())),
+              out);
     }
   }
 }
@@ -98,14 +104,16 @@ void replace_in_place(YAML::Node node, const std::map<std::string, std::string>&
 
 HpoSpec parse_hpo(const MapReader& m) {
   static constexpr std::string_view known[] = {
-      "algorithm", "space",    "population",    "generations",    "tournament",     "elites",
-      "demes",     "migration_interval",        "migrants",       "blend_alpha",    "crossover_rate",
-      "mutation_sigma", "mutation_rate",        "patience",       "target",         "max_trainings",
-      "trials",    "grid_points",               "fitness",        "direction",      "trial_timeout_s"};
+      "algorithm",      "space",          "population",         "generations", "tournament",
+      "elites",         "demes",          "migration_interval", "migrants",    "blend_alpha",
+      "crossover_rate", "mutation_sigma", "mutation_rate",      "patience",    "target",
+      "max_trainings",  "trials",         "grid_points",        "fitness",     "direction",
+      "trial_timeout_s"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, algorithm_choices, "search algorithm");
-  h.space = parse_space(m.require("space"));
+  if (auto space = m.get("space"))
+    h.space = parse_space(*space);  // a function objective brings its own
   read(m, "population", h.population, IntRange{2});
   read(m, "generations", h.generations, at_least_1);
   read(m, "tournament", h.tournament, at_least_1);
@@ -125,16 +133,20 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "max_trainings", h.max_trainings, at_least_0);
   read(m, "trials", h.trials, at_least_1);
   read(m, "grid_points", h.grid_points, IntRange{2});
-  static constexpr std::array<Choice<bool>, 2> fitness_choices{{{"val_accuracy", true}, {"val_loss", false}}};
+  static constexpr std::array<Choice<bool>, 2> fitness_choices{
+      {{"val_accuracy", true}, {"val_loss", false}}};
   bool accuracy = true;
   read(m, "fitness", accuracy, fitness_choices, "fitness");
   h.fitness = accuracy ? "val_accuracy" : "val_loss";
   h.maximize = accuracy;
-  static constexpr std::array<Choice<bool>, 2> direction_choices{{{"maximize", true}, {"minimize", false}}};
+  static constexpr std::array<Choice<bool>, 2> direction_choices{
+      {{"maximize", true}, {"minimize", false}}};
   read(m, "direction", h.maximize, direction_choices, "direction");
+  h.direction_given = m.get("direction").has_value();
   read(m, "trial_timeout_s", h.trial_timeout_s, non_negative);
   if (h.elites >= h.population / h.demes)
-    m.require("elites").fail(fmt::format("expected fewer elites than the {} individuals of a deme", h.population / h.demes));
+    m.require("elites").fail(fmt::format("expected fewer elites than the {} individuals of a deme",
+                                         h.population / h.demes));
   return h;
 }
 
@@ -142,7 +154,9 @@ std::vector<Reference> find_references(const Reader& root) {
   std::vector<Reference> out;
   for (auto it = root.node().begin(); it != root.node().end(); ++it) {
     if (it->first.Scalar() == "stages") continue;
-    collect(root.with(it->second, it->first.Scalar(), to_source_mark(it->second.Mark(), root.mark())), out);
+    collect(
+        root.with(it->second, it->first.Scalar(), to_source_mark(it->second.Mark(), root.mark())),
+        out);
   }
   return out;
 }
@@ -153,7 +167,8 @@ void substitute(YAML::Node root, const std::map<std::string, std::string>& value
 
 std::string format_value(const SearchParamSpec& p, double value) {
   if (p.kind == SearchParamKind::choice) return p.choices.at(static_cast<std::size_t>(value));
-  if (p.kind == SearchParamKind::integer) return fmt::format("{}", static_cast<long long>(std::llround(value)));
+  if (p.kind == SearchParamKind::integer)
+    return fmt::format("{}", static_cast<long long>(std::llround(value)));
   return fmt::format("{}", value);
 }
 
@@ -162,8 +177,9 @@ std::vector<std::string> probe_values(const SearchParamSpec& p) {
   if (p.kind == SearchParamKind::integer) return {format_value(p, p.lo), format_value(p, p.hi)};
   // A point inside as well, which is not a whole number, so that a real parameter used where an
   // integer is needed fails here rather than in the middle of a search.
-  const double inside = p.kind == SearchParamKind::log_uniform ? std::exp((2 * std::log(p.lo) + std::log(p.hi)) / 3)
-                                                               : p.lo + (p.hi - p.lo) / 3;
+  const double inside = p.kind == SearchParamKind::log_uniform
+                            ? std::exp((2 * std::log(p.lo) + std::log(p.hi)) / 3)
+                            : p.lo + (p.hi - p.lo) / 3;
   return {format_value(p, p.lo), format_value(p, p.hi), format_value(p, inside)};
 }
 

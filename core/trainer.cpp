@@ -146,7 +146,8 @@ void Trainer::accumulate_gradients(bool first, bool last) {
       float* g = total[k].grad->data();
       for (std::int64_t i = begin; i < end; ++i) {
         float sum = first ? 0.0f : acc[i];
-        for (std::size_t r = 0; r < replicas_.size(); ++r) sum += replica_params_[r][k].grad->data()[i];
+        for (std::size_t r = 0; r < replicas_.size(); ++r)
+          sum += replica_params_[r][k].grad->data()[i];
         if (last)
           g[i] = sum;
         else
@@ -161,7 +162,8 @@ void Trainer::sum_over_replicas(std::span<double> values) {
 }
 
 double Trainer::micro_step(std::span<const std::int64_t> micro_batch, double scale,
-                           const std::function<void(std::size_t)>& on_layer_done, std::int64_t& correct) {
+                           const std::function<void(std::size_t)>& on_layer_done,
+                           std::int64_t& correct) {
   // This process's shard of the micro-batch; its workers split the shard again.
   const auto local = static_cast<std::int64_t>(config_.training.local_batch);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
@@ -179,7 +181,8 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, double sca
     Shape shape = shard_images_.shape();
     shape[0] = end - begin;
     w.images.resize(shape);
-    std::copy(shard_images_.data() + begin * sample, shard_images_.data() + end * sample, w.images.data());
+    std::copy(shard_images_.data() + begin * sample, shard_images_.data() + end * sample,
+              w.images.data());
     w.labels.assign(shard_labels_.begin() + begin, shard_labels_.begin() + end);
     const Tensor& logits = model.forward(w.images, true);
     // Each worker scales by the global batch, so the summed gradients are the global-batch mean.
@@ -212,8 +215,9 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
     };
   double loss_sum = 0.0;
   for (int k = 0; k < accumulate_; ++k) {
-    loss_sum += micro_step(global_batch.subspan(static_cast<std::size_t>(k) * micro_size, micro_size), scale,
-                           on_layer_done, correct);
+    loss_sum +=
+        micro_step(global_batch.subspan(static_cast<std::size_t>(k) * micro_size, micro_size),
+                   scale, on_layer_done, correct);
     if (accumulate_ > 1) accumulate_gradients(k == 0, k + 1 == accumulate_);
   }
   apply_gradients(lr, overlap);
@@ -248,6 +252,7 @@ EpochMetrics Trainer::run_epoch(int epoch, const ProgressCallback& on_progress) 
                       epoch, step + 1, m.lr));
     loss_sum += stats[0];
     correct += stats[1];
+    if (step_hook_) step_hook_();
     if (on_progress && seconds_since(last_report) >= config_.output.progress_seconds) {
       last_report = Clock::now();
       const double elapsed = seconds_since(epoch_start);

@@ -54,8 +54,8 @@ class Trainer {
   // the gradients are summed over the replicas before the (identical) optimizer step everywhere.
   // `layers` makes model-parallel layers; they communicate inside forward and backward, so a
   // trainer with such layers must run one worker thread (MPI is called from the main thread only).
-  Trainer(const Config& config, const TrainingData& data, int threads,
-          GradientSync* sync = nullptr, const LayerFactory& layers = {});
+  Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync = nullptr,
+          const LayerFactory& layers = {});
 
   // Runs epoch `epoch` (1-based) and evaluates on validation and test data.
   // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf
@@ -64,6 +64,9 @@ class Trainer {
   Evaluation evaluate(const SampleSet& set);
 
   Model& model() { return replicas_.front(); }
+  // Called after every training step on the calling thread (a search's coordinator answers other
+  // groups there while its own group trains).
+  void set_step_hook(std::function<void()> hook) { step_hook_ = std::move(hook); }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
   std::int64_t global_batch() const { return global_batch_; }
   int threads() const { return pool_.size(); }
@@ -109,6 +112,7 @@ class Trainer {
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;
   std::int64_t global_step_ = 0;
+  std::function<void()> step_hook_;
 };
 
 }  // namespace strata

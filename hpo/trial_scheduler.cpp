@@ -18,11 +18,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int tag_request =
-    7101;  // group leader -> coordinator: the last outcome, and a request for work
-constexpr int tag_assign = 7102;  // coordinator -> group leader: a trial, or stop
-constexpr int request_size =
-    7;  // group, trial id (-1: none), fitness, status, val acc, test acc, seconds
+// group leader -> coordinator: the last outcome, and a request for work
+constexpr int tag_request = 7101;
+// coordinator -> group leader: a trial, or stop
+constexpr int tag_assign = 7102;
+// group leader -> coordinator, after a request: why the last trial failed
+constexpr int tag_reason = 7103;
+// group, trial id (-1: none), fitness, status, val acc, test acc, seconds, length of the reason
+constexpr int request_size = 8;
 constexpr double stop_id = -1.0;
 
 void check(int rc, const char* op) {
@@ -42,6 +45,7 @@ std::vector<double> encode_request(int group,
     r[4] = o.val_accuracy;
     r[5] = o.test_accuracy;
     r[6] = o.seconds;
+    r[7] = static_cast<double>(o.reason.size());
   }
   return r;
 }
@@ -153,7 +157,14 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
                      MPI_STATUS_IGNORE),
             "MPI_Recv");
       const int from = static_cast<int>(r[0]);
-      if (r[1] >= 0) coord->result(from, static_cast<int>(r[1]), decode_outcome(r));
+      TrialOutcome outcome = decode_outcome(r);
+      if (r[7] > 0) {
+        outcome.reason.resize(static_cast<std::size_t>(r[7]));
+        check(MPI_Recv(outcome.reason.data(), static_cast<int>(r[7]), MPI_CHAR, status.MPI_SOURCE,
+                       tag_reason, world, MPI_STATUS_IGNORE),
+              "MPI_Recv");
+      }
+      if (r[1] >= 0) coord->result(from, static_cast<int>(r[1]), outcome);
       waiting.push_back(from);
     }
     // A result may have completed a generation: answer every group that waits, in order.
@@ -183,6 +194,10 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
     } else if (leader) {
       const auto r = encode_request(group, last);
       check(MPI_Send(r.data(), request_size, MPI_DOUBLE, 0, tag_request, world), "MPI_Send");
+      if (last && !last->second.reason.empty())
+        check(MPI_Send(last->second.reason.data(), static_cast<int>(last->second.reason.size()),
+                       MPI_CHAR, 0, tag_reason, world),
+              "MPI_Send");
       check(MPI_Recv(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0,
                      tag_assign, world, MPI_STATUS_IGNORE),
             "MPI_Recv");

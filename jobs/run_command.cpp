@@ -2,6 +2,7 @@
 // today the one stage kind is `train`.
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/commands.hpp"
+#include "jobs/hpo_stage.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
 #include "parallel/gradient_sync.hpp"
@@ -162,17 +164,13 @@ int run_command(const RunOptions& options) {
   const Config config = load_config(options.config_path);
   const Communicator world = Communicator::world(config.parallel.watchdog_s);
   // Every rank reads the same config, so every rank stops here alike, before any collective.
-  if (config.objective && search_space(config).empty())
+  const bool has_search = std::any_of(config.stages.begin(), config.stages.end(),
+                                      [](const StageSpec& s) { return s.kind == StageKind::hpo; });
+  if (config.objective && (!has_search || config.stages.size() > 1))
     throw ConfigError(
-        fmt::format("{}: model.objective: a function objective replaces training and needs an hpo "
-                    "stage to search it",
+        fmt::format("{}: model.objective: a function objective replaces training: the stages must "
+                    "be one hpo stage to search it",
                     config.file));
-  for (const auto& stage : config.stages)
-    if (stage.kind == StageKind::hpo)
-      throw ConfigError(
-          fmt::format("{}:{}:{}: stages: this version checks an hpo stage's settings and search "
-                      "space but cannot run the search yet",
-                      config.file, stage.mark.line, stage.mark.column));
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   const Plan plan = plan_run(config, world.size(), per_node);
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
@@ -195,16 +193,24 @@ int run_command(const RunOptions& options) {
   const MemberRun member = member_run(config, topology);
   for (const auto& stage : config.stages) {
     if (stage.kind == StageKind::train) train_stage(member, topology, threads);
+    if (stage.kind == StageKind::hpo)
+      hpo_stage(config, stage.hpo, topology, threads, top ? &*top : nullptr);
   }
   world.barrier();
   if (world.rank() == 0) {
     const std::string where =
         plan.groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<g>").string()
                         : config.output.dir;
-    fmt::print(
-        "[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final "
-        "weights)\n",
-        where, where);
+    if (!has_search)
+      fmt::print(
+          "[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final "
+          "weights)\n",
+          where, where);
+    else
+      fmt::print(
+          "[run] done. Results: {0}/trials.csv and trials.jsonl (a row per training), "
+          "{0}/hpo_summary.json\n",
+          config.output.dir);
   }
   return 0;
 }

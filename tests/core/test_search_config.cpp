@@ -159,8 +159,7 @@ TEST_CASE("a function objective replaces the layers and needs no data", "[config
   const std::string yaml =
       R"(model: {objective: rastrigin, dims: 10, eval_seconds: 0.01, eval_stddev_seconds: 0.005}
 stages:
-  - hpo:
-      space: {x: {uniform: [-1, 1]}}
+  - hpo: {population: 4}
 )";
   const Config c = parse_config(yaml, "s.yaml");
   REQUIRE(c.objective);

@@ -84,6 +84,9 @@ TEST_CASE("trials run on every group and the search matches a serial one",
   CHECK(search.best()->id == serial.best()->id);
   CHECK(finished.size() == serial.trials().size());
   CHECK(search.trials()[failing_trial].failed);
+  for (const auto& [id, o] : finished)
+    if (id == failing_trial)
+      CHECK(o.reason == "training diverged");  // sent along from whichever group ran it
   std::set<int> groups;
   for (const auto& [id, o] : finished) groups.insert(o.member_group);
   if (world.size() > 1) CHECK(groups.size() > 1);  // the other groups took trials too

@@ -1,0 +1,243 @@
+#include "jobs/hpo_stage.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+#include "core/rng.hpp"
+#include "core/trainer.hpp"
+#include "hpo/objectives.hpp"
+#include "hpo/trial_log.hpp"
+#include "hpo/trial_scheduler.hpp"
+#include "jobs/commands.hpp"
+#include "parallel/gradient_sync.hpp"
+#include "parallel/model_parallel_layers.hpp"
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+SearchSpace search_space_of(const Config& config, const HpoSpec& spec) {
+  if (config.objective) return objective_space(config.objective->name, config.objective->dims);
+  SearchSpace space;
+  for (const auto& p : spec.space) {
+    ParamSpec s;
+    s.name = p.name;
+    s.kind = p.kind == SearchParamKind::uniform       ? ParamKind::uniform
+             : p.kind == SearchParamKind::log_uniform ? ParamKind::log_uniform
+             : p.kind == SearchParamKind::integer     ? ParamKind::integer
+                                                      : ParamKind::choice;
+    s.lo = p.lo;
+    s.hi = p.hi;
+    s.choices = p.choices;
+    space.params.push_back(s);
+  }
+  return space;
+}
+
+std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std::uint64_t seed,
+                                    int groups, bool objective) {
+  const bool maximize = spec.direction_given ? spec.maximize : spec.maximize && !objective;
+  const Direction direction = maximize ? Direction::maximize : Direction::minimize;
+  const std::optional<double> target = spec.has_target ? std::optional(spec.target) : std::nullopt;
+  switch (spec.algorithm) {
+    case SearchAlgorithm::random:
+      return std::make_unique<RandomSearch>(
+          std::move(space), RandomConfig{spec.trials, groups, target, direction, seed});
+    case SearchAlgorithm::grid:
+      return std::make_unique<GridSearch>(
+          std::move(space),
+          GridConfig{spec.grid_points, groups, spec.max_trainings, target, direction});
+    case SearchAlgorithm::genetic:
+      break;
+  }
+  GeneticConfig g;
+  g.population = spec.population;
+  g.generations = spec.generations;
+  g.tournament = spec.tournament;
+  g.crossover_rate = spec.crossover_rate;
+  g.blend_alpha = spec.blend_alpha;
+  g.mutation_sigma = spec.mutation_sigma;
+  g.mutation_rate = spec.mutation_rate;
+  g.elitism = spec.elites;
+  g.demes = spec.demes;
+  g.migration_interval = spec.demes > 1 ? spec.migration_interval : 0;
+  g.migrants = spec.migrants;
+  g.patience = spec.patience;
+  g.target = target;
+  g.max_trainings = spec.max_trainings;
+  g.direction = direction;
+  g.seed = seed;
+  return std::make_unique<GeneticSearch>(std::move(space), g);
+}
+
+// A trial's values as the YAML scalars that replace the config's references.
+std::map<std::string, std::string> trial_values(const SearchSpace& space, const Trial& trial) {
+  std::map<std::string, std::string> values;
+  for (std::size_t k = 0; k < space.params.size(); ++k) {
+    const ParamSpec& p = space.params[k];
+    const double v = trial.genome[k];
+    values[p.name] = p.kind == ParamKind::choice    ? p.choices.at(static_cast<std::size_t>(v))
+                     : p.kind == ParamKind::integer ? fmt::format("{}", std::llround(v))
+                                                    : fmt::format("{}", v);
+  }
+  return values;
+}
+
+TrialOutcome evaluate_function(const ObjectiveSpec& objective, std::uint64_t seed,
+                               const Trial& trial, const std::function<void()>& serve) {
+  const auto start = Clock::now();
+  TrialOutcome o;
+  o.fitness = evaluate_objective(parse_objective(objective.name), trial.genome);
+  o.val_accuracy = o.test_accuracy = std::nan("");  // a function has no data to measure
+  // The artificial evaluation time stands for a training; the coordinator keeps serving meanwhile.
+  const double pretend =
+      eval_seconds(EvalTime{objective.eval_seconds, objective.eval_stddev_seconds}, seed, trial.id);
+  while (seconds_since(start) < pretend) {
+    serve();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  o.seconds = seconds_since(start);
+  return o;
+}
+
+// Trains the trial's config on this member group. Every decision that ends it early (divergence,
+// timeout) is taken alike on all ranks of the group, so none is left in a collective.
+TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSpace& space,
+                         const TrainingData& data, const Topology& topology, int threads,
+                         const Trial& trial, const std::function<void()>& serve) {
+  const auto start = Clock::now();
+  TrialOutcome o;
+  try {
+    Config config = instantiate(base, trial_values(space, trial));
+    config.run.seed =
+        derive_seed(base.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
+    config.parallel.accumulate = topology.plan().accumulate;
+    std::optional<DataParallelSync> sync;
+    if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
+    const bool split_model = topology.plan().model > 1;
+    Trainer trainer(
+        config, data, threads, sync ? &*sync : nullptr,
+        split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
+    if (sync) sync->attach(trainer.model().params());
+    trainer.set_step_hook(serve);
+    for (int epoch = 1; epoch <= config.training.epochs; ++epoch) {
+      const EpochMetrics m = trainer.run_epoch(epoch, {});
+      o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
+      o.val_accuracy = m.val_accuracy;
+      o.test_accuracy = m.test_accuracy;
+      const int elapsed_ms =
+          topology.member().allreduce_max(static_cast<int>(seconds_since(start) * 1000));
+      if (spec.trial_timeout_s > 0 && elapsed_ms > spec.trial_timeout_s * 1000 &&
+          epoch < config.training.epochs) {
+        o.status = TrialStatus::timeout;
+        o.reason =
+            fmt::format("stopped after epoch {} of {}: {:.1f} s is over trial_timeout_s {}", epoch,
+                        config.training.epochs, elapsed_ms / 1000.0, spec.trial_timeout_s);
+        break;
+      }
+    }
+  } catch (const DivergedError& e) {
+    o.status = TrialStatus::failed;
+    o.reason = e.what();
+  } catch (const ConfigError& e) {
+    // The same config on every rank of the group fails the same way.
+    o.status = TrialStatus::failed;
+    o.reason = e.what();
+  }
+  o.seconds = seconds_since(start);
+  return o;
+}
+
+std::string params_string(const SearchSpace& space, const Trial& t) {
+  std::string text;
+  for (std::size_t k = 0; k < space.params.size(); ++k)
+    text += fmt::format("{}{}={}", k ? " " : "", space.params[k].name,
+                        describe_value(space.params[k], t.genome[k]));
+  return text;
+}
+
+}  // namespace
+
+void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topology, int threads,
+               const RunOutput* output) {
+  const bool coordinator = topology.world_rank() == 0;
+  const int groups = topology.plan().groups;
+  const SearchSpace space = search_space_of(config, spec);
+  const auto search =
+      make_search(spec, space, config.run.seed, groups, config.objective.has_value());
+  std::optional<TrainingData> data;
+  if (!config.objective)
+    data.emplace(load_training_data(config));  // one split for all trials, so fitnesses compare
+  std::optional<TrialLog> log;
+  if (coordinator) {
+    log.emplace(output->dir(), search->space());
+    fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
+               spec.algorithm == SearchAlgorithm::genetic  ? "genetic"
+               : spec.algorithm == SearchAlgorithm::random ? "random"
+                                                           : "grid",
+               space.params.size(), groups);
+    std::fflush(stdout);
+  }
+  const auto start = Clock::now();
+  auto last_print = start;
+  int done = 0, failed = 0;
+  std::optional<int> best_shown;
+  const auto stats = run_trials(
+      topology, *search,
+      [&](const Trial& trial, const std::function<void()>& serve) {
+        return config.objective
+                   ? evaluate_function(*config.objective, config.run.seed, trial, serve)
+                   : train_trial(config, spec, space, *data, topology, threads, trial, serve);
+      },
+      [&](const Trial& trial, const TrialOutcome& outcome) {
+        log->append(trial, outcome);
+        ++done;
+        if (outcome.status != TrialStatus::ok) ++failed;
+        const auto best = search->best();
+        // A line when the best improves, a trial fails, or progress_seconds have passed: a search
+        // of thousands of function evaluations must not print thousands of lines.
+        const bool improved = best && (!best_shown || *best_shown != best->id);
+        if (!improved && outcome.status == TrialStatus::ok &&
+            seconds_since(last_print) < config.output.progress_seconds)
+          return;
+        last_print = Clock::now();
+        if (best) best_shown = best->id;
+        const double per_trial = seconds_since(start) / done;
+        const int left =
+            spec.algorithm == SearchAlgorithm::genetic && spec.max_trainings == 0
+                ? std::max(0, spec.population * spec.generations - done)
+                : std::max(0,
+                           (spec.algorithm == SearchAlgorithm::random ? spec.trials : done) - done);
+        fmt::print(
+            "[hpo] gen {}/{} trial {} on group {}: {} {} in {:.1f}s | {} done, {} failed | best {} "
+            "({}) | ETA {}\n",
+            trial.generation + 1, spec.generations, trial.id, outcome.member_group,
+            to_string(outcome.status),
+            outcome.status == TrialStatus::ok ? fmt::format("{:.4g}", outcome.fitness)
+                                              : outcome.reason,
+            outcome.seconds, done, failed, best ? fmt::format("{:.4g}", best->fitness) : "none",
+            best ? params_string(search->space(), *best) : "",
+            format_duration(left * per_trial / groups));
+        std::fflush(stdout);
+      });
+  if (coordinator) {
+    write_hpo_summary(output->dir() / "hpo_summary.json", *search);
+    fmt::print("[hpo] {} trainings in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
+               search->trainings(), format_duration(stats.wall_seconds), search->stop_reason(),
+               100.0 * stats.busy_seconds / std::max(stats.wall_seconds, 1e-9));
+  }
+}
+
+}  // namespace strata

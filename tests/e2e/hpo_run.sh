@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `mpiexec -n 4 strata run` with an hpo stage: a function-objective search of 10 dimensions, and a small
+# Fashion-MNIST search (subset, 1 epoch, population 4, 2 generations) whose wide learning-rate range
+# makes some trials diverge; both write a complete trials.csv, trials.jsonl and hpo_summary.json.
+STRATA="$1"
+source "$(dirname "$0")/lib.sh"
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
+root="$PWD"
+cd "$work"
+
+cat > function.yaml <<YAML
+run: {name: rastrigin, seed: 3}
+model: {objective: rastrigin, dims: 10, eval_seconds: 0.002, eval_stddev_seconds: 0.002}
+stages:
+  - hpo: {population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3}
+output: {dir: $work/function}
+YAML
+expect_exit 0 '\[hpo\] 164 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml
+
+sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: $work/fashion|" \
+    -e 's/generations: 4/generations: 2/' -e 's/population: 8/population: 4/' -e 's/epochs: 2/epochs: 1/' \
+    -e 's/train_subset: 12000/train_subset: 3000\n  test_subset: 500/' \
+    -e 's/lr: {log_uniform: \[1.0e-3, 0.3\]}/lr: {log_uniform: [1.0e-3, 1.0e+3]}/' \
+    "$root/configs/fashion_hpo.yaml" > fashion.yaml
+expect_exit 0 'failed training diverged: the loss is' -- "$MPIEXEC" -n 4 "$STRATA" run fashion.yaml
+
+/usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
+import csv, json, sys
+work = sys.argv[1]
+for name, dims in (("function", 10), ("fashion", 3)):
+    rows = list(csv.DictReader(open(f"{work}/{name}/trials.csv")))
+    lines = [json.loads(l) for l in open(f"{work}/{name}/trials.jsonl")]
+    summary = json.load(open(f"{work}/{name}/hpo_summary.json"))
+    assert len(rows) == len(lines) == summary["trainings"], (name, len(rows), len(lines), summary["trainings"])
+    assert sorted(int(r["trial"]) for r in rows) == list(range(len(rows))), f"{name}: trial ids are not 0..n-1"
+    assert len(rows[0]) == 4 + dims + 6, f"{name}: columns {list(rows[0])}"
+    assert summary["best"] is not None and len(summary["best"]["params"]) == dims
+    assert len({r["member_group"] for r in rows}) > 1, f"{name}: one member group did all the work"
+    failed = [r for r in rows if r["status"] == "failed"]
+    if name == "function":
+        # Rastrigin is minimised by default; random points in 10 dims score well above 100.
+        assert summary["direction"] == "minimize" and summary["best"]["fitness"] < 100, summary["best"]["fitness"]
+    if name == "fashion":
+        assert failed and all(r["reason"].startswith("training diverged") for r in failed), "no diverged trial recorded"
+        assert len(failed) < len(rows), "every trial failed"
+        ok = [float(r["fitness"]) for r in rows if r["status"] == "ok"]
+        assert max(ok) == summary["best"]["fitness"]
+    print(f"ok: {name}: {len(rows)} trials, {len(failed)} failed, best {summary['best']['fitness']:.4g}, "
+          f"groups {sorted({r['member_group'] for r in rows})}")
+PY
+finish
