@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <deque>
-#include <map>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -70,21 +69,28 @@ Trial decode_trial(const std::vector<double>& a) {
 // World rank 0's bookkeeping: which trials wait, which groups wait for one, who has stopped.
 class Coordinator {
  public:
-  Coordinator(Search& search, const TrialFinished& finished, int dims)
-      : search_(search), finished_(finished), dims_(dims) {}
+  Coordinator(Search& search, const TrialFinished& finished, int dims, Assignment assignment,
+              int groups)
+      : search_(search),
+        finished_(finished),
+        dims_(dims),
+        assignment_(assignment),
+        groups_(groups) {}
 
   // The next assignment for `group`, stop, or nothing yet (the search waits for outstanding
   // results).
   std::optional<std::vector<double>> next_for(int group) {
-    if (queue_.empty() && search_.outstanding() == 0 && !search_.done())
-      for (const Trial& t : search_.next_batch()) queue_.push_back(t);
-    if (!queue_.empty()) {
-      const Trial t = queue_.front();
-      queue_.pop_front();
-      group_of_[t.id] = group;
+    if (queue_.empty() && search_.outstanding() == 0 && !search_.done()) {
+      int position = 0;
+      for (const Trial& t : search_.next_batch()) queue_.push_back({t, position++ % groups_});
+    }
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (assignment_ == Assignment::waves && it->second != group) continue;
+      const Trial t = it->first;
+      queue_.erase(it);
       return encode_trial(t);
     }
-    if (search_.done() && search_.outstanding() == 0) {
+    if (queue_.empty() && search_.done() && search_.outstanding() == 0) {
       ++stopped_;
       std::vector<double> stop(static_cast<std::size_t>(3 + dims_), 0.0);
       stop[0] = stop_id;
@@ -107,8 +113,10 @@ class Coordinator {
   Search& search_;
   const TrialFinished& finished_;
   int dims_;
-  std::deque<Trial> queue_;
-  std::map<int, int> group_of_;
+  Assignment assignment_;
+  int groups_;
+  std::deque<std::pair<Trial, int>>
+      queue_;  // trials to hand out, with the group a wave schedule gives them
   int stopped_ = 0;
 };
 
@@ -126,7 +134,7 @@ TrialOutcome decode_outcome(const std::vector<double>& r) {
 }  // namespace
 
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
-                          const TrialFinished& finished) {
+                          const TrialFinished& finished, Assignment schedule) {
   const auto start = Clock::now();
   SchedulerStats stats;
   const int groups = topology.plan().groups, group = topology.coords().group;
@@ -139,7 +147,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
 
   std::optional<Coordinator> coord;
   std::deque<int> waiting;  // groups whose request the coordinator could not answer yet
-  if (coordinator) coord.emplace(search, finished, dims);
+  if (coordinator) coord.emplace(search, finished, dims, schedule, groups);
   auto send_to = [&](int to_group, const std::vector<double>& a) {
     check(MPI_Send(a.data(), static_cast<int>(a.size()), MPI_DOUBLE,
                    topology.plan().world_rank({to_group, 0, 0}), tag_assign, world),

@@ -17,6 +17,11 @@ using EvaluateTrial =
 // Called on world rank 0 as each trial ends, after the search has its result (for the trial log).
 using TrialFinished = std::function<void(const Trial& trial, const TrialOutcome& outcome)>;
 
+// dynamic: a group that finishes takes the next trial. waves: trial i of a generation always goes
+// to group i mod G, as a fixed wave-per-generation schedule would do (the baseline benchmarks
+// compare to).
+enum class Assignment { dynamic, waves };
+
 struct SchedulerStats {
   double wall_seconds = 0.0;
   double busy_seconds = 0.0;  // this rank's time inside `evaluate`
@@ -28,6 +33,7 @@ struct SchedulerStats {
 // handed out as groups ask, and the search consumes results in trial order, so the sequence of
 // trials does not depend on which group finishes first. Returns when the search is done.
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
-                          const TrialFinished& finished);
+                          const TrialFinished& finished,
+                          Assignment assignment = Assignment::dynamic);
 
 }  // namespace strata
