@@ -194,6 +194,8 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
   auto last_print = start;
   int done = 0, failed = 0;
   std::optional<int> best_shown;
+  std::size_t generations_shown = 0;
+  auto generation_start = start;
   const auto stats = run_trials(
       topology, *search,
       [&](const Trial& trial, const std::function<void()>& serve) {
@@ -205,6 +207,16 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
         log->append(trial, outcome);
         ++done;
         if (outcome.status != TrialStatus::ok) ++failed;
+        // The search closes a generation when its last result arrives: one line per generation.
+        for (; generations_shown < search->history().size(); ++generations_shown) {
+          const GenerationStats& g = search->history()[generations_shown];
+          fmt::print(
+              "[hpo] generation {}/{} done in {:.1f}s: best {:.4g}, mean {:.4g}, best so far "
+              "{:.4g}, {} failed\n",
+              g.generation + 1, spec.generations, seconds_since(generation_start), g.best, g.mean,
+              g.best_so_far, g.failed);
+          generation_start = Clock::now();
+        }
         const auto best = search->best();
         // A line when the best improves, a trial fails, or progress_seconds have passed: a search
         // of thousands of function evaluations must not print thousands of lines.

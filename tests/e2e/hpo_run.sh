@@ -16,6 +16,7 @@ stages:
 output: {dir: $work/function}
 YAML
 expect_exit 0 '\[hpo\] 164 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml
+expect_exit 0 '\[hpo\] generation 10/10 done in [0-9.]+s: best' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml --fresh
 
 sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: $work/fashion|" \
     -e 's/generations: 4/generations: 2/' -e 's/population: 8/population: 4/' -e 's/epochs: 2/epochs: 1/' \
