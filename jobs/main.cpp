@@ -1,10 +1,12 @@
 // The strata binary: parses the command line, runs one sub-command, maps errors to exit codes.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -131,6 +133,9 @@ int main(int argc, char** argv) {
   // Other ranks may be waiting in a collective for this one: end the whole job rather than hang it.
   fmt::print(stderr, "strata: rank {}: {}: {}\n", mpi.rank(), kind, message);
   std::fflush(stderr);
+  // MPI_Abort makes the launcher kill every process at once, and mpiexec can exit before it has
+  // forwarded the message just written (seen under load): give the launcher a moment to pass it on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   MPI_Abort(MPI_COMM_WORLD, code);
   return code;
 }

@@ -311,6 +311,13 @@ double Communicator::allreduce_sum_double(double value) const {
   return value;
 }
 
+void Communicator::allreduce_sum(std::span<double> values) const {
+  const char* op = "MPI_Allreduce";
+  const auto [blocking, start] =
+      allreduce_in_place(values.data(), count(values.size(), op), MPI_DOUBLE, MPI_SUM, live(op));
+  collective(op, blocking, start);
+}
+
 void Communicator::allgather(std::span<const float> mine, std::span<float> all) const {
   const char* op = "MPI_Allgather";
   check_blocks(all.size(), mine.size(), op, "the output", "the input");

@@ -142,6 +142,8 @@ class Communicator {
   int allreduce_min(int value) const;
   std::int64_t allreduce_sum_int64(std::int64_t value) const;
   double allreduce_sum_double(double value) const;
+  // Sums a few doubles at once (a step's statistics): one collective, not one per value.
+  void allreduce_sum(std::span<double> values) const;
   // Rank r's `mine` lands in all[r*n, (r+1)*n), n = mine.size(); needs all.size() == n*size().
   // `mine` must not overlap `all`.
   void allgather(std::span<const float> mine, std::span<float> all) const;

@@ -87,7 +87,7 @@ void DataParallelSync::finish() {
 }
 
 void DataParallelSync::sum(std::span<double> values) {
-  for (double& v : values) v = data_.allreduce_sum_double(v);
+  data_.allreduce_sum(values);
 }
 
 }  // namespace strata

@@ -185,17 +185,8 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   return row;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-const char* env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+using strata::bench::cpu_model;
+using strata::bench::env_or;
 
 int run(const Communicator& world, const Options& o) {
   if (world.size() != 2)

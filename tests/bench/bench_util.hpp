@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +39,18 @@ inline std::string repeats_string(const std::vector<double>& v) {
     s += fmt::format("{:.0f}", x);
   }
   return s;
+}
+
+inline std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+inline const char* env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
 }
 
 // A barrier that sleeps while it waits: MPICH's blocking barrier polls on a core, which on a

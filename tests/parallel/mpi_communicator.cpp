@@ -5,6 +5,8 @@
 #include <mpi.h>
 #include <catch2/catch.hpp>
 
+#include <array>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +79,10 @@ TEST_CASE("allreduce sums exactly", "[mpi][communicator]") {
   CHECK(world.allreduce_min(r - 5) == -5);
   CHECK(world.allreduce_sum_int64(std::int64_t{1} << 40) == (std::int64_t{1} << 40) * n);
   CHECK(world.allreduce_sum_double(0.5 * r) == 0.5 * triangle(n));
+  std::array<double, 2> stats{0.25 * r, 1.0};
+  world.allreduce_sum(stats);
+  CHECK(stats[0] == 0.25 * triangle(n));
+  CHECK(stats[1] == n);
 }
 
 TEST_CASE("allgather puts each rank's block in rank order", "[mpi][communicator]") {
