@@ -12,6 +12,7 @@
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "hpo/objectives.hpp"
+#include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/commands.hpp"
@@ -113,27 +114,32 @@ TrialOutcome evaluate_function(const ObjectiveSpec& objective, std::uint64_t see
 }
 
 // Trains the trial's config on this member group. Every decision that ends it early (divergence,
-// timeout) is taken alike on all ranks of the group, so none is left in a collective.
+// timeout) is taken alike on all ranks of the group, so none is left in a collective; errors
+// become failed trials where run_guarded_trial finds that safe.
 TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSpace& space,
                          const TrainingData& data, const Topology& topology, int threads,
                          const Trial& trial, const std::function<void()>& serve) {
   const auto start = Clock::now();
-  TrialOutcome o;
-  try {
-    Config config = instantiate(base, trial_values(space, trial));
+  Config config;
+  std::optional<DataParallelSync> sync;
+  std::optional<Trainer> trainer;
+  auto build = [&] {
+    config = instantiate(base, trial_values(space, trial));
     config.run.seed =
         derive_seed(base.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
     config.parallel.accumulate = topology.plan().accumulate;
-    std::optional<DataParallelSync> sync;
     if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
     const bool split_model = topology.plan().model > 1;
-    Trainer trainer(
+    trainer.emplace(
         config, data, threads, sync ? &*sync : nullptr,
         split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
-    if (sync) sync->attach(trainer.model().params());
-    trainer.set_step_hook(serve);
+    if (sync) sync->attach(trainer->model().params());
+    trainer->set_step_hook(serve);
+  };
+  auto train = [&] {
+    TrialOutcome o;
     for (int epoch = 1; epoch <= config.training.epochs; ++epoch) {
-      const EpochMetrics m = trainer.run_epoch(epoch, {});
+      const EpochMetrics m = trainer->run_epoch(epoch, {});
       o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
       o.val_accuracy = m.val_accuracy;
       o.test_accuracy = m.test_accuracy;
@@ -148,14 +154,9 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
         break;
       }
     }
-  } catch (const DivergedError& e) {
-    o.status = TrialStatus::failed;
-    o.reason = e.what();
-  } catch (const ConfigError& e) {
-    // The same config on every rank of the group fails the same way.
-    o.status = TrialStatus::failed;
-    o.reason = e.what();
-  }
+    return o;
+  };
+  TrialOutcome o = run_guarded_trial(topology.member(), trial.id, build, train);
   o.seconds = seconds_since(start);
   return o;
 }

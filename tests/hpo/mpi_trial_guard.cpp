@@ -1,0 +1,88 @@
+// A trial's errors become a failed trial on every rank of its member group, or stop the job where
+// recording them could leave a rank behind in a collective.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+#include "hpo/trial_guard.hpp"
+
+using namespace strata;
+
+namespace {
+
+TrialOutcome fitness(double value) {
+  TrialOutcome o;
+  o.fitness = value;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a build error on one rank fails the trial on every rank, with that rank's message",
+          "[mpi][hpo][guard]") {
+  const Communicator world = Communicator::world();
+  const int last = world.size() - 1;
+  bool trained = false;
+  const TrialOutcome o = run_guarded_trial(
+      world, 3,
+      [&] {
+        if (world.rank() == last) throw std::runtime_error("cannot allocate the layer");
+      },
+      [&] {
+        trained = true;
+        return fitness(0.5);
+      });
+  CHECK_FALSE(trained);
+  CHECK(o.status == TrialStatus::failed);
+  CHECK(o.reason == fmt::format("rank {} of the member group: cannot allocate the layer", last));
+  // The whole group goes on together: a collective after the failure completes on every rank.
+  CHECK(world.allreduce_max(1) == 1);
+}
+
+TEST_CASE("a trial that builds and trains returns the training's outcome", "[mpi][hpo][guard]") {
+  const Communicator world = Communicator::world();
+  const TrialOutcome o = run_guarded_trial(
+      world, 0, [] {}, [] { return fitness(0.75); });
+  CHECK(o.status == TrialStatus::ok);
+  CHECK(o.fitness == 0.75);
+  CHECK(o.reason.empty());
+}
+
+TEST_CASE("divergence during training fails the trial on a group of several ranks",
+          "[mpi][hpo][guard]") {
+  const Communicator world = Communicator::world();
+  const TrialOutcome o = run_guarded_trial(
+      world, 1, [] {},
+      []() -> TrialOutcome {
+        throw DivergedError("training diverged: the loss is nan at step 7");
+      });
+  CHECK(o.status == TrialStatus::failed);
+  CHECK(o.reason == "training diverged: the loss is nan at step 7");
+}
+
+TEST_CASE("any error during training fails the trial of a one-rank group", "[mpi][hpo][guard]") {
+  const Communicator world = Communicator::world();
+  const Communicator alone = world.split(world.rank(), 0, "alone");
+  const TrialOutcome o = run_guarded_trial(
+      alone, 2, [] {}, []() -> TrialOutcome { throw std::out_of_range("vector::at"); });
+  CHECK(o.status == TrialStatus::failed);
+  CHECK(o.reason == "error: vector::at");
+}
+
+TEST_CASE("an unexpected error during training on a group of several ranks stops the job",
+          "[mpi][hpo][guard]") {
+  const Communicator world = Communicator::world();
+  REQUIRE(world.size() > 1);
+  try {
+    run_guarded_trial(
+        world, 9, [] {}, []() -> TrialOutcome { throw std::bad_alloc(); });
+    FAIL("the error was swallowed");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("trial 9: std::bad_alloc") == 0);
+    CHECK(what.find("the job stops") != std::string::npos);
+  }
+}
