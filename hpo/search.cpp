@@ -32,9 +32,10 @@ Search::Search(SearchSpace space, Direction direction, SearchLimits limits)
 }
 
 std::vector<Trial> Search::next_batch() {
-  if (outstanding_ > 0 || done()) return {};
+  if (done() || trainings_to_target_ || (outstanding_ > 0 && waits_for_results())) return {};
   int room = std::numeric_limits<int>::max();
   if (limits_.max_trainings > 0) room = limits_.max_trainings - static_cast<int>(trials_.size());
+  if (room <= 0) return {};
   auto proposals = propose(room);
   if (proposals.empty()) {
     if (finished_reason().empty())
@@ -42,7 +43,6 @@ std::vector<Trial> Search::next_batch() {
     return {};
   }
   if (proposals.size() > static_cast<std::size_t>(room)) proposals.resize(room);
-  batch_begin_ = trials_.size();
   std::vector<Trial> batch;
   batch.reserve(proposals.size());
   for (auto& p : proposals) {
@@ -54,14 +54,15 @@ std::vector<Trial> Search::next_batch() {
     trials_.push_back(t);
     batch.push_back(std::move(t));
   }
-  outstanding_ = static_cast<int>(batch.size());
+  batch_ends_.push_back(trials_.size());
+  outstanding_ += static_cast<int>(batch.size());
   return batch;
 }
 
 void Search::report(int trial_id, double fitness, bool failed) {
   if (trial_id < static_cast<int>(batch_begin_) || trial_id >= static_cast<int>(trials_.size()))
     throw std::invalid_argument(
-        fmt::format("search: trial {} is not part of the current batch", trial_id));
+        fmt::format("search: trial {} is not part of an outstanding batch", trial_id));
   auto& t = trials_[static_cast<std::size_t>(trial_id)];
   if (t.reported)
     throw std::invalid_argument(fmt::format("search: trial {} is reported twice", trial_id));
@@ -69,16 +70,24 @@ void Search::report(int trial_id, double fitness, bool failed) {
   t.failed = failed || !std::isfinite(fitness);
   t.fitness = t.failed ? std::numeric_limits<double>::quiet_NaN() : fitness;
   ++reported_;
-  if (--outstanding_ > 0) return;
+  --outstanding_;
 
-  // The whole batch is in: read it in id order, whatever order it arrived in.
-  std::span<const Trial> batch(trials_.data() + batch_begin_, trials_.size() - batch_begin_);
-  for (const auto& b : batch) {
-    if (best_id_ < 0 ? !b.failed : better(b.fitness, trials_[best_id_].fitness, direction_))
-      best_id_ = b.id;
-    if (!trainings_to_target_ && meets_target(b.fitness)) trainings_to_target_ = b.id + 1;
+  // Read every batch that is complete, oldest first, each in id order, whatever order it arrived
+  // in: a later batch may be complete before an earlier one.
+  while (!batch_ends_.empty()) {
+    const std::size_t end = batch_ends_.front();
+    for (std::size_t i = batch_begin_; i < end; ++i)
+      if (!trials_[i].reported) return;
+    std::span<const Trial> batch(trials_.data() + batch_begin_, end - batch_begin_);
+    for (const auto& b : batch) {
+      if (best_id_ < 0 ? !b.failed : better(b.fitness, trials_[best_id_].fitness, direction_))
+        best_id_ = b.id;
+      if (!trainings_to_target_ && meets_target(b.fitness)) trainings_to_target_ = b.id + 1;
+    }
+    absorb(batch);
+    batch_begin_ = end;
+    batch_ends_.erase(batch_ends_.begin());
   }
-  absorb(batch);
 }
 
 bool Search::done() const {
@@ -119,7 +128,8 @@ void Search::record_generation(int generation, std::span<const double> populatio
   }
   if (ok > 0) s.mean = sum / ok;
   if (best_id_ >= 0) s.best_so_far = trials_[static_cast<std::size_t>(best_id_)].fitness;
-  s.trainings = reported_;
+  // The batch's last id, not the reports so far: those may include later batches that overlap.
+  s.trainings = batch.empty() ? reported_ : batch.back().id + 1;
   history_.push_back(s);
 }
 
@@ -264,7 +274,7 @@ std::vector<Search::Proposal> RandomSearch::propose(int max_count) {
   std::vector<Proposal> out;
   for (int i = 0; i < count; ++i, ++issued_) {
     Rng rng(derive_seed(config_.seed, {seed_hpo, hpo_random, static_cast<std::uint64_t>(issued_)}));
-    out.push_back({sample(space(), rng), batches_, 0});
+    out.push_back({sample(space(), rng), issued_ / config_.batch_size, 0});
   }
   return out;
 }
@@ -272,7 +282,7 @@ std::vector<Search::Proposal> RandomSearch::propose(int max_count) {
 void RandomSearch::absorb(std::span<const Trial> batch) {
   std::vector<double> fitness;
   for (const auto& t : batch) fitness.push_back(t.fitness);
-  record_generation(batches_++, fitness, batch);
+  record_generation(batch.front().generation, fitness, batch);
 }
 
 std::string RandomSearch::finished_reason() const {
@@ -349,7 +359,7 @@ std::vector<Search::Proposal> GridSearch::propose(int max_count) {
       g[p] = axes_[p][static_cast<std::size_t>(rest % n)];
       rest /= n;
     }
-    out.push_back({std::move(g), batches_, 0});
+    out.push_back({std::move(g), static_cast<int>(issued_ / config_.batch_size), 0});
   }
   return out;
 }
@@ -357,7 +367,7 @@ std::vector<Search::Proposal> GridSearch::propose(int max_count) {
 void GridSearch::absorb(std::span<const Trial> batch) {
   std::vector<double> fitness;
   for (const auto& t : batch) fitness.push_back(t.fitness);
-  record_generation(batches_++, fitness, batch);
+  record_generation(batch.front().generation, fitness, batch);
 }
 
 std::string GridSearch::finished_reason() const {

@@ -50,8 +50,11 @@ struct SearchLimits {
 // The protocol a scheduler drives, whatever the algorithm:
 //   while (!search.done()) { for (auto& t : search.next_batch()) hand out t;
 //                            on each result: search.report(id, fitness, failed); }
-// The search moves on only when every trial of the batch is reported, and then reads the results
-// in trial-id order, so the order in which evaluations finish never changes what comes next.
+// A search reads each batch's results once the whole batch is in, batch after batch, in trial-id
+// order, so the order in which evaluations finish never changes what comes next. A search whose
+// proposals depend on results (genetic) hands out no batch while one is outstanding; one whose
+// proposals do not (random, grid) hands out the next batch at once, so that no group waits for the
+// slowest trial of a batch.
 class Search {
  public:
   Search(SearchSpace space, Direction direction, SearchLimits limits);
@@ -59,7 +62,8 @@ class Search {
   Search(const Search&) = delete;
   Search& operator=(const Search&) = delete;
 
-  // The next trials to evaluate; empty while some of the last batch are unreported, or once done.
+  // The next trials to evaluate; empty once done, once the target is met or the budget handed out,
+  // and, for a search that waits for results, while some of the last batch are unreported.
   std::vector<Trial> next_batch();
   // A result, in any order. A fitness that is NaN or infinite counts as failed. Throws
   // std::invalid_argument for an id that was not handed out or is reported twice.
@@ -88,6 +92,8 @@ class Search {
     int deme = 0;
   };
 
+  // Whether the next proposals depend on the results of the last batch.
+  virtual bool waits_for_results() const { return true; }
   // Appends a history line: best and mean over `population`, counts from `batch`.
   void record_generation(int generation, std::span<const double> population,
                          std::span<const Trial> batch);
@@ -95,7 +101,7 @@ class Search {
  private:
   // At most max_count genomes to evaluate next; empty only when finished_reason() is set.
   virtual std::vector<Proposal> propose(int max_count) = 0;
-  // Every result of the last batch, in trial-id order.
+  // Every result of the oldest unread batch, in trial-id order.
   virtual void absorb(std::span<const Trial> batch) = 0;
   // Why the algorithm stopped by its own rules, or empty while it goes on.
   virtual std::string finished_reason() const = 0;
@@ -107,7 +113,8 @@ class Search {
   SearchLimits limits_;
   std::vector<Trial> trials_;
   std::vector<GenerationStats> history_;
-  std::size_t batch_begin_ = 0;
+  std::size_t batch_begin_ = 0;          // the first trial of the oldest unread batch
+  std::vector<std::size_t> batch_ends_;  // one past the last trial of each unread batch
   int outstanding_ = 0;
   int reported_ = 0;
   int best_id_ = -1;
@@ -179,13 +186,13 @@ class RandomSearch : public Search {
   RandomSearch(SearchSpace space, RandomConfig config);
 
  private:
+  bool waits_for_results() const override { return false; }
   std::vector<Proposal> propose(int max_count) override;
   void absorb(std::span<const Trial> batch) override;
   std::string finished_reason() const override;
 
   RandomConfig config_;
   int issued_ = 0;
-  int batches_ = 0;
 };
 
 struct GridConfig {
@@ -210,6 +217,7 @@ class GridSearch : public Search {
   std::int64_t grid_size() const { return size_; }
 
  private:
+  bool waits_for_results() const override { return false; }
   std::vector<Proposal> propose(int max_count) override;
   void absorb(std::span<const Trial> batch) override;
   std::string finished_reason() const override;
@@ -218,7 +226,6 @@ class GridSearch : public Search {
   std::vector<std::vector<double>> axes_;
   std::int64_t size_ = 0;
   std::int64_t issued_ = 0;
-  int batches_ = 0;
 };
 
 }  // namespace strata

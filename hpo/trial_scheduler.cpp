@@ -80,7 +80,7 @@ class Coordinator {
   // The next assignment for `group`, stop, or nothing yet (the search waits for outstanding
   // results).
   std::optional<std::vector<double>> next_for(int group) {
-    if (queue_.empty() && search_.outstanding() == 0 && !search_.done()) {
+    if (queue_.empty() && !search_.done()) {
       int position = 0;
       for (const Trial& t : search_.next_batch()) queue_.push_back({t, position++ % groups_});
     }

@@ -356,6 +356,53 @@ TEST_CASE("random search draws n trials in batches of the parallel slots", "[hpo
   CHECK(targeted.trials()[*targeted.trainings_to_target() - 1].fitness <= 0.01);
 }
 
+TEST_CASE("random search hands out its next batch while the last runs, and reads them in order",
+          "[hpo][search]") {
+  const auto space = mixed_space();
+  RandomSearch s(space, {10, 4, std::nullopt, Direction::minimize, 5});
+  const auto b1 = s.next_batch(), b2 = s.next_batch(), b3 = s.next_batch();
+  CHECK(b1.size() == 4);
+  CHECK(b2.size() == 4);
+  CHECK(b3.size() == 2);
+  CHECK(s.next_batch().empty());  // all 10 handed out
+  CHECK(b2.front().generation == 1);
+  CHECK(b3.front().generation == 2);
+  // The last batch finishes first: nothing is read until the first batch is complete.
+  for (const auto& t : b3) s.report(t.id, mixed_loss(t));
+  for (const auto& t : b2) s.report(t.id, mixed_loss(t));
+  CHECK(s.history().empty());
+  CHECK_FALSE(s.done());
+  for (auto t = b1.rbegin(); t != b1.rend(); ++t) s.report(t->id, mixed_loss(*t));
+  REQUIRE(s.history().size() == 3);
+  for (int g = 0; g < 3; ++g) CHECK(s.history()[g].generation == g);
+  CHECK(s.history()[0].trainings == 4);
+  CHECK(s.history()[1].trainings == 8);
+  CHECK(s.history()[2].trainings == 10);
+  CHECK(s.done());
+
+  RandomSearch serial(space, {10, 4, std::nullopt, Direction::minimize, 5});
+  drive(serial, mixed_loss);
+  CHECK(serial.best()->id == s.best()->id);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(serial.history()[i].best == s.history()[i].best);
+
+  // A target met in an early batch stops the handing out; the batches already out still count.
+  RandomSearch targeted(objective_space("sphere", 1), {100, 2, 1e9, Direction::minimize, 5});
+  const auto first = targeted.next_batch(), second = targeted.next_batch();
+  for (const auto& t : first) targeted.report(t.id, sphere(t.genome));
+  CHECK(targeted.trainings_to_target() == 1);
+  CHECK(targeted.next_batch().empty());
+  CHECK_FALSE(targeted.done());
+  for (const auto& t : second) targeted.report(t.id, sphere(t.genome));
+  CHECK(targeted.done());
+  CHECK(targeted.stop_reason() == "target");
+  CHECK(targeted.trainings() == 4);
+
+  // The genetic search breeds from results, so it waits.
+  GeneticSearch ga(space, ga_config(1));
+  CHECK_FALSE(ga.next_batch().empty());
+  CHECK(ga.next_batch().empty());
+}
+
 TEST_CASE("grid search enumerates every point once, last parameter innermost", "[hpo][search]") {
   SearchSpace space;
   space.params.push_back({"u", ParamKind::uniform, 0.0, 1.0, {}});
