@@ -88,9 +88,11 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
   if (!csv_ || !jsonl_) throw DataError("cannot append to trials.csv / trials.jsonl (disk full?)");
 }
 
-void write_hpo_summary(const std::filesystem::path& path, const Search& search) {
+void write_hpo_summary(const std::filesystem::path& path, const Search& search,
+                       double wall_seconds) {
   nlohmann::json summary;
   summary["trainings"] = search.trainings();
+  summary["wall_seconds"] = wall_seconds;
   summary["stop_reason"] = search.stop_reason();
   summary["direction"] = search.direction() == Direction::maximize ? "maximize" : "minimize";
   const auto target = search.trainings_to_target();

@@ -40,7 +40,9 @@ class TrialLog {
 };
 
 // hpo_summary.json: the best individual and its parameters, fitness per generation (best, mean),
-// the trainings it took to reach the target (null if never), and why the search stopped.
-void write_hpo_summary(const std::filesystem::path& path, const Search& search);
+// the trainings it took to reach the target (null if never), why the search stopped, and its wall
+// time.
+void write_hpo_summary(const std::filesystem::path& path, const Search& search,
+                       double wall_seconds);
 
 }  // namespace strata

@@ -161,6 +161,27 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
   return o;
 }
 
+// The trainings the search will run unless it stops early, for the ETA: elites are not trained
+// again.
+int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
+  double planned = 0;
+  switch (spec.algorithm) {
+    case SearchAlgorithm::random:
+      return spec.trials;
+    case SearchAlgorithm::grid:
+      planned = 1;
+      for (const auto& axis : grid_axes(space, spec.grid_points))
+        planned *= static_cast<double>(axis.size());
+      break;
+    case SearchAlgorithm::genetic:
+      planned = spec.population + static_cast<double>(spec.generations - 1) *
+                                      std::max(0, spec.population - spec.elites * spec.demes);
+      break;
+  }
+  if (spec.max_trainings > 0) planned = std::min<double>(planned, spec.max_trainings);
+  return static_cast<int>(std::min(planned, 2e9));
+}
+
 std::string params_string(const SearchSpace& space, const Trial& t) {
   std::string text;
   for (std::size_t k = 0; k < space.params.size(); ++k)
@@ -191,6 +212,7 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
                space.params.size(), groups);
     std::fflush(stdout);
   }
+  const int planned = planned_trainings(spec, space);
   const auto start = Clock::now();
   auto last_print = start;
   int done = 0, failed = 0;
@@ -209,6 +231,9 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
         ++done;
         if (outcome.status != TrialStatus::ok) ++failed;
         // The search closes a generation when its last result arrives: one line per generation.
+        // Random and grid batches are no generations: their progress lines suffice.
+        if (spec.algorithm != SearchAlgorithm::genetic)
+          generations_shown = search->history().size();
         for (; generations_shown < search->history().size(); ++generations_shown) {
           const GenerationStats& g = search->history()[generations_shown];
           fmt::print(
@@ -228,16 +253,14 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
         last_print = Clock::now();
         if (best) best_shown = best->id;
         const double per_trial = seconds_since(start) / done;
-        const int left =
-            spec.algorithm == SearchAlgorithm::genetic && spec.max_trainings == 0
-                ? std::max(0, spec.population * spec.generations - done)
-                : std::max(0,
-                           (spec.algorithm == SearchAlgorithm::random ? spec.trials : done) - done);
+        const int left = std::max(0, planned - done);
+        const std::string which = spec.algorithm == SearchAlgorithm::genetic
+                                      ? fmt::format("gen {}/{} trial {}", trial.generation + 1,
+                                                    spec.generations, trial.id)
+                                      : fmt::format("trial {}/{}", trial.id + 1, planned);
         fmt::print(
-            "[hpo] gen {}/{} trial {} on group {}: {} {} in {:.1f}s | {} done, {} failed | best {} "
-            "({}) | ETA {}\n",
-            trial.generation + 1, spec.generations, trial.id, outcome.member_group,
-            to_string(outcome.status),
+            "[hpo] {} on group {}: {} {} in {:.1f}s | {} done, {} failed | best {} ({}) | ETA {}\n",
+            which, outcome.member_group, to_string(outcome.status),
             outcome.status == TrialStatus::ok ? fmt::format("{:.4g}", outcome.fitness)
                                               : outcome.reason,
             outcome.seconds, done, failed, best ? fmt::format("{:.4g}", best->fitness) : "none",
@@ -246,7 +269,7 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
         std::fflush(stdout);
       });
   if (coordinator) {
-    write_hpo_summary(output->dir() / "hpo_summary.json", *search);
+    write_hpo_summary(output->dir() / "hpo_summary.json", *search, stats.wall_seconds);
     fmt::print("[hpo] {} trainings in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
                search->trainings(), format_duration(stats.wall_seconds), search->stop_reason(),
                100.0 * stats.busy_seconds / std::max(stats.wall_seconds, 1e-9));

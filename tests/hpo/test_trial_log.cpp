@@ -75,7 +75,7 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
         Approx(sphere(std::span(search.trials()[0].genome).first(2))));
   CHECK(first["params"].contains("optimizer"));
 
-  write_hpo_summary(dir.file("hpo_summary.json"), search);
+  write_hpo_summary(dir.file("hpo_summary.json"), search, 12.5);
   std::ifstream in(dir.file("hpo_summary.json"));
   const auto summary = nlohmann::json::parse(in);
   const auto best = search.best();
@@ -84,6 +84,7 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   CHECK(summary["best"]["fitness"].get<double>() == Approx(best->fitness));
   CHECK(summary["best"]["params"].size() == 3);
   CHECK(summary["trainings"] == 6);
+  CHECK(summary["wall_seconds"] == 12.5);
   CHECK(summary["direction"] == "minimize");
   CHECK(summary["generations"].size() == search.history().size());
   CHECK(summary["trainings_to_target"].is_null() == !search.trainings_to_target().has_value());
