@@ -206,9 +206,17 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
         check(MPI_Send(last->second.reason.data(), static_cast<int>(last->second.reason.size()),
                        MPI_CHAR, 0, tag_reason, world),
               "MPI_Send");
-      check(MPI_Recv(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0,
-                     tag_assign, world, MPI_STATUS_IGNORE),
-            "MPI_Recv");
+      // Waiting without spinning: where ranks share cores, a spinning wait takes the core that
+      // the coordinator (or a training) needs, and every answer comes a time slice late.
+      MPI_Request answer = MPI_REQUEST_NULL;
+      check(MPI_Irecv(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0,
+                      tag_assign, world, &answer),
+            "MPI_Irecv");
+      for (int arrived = 0;;) {
+        check(MPI_Test(&answer, &arrived, MPI_STATUS_IGNORE), "MPI_Test");
+        if (arrived) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
       last.reset();
     }
     check(MPI_Bcast(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0, member),
