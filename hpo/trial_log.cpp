@@ -51,12 +51,14 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space)
       jsonl_(open_for_rows(dir / "trials.jsonl")) {
   csv_ << "trial,generation,deme,member_group";
   for (const auto& p : space_.params) csv_ << ',' << csv_field(p.name);
-  csv_ << ",fitness,val_accuracy,test_accuracy,seconds,status,reason\n";
+  csv_ << ",fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
   csv_.flush();
 }
 
 void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
   const bool ok = outcome.status == TrialStatus::ok;
+  const double ended =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
   csv_ << fmt::format("{},{},{},{}", trial.id, trial.generation, trial.deme, outcome.member_group);
   nlohmann::json params = nlohmann::json::object();
   for (std::size_t k = 0; k < space_.params.size(); ++k) {
@@ -69,7 +71,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
   };
   csv_ << ',' << csv_number(outcome.fitness) << ',' << csv_number(outcome.val_accuracy) << ','
        << csv_number(outcome.test_accuracy) << ',' << fmt::format("{:.3f}", outcome.seconds) << ','
-       << to_string(outcome.status) << ',' << csv_field(outcome.reason) << '\n';
+       << fmt::format("{:.3f}", ended) << ',' << to_string(outcome.status) << ','
+       << csv_field(outcome.reason) << '\n';
   csv_.flush();
   const nlohmann::json row = {
       {"trial", trial.id},
@@ -81,6 +84,7 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       {"val_accuracy", ok ? number_or_null(outcome.val_accuracy) : nlohmann::json()},
       {"test_accuracy", ok ? number_or_null(outcome.test_accuracy) : nlohmann::json()},
       {"seconds", outcome.seconds},
+      {"ended_s", ended},
       {"status", to_string(outcome.status)},
       {"reason", outcome.reason}};
   jsonl_ << row.dump() << '\n';

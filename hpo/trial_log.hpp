@@ -2,6 +2,7 @@
 // hpo_summary.json.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -28,6 +29,7 @@ struct TrialOutcome {
 class TrialLog {
  public:
   // Creates (truncates) trials.csv and trials.jsonl in `dir`; the CSV header names every parameter.
+  // Each row's `ended_s` counts from here: create the log as the search starts.
   TrialLog(const std::filesystem::path& dir, const SearchSpace& space);
 
   // Appends the trial to both files and flushes them, so that a killed job keeps every finished
@@ -37,6 +39,7 @@ class TrialLog {
  private:
   const SearchSpace& space_;
   std::ofstream csv_, jsonl_;
+  std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };
 
 // hpo_summary.json: the best individual and its parameters, fitness per generation (best, mean),

@@ -19,7 +19,7 @@ expect_exit 0 '\[hpo\] 164 trainings in .*stopped: generations' -- "$MPIEXEC" -n
 expect_exit 0 '\[hpo\] generation 10/10 done in [0-9.]+s: best' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml --fresh
 
 sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: $work/fashion|" \
-    -e 's/generations: 8/generations: 2/' -e 's/population: 10/population: 4/' \
+    -e 's/generations: 9/generations: 2/' -e 's/population: 10/population: 4/' \
     -e '/target: /d' -e '/max_trainings: /d' \
     -e 's/train_subset: 20000/train_subset: 3000/' -e 's/test_subset: 2000/test_subset: 500/' \
     -e 's/lr: {log_uniform: \[1.0e-4, 1.0\]}/lr: {log_uniform: [1.0e-3, 1.0e+3]}/' \
@@ -37,7 +37,7 @@ for name, dims in (("function", 10), ("fashion", 7)):
     summary = json.load(open(f"{work}/{name}/hpo_summary.json"))
     assert len(rows) == len(lines) == summary["trainings"], (name, len(rows), len(lines), summary["trainings"])
     assert sorted(int(r["trial"]) for r in rows) == list(range(len(rows))), f"{name}: trial ids are not 0..n-1"
-    assert len(rows[0]) == 4 + dims + 6, f"{name}: columns {list(rows[0])}"
+    assert len(rows[0]) == 4 + dims + 7, f"{name}: columns {list(rows[0])}"
     assert summary["best"] is not None and len(summary["best"]["params"]) == dims
     assert len({r["member_group"] for r in rows}) > 1, f"{name}: one member group did all the work"
     failed = [r for r in rows if r["status"] == "failed"]

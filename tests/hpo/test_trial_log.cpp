@@ -58,7 +58,7 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   REQUIRE(csv.size() == 7);
   CHECK(csv[0] ==
         "trial,generation,deme,member_group,x0,x1,optimizer,fitness,val_accuracy,test_accuracy,"
-        "seconds,status,reason");
+        "seconds,ended_s,status,reason");
   CHECK(csv[3].find(",failed,\"training diverged: the loss is nan, at step 3\"") !=
         std::string::npos);
   CHECK(csv[3].find(",,,,0.500,") != std::string::npos);  // no numbers for the failed training
@@ -74,6 +74,14 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   CHECK(first["fitness"].get<double>() ==
         Approx(sphere(std::span(search.trials()[0].genome).first(2))));
   CHECK(first["params"].contains("optimizer"));
+  // ended_s: when each row was written, counted from the log's creation.
+  double previous = 0.0;
+  for (const auto& line : jsonl) {
+    const double ended = nlohmann::json::parse(line)["ended_s"].get<double>();
+    CHECK(ended >= previous);
+    previous = ended;
+  }
+  CHECK(previous < 60.0);
 
   write_hpo_summary(dir.file("hpo_summary.json"), search, 12.5);
   std::ifstream in(dir.file("hpo_summary.json"));
