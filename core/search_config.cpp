@@ -144,6 +144,25 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "direction", h.maximize, direction_choices, "direction");
   h.direction_given = m.get("direction").has_value();
   read(m, "trial_timeout_s", h.trial_timeout_s, non_negative);
+  // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
+  // it): name the algorithm it belongs to.
+  static constexpr std::string_view genetic_only[] = {
+      "population",     "generations",        "tournament",    "elites",
+      "demes",          "migration_interval", "migrants",      "blend_alpha",
+      "crossover_rate", "mutation_sigma",     "mutation_rate", "patience"};
+  const char* algorithm = h.algorithm == SearchAlgorithm::genetic  ? "genetic"
+                          : h.algorithm == SearchAlgorithm::random ? "random"
+                                                                   : "grid";
+  auto only_for = [&](std::string_view key, bool applies, const char* owners) {
+    if (!applies && m.get(key))
+      m.require(key).fail(
+          fmt::format("{} is a setting of algorithm {}, not of {}", key, owners, algorithm));
+  };
+  for (auto key : genetic_only) only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
+  only_for("trials", h.algorithm == SearchAlgorithm::random, "random");
+  only_for("grid_points", h.algorithm == SearchAlgorithm::grid, "grid");
+  only_for("max_trainings", h.algorithm != SearchAlgorithm::random,
+           "genetic or grid (random search runs `trials`)");
   if (h.elites >= h.population / h.demes)
     m.require("elites").fail(fmt::format("expected fewer elites than the {} individuals of a deme",
                                          h.population / h.demes));

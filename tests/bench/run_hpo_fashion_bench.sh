@@ -35,7 +35,9 @@ for seed in $seeds; do
     cfg="$work/$kind-$seed.yaml"
     sed -e "s|^  seed: 1$|  seed: $seed|" -e "s|path: data/|path: $root/data/|" \
         -e "s|dir: runs/fashion_hpo|dir: $work/$kind-$seed|" -e '/^ *target: /d' "$config" > "$cfg"
-    [ "$kind" = random ] && sed -i "s/algorithm: genetic/algorithm: random\n      trials: $budget/" "$cfg"
+    # Random search: the same space and budget, without the genetic settings (strata rejects them).
+    [ "$kind" = random ] && sed -i -e "s/algorithm: genetic/algorithm: random\n      trials: $budget/" \
+      -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
     echo "seed $seed, $kind search ..." >&2
     "$mpiexec" -n "$ranks" "$build/strata" run "$cfg" > "$work/$kind-$seed.log" 2>&1 ||
       { cat "$work/$kind-$seed.log" >&2; exit 1; }

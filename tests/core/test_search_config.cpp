@@ -155,6 +155,23 @@ TEST_CASE("search space entries are checked", "[config][hpo]") {
              Contains("expected fewer elites than the 6 individuals of a deme"));
 }
 
+TEST_CASE("a setting of another search algorithm is an error at its place", "[config][hpo]") {
+  const std::string random = replace(search_yaml, "algorithm: genetic", "algorithm: random");
+  CHECK_THAT(error_of(random),
+             Contains("s.yaml:15:19: stages[0].hpo.population: population is a setting of "
+                      "algorithm genetic, not of random"));
+  const std::string plain_random = replace(replace(random, "      population: 6\n", ""),
+                                           "      generations: 3\n", "      trials: 5\n");
+  CHECK(parse_config(plain_random, "s.yaml").stages.size() == 1);
+  CHECK_THAT(error_of(replace(plain_random, "trials: 5", "trials: 5\n      max_trainings: 3")),
+             Contains("max_trainings is a setting of algorithm genetic or grid (random search "
+                      "runs `trials`), not of random"));
+  CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      trials: 9")),
+             Contains("trials is a setting of algorithm random, not of genetic"));
+  CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      grid_points: 3")),
+             Contains("grid_points is a setting of algorithm grid, not of genetic"));
+}
+
 TEST_CASE("a function objective replaces the layers and needs no data", "[config][hpo]") {
   const std::string yaml =
       R"(model: {objective: rastrigin, dims: 10, eval_seconds: 0.01, eval_stddev_seconds: 0.005}
