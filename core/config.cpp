@@ -1,5 +1,6 @@
 #include "core/config.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -355,6 +356,7 @@ TrainingConfig parse_training(const MapReader& m) {
   TrainingConfig t;
   read(m, "epochs", t.epochs, at_least_1);
   read(m, "local_batch", t.local_batch, at_least_1);
+  t.largest_local_batch = t.local_batch;
   if (auto o = m.get("optimizer")) t.optimizer = parse_optimizer(MapReader(*o));
   if (auto s = m.get("schedule")) t.schedule = parse_schedule(MapReader(*s));
   return t;
@@ -490,9 +492,11 @@ Config parse_substituted(const std::string& text, const std::string& file,
   return parse_sections(root, file);
 }
 
-std::map<std::string, std::string> check_references(const std::string& text, const Reader& root,
-                                                    const std::vector<SearchParamSpec>& space,
-                                                    const std::string& file) {
+// Returns the first value of every parameter, and the largest local batch any probe gave.
+std::pair<std::map<std::string, std::string>, int> check_references(
+    const std::string& text, const Reader& root, const std::vector<SearchParamSpec>& space,
+    const std::string& file) {
+  int largest_local_batch = 0;
   std::map<std::string, std::string> first;
   for (const auto& p : space) first[p.name] = probe_values(p).front();
   std::vector<std::string> names;
@@ -520,14 +524,15 @@ std::map<std::string, std::string> check_references(const std::string& text, con
       auto values = first;
       values[p.name] = value;
       try {
-        parse_substituted(text, file, values);
+        largest_local_batch = std::max(largest_local_batch,
+                                       parse_substituted(text, file, values).training.local_batch);
       } catch (const ConfigError& e) {
         if (!at_reference_of(e.what(), p.name)) throw;
         throw ConfigError(
             fmt::format("{} (when search parameter {} = {})", e.what(), p.name, value));
       }
     }
-  return first;
+  return {first, largest_local_batch};
 }
 
 }  // namespace
@@ -550,10 +555,13 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   std::vector<SearchParamSpec> space;
   for (const auto& stage : stages)
     if (stage.kind == StageKind::hpo) space = stage.hpo.space;
-  const auto first_values = check_references(yaml_text, root, space, file);
+  const auto [first_values, largest_local_batch] = check_references(yaml_text, root, space, file);
   Config config = first_values.empty() ? parse_sections(root_node, file)
                                        : parse_substituted(yaml_text, file, first_values);
   config.text = yaml_text;
+  // Probes set one parameter at a time, each to its bounds and every choice; local_batch refers
+  // to one parameter at most, so the probes reach its largest value.
+  config.training.largest_local_batch = std::max(config.training.local_batch, largest_local_batch);
   for (const auto& stage : stages) {
     if (stage.kind != StageKind::hpo) continue;
     const auto where =

@@ -103,6 +103,9 @@ struct ScheduleSpec {
 struct TrainingConfig {
   int epochs = 1;
   int local_batch = 64;
+  // The largest local_batch a search trial can have (local_batch when it is not searched): the
+  // run is planned for it, so that every trial's global batch fits the bound.
+  int largest_local_batch = 64;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
 };

@@ -51,7 +51,7 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space)
       jsonl_(open_for_rows(dir / "trials.jsonl")) {
   csv_ << "trial,generation,deme,member_group";
   for (const auto& p : space_.params) csv_ << ',' << csv_field(p.name);
-  csv_ << ",fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
+  csv_ << ",global_batch,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
   csv_.flush();
 }
 
@@ -69,7 +69,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
   auto csv_number = [&](double v) {
     return ok && std::isfinite(v) ? fmt::format("{}", v) : std::string();
   };
-  csv_ << ',' << csv_number(outcome.fitness) << ',' << csv_number(outcome.val_accuracy) << ','
+  csv_ << ',' << (outcome.global_batch > 0 ? fmt::format("{}", outcome.global_batch) : "") << ','
+       << csv_number(outcome.fitness) << ',' << csv_number(outcome.val_accuracy) << ','
        << csv_number(outcome.test_accuracy) << ',' << fmt::format("{:.3f}", outcome.seconds) << ','
        << fmt::format("{:.3f}", ended) << ',' << to_string(outcome.status) << ','
        << csv_field(outcome.reason) << '\n';
@@ -80,6 +81,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       {"deme", trial.deme},
       {"member_group", outcome.member_group},
       {"params", params},
+      {"global_batch",
+       outcome.global_batch > 0 ? nlohmann::json(outcome.global_batch) : nlohmann::json()},
       {"fitness", ok ? number_or_null(outcome.fitness) : nlohmann::json()},
       {"val_accuracy", ok ? number_or_null(outcome.val_accuracy) : nlohmann::json()},
       {"test_accuracy", ok ? number_or_null(outcome.test_accuracy) : nlohmann::json()},

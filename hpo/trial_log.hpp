@@ -24,6 +24,7 @@ struct TrialOutcome {
   double val_accuracy = 0.0;
   double test_accuracy = 0.0;
   double seconds = 0.0;
+  int global_batch = 0;  // samples per optimizer step, K x D x local batch; 0 for a function
 };
 
 class TrialLog {

@@ -23,8 +23,9 @@ constexpr int tag_request = 7101;
 constexpr int tag_assign = 7102;
 // group leader -> coordinator, after a request: why the last trial failed
 constexpr int tag_reason = 7103;
-// group, trial id (-1: none), fitness, status, val acc, test acc, seconds, length of the reason
-constexpr int request_size = 8;
+// group, trial id (-1: none), fitness, status, val acc, test acc, seconds, length of the reason,
+// global batch
+constexpr int request_size = 9;
 constexpr double stop_id = -1.0;
 
 void check(int rc, const char* op) {
@@ -45,6 +46,7 @@ std::vector<double> encode_request(int group,
     r[5] = o.test_accuracy;
     r[6] = o.seconds;
     r[7] = static_cast<double>(o.reason.size());
+    r[8] = o.global_batch;
   }
   return r;
 }
@@ -128,6 +130,7 @@ TrialOutcome decode_outcome(const std::vector<double>& r) {
   o.val_accuracy = r[4];
   o.test_accuracy = r[5];
   o.seconds = r[6];
+  o.global_batch = static_cast<int>(r[8]);
   return o;
 }
 

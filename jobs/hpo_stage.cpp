@@ -16,6 +16,7 @@
 #include "hpo/trial_log.hpp"
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/commands.hpp"
+#include "jobs/run_plan.hpp"
 #include "parallel/gradient_sync.hpp"
 #include "parallel/model_parallel_layers.hpp"
 
@@ -123,11 +124,14 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
   Config config;
   std::optional<DataParallelSync> sync;
   std::optional<Trainer> trainer;
+  int global_batch = 0;
   auto build = [&] {
     config = instantiate(base, trial_values(space, trial));
     config.run.seed =
         derive_seed(base.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
-    config.parallel.accumulate = topology.plan().accumulate;
+    const Plan trial_plan = plan_trial(config, topology.plan());
+    config.parallel.accumulate = trial_plan.accumulate;
+    global_batch = trial_plan.global_batch();
     if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
     const bool split_model = topology.plan().model > 1;
     trainer.emplace(
@@ -158,6 +162,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
   };
   TrialOutcome o = run_guarded_trial(topology.member(), trial.id, build, train);
   o.seconds = seconds_since(start);
+  o.global_batch = global_batch;
   return o;
 }
 

@@ -36,15 +36,17 @@ namespace {
 int dispatch(int argc, char** argv, int world_size) {
   CLI::App app{
       "strata: batch deep-learning jobs on supercomputers. One MPI binary, configured in YAML.\n"
-      "Exit codes: 0 done, 2 usage or config error, 3 data or weights file error, 1 internal error or diverged "
+      "Exit codes: 0 done, 2 usage or config error, 3 data or weights file error, 1 internal error "
+      "or diverged "
       "training."};
   app.set_version_flag("--version", "strata 0.1.0");
   app.require_subcommand(1);
 
   strata::RunOptions run;
-  auto* run_cmd = app.add_subcommand("run",
-                                      "Run the stages of CONFIG (default: one train stage); under mpiexec -n N the "
-                                      "ranks split into member groups as `strata plan` shows");
+  auto* run_cmd = app.add_subcommand(
+      "run",
+      "Run the stages of CONFIG (default: one train stage); under mpiexec -n N the "
+      "ranks split into member groups as `strata plan` shows");
   run_cmd->add_option("config", run.config_path, "YAML run configuration")->required();
   run_cmd->add_flag("--fresh", run.fresh,
                     "Start over when output.dir already holds a run; the earlier run is moved "

@@ -47,7 +47,7 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   const ParallelConfig& p = config.parallel;
   PlanRequest request;
   request.world_size = world_size;
-  request.local_batch = config.training.local_batch;
+  request.local_batch = config.training.largest_local_batch;
   request.max_global_batch = p.max_global_batch;
   request.fixed_model = p.model;
   request.fixed_data = p.data;
@@ -58,10 +58,34 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
     request.memory_per_rank_bytes = static_cast<std::int64_t>(p.memory_per_rank_mib * (1 << 20));
   }
   try {
-    return make_plan(request);
+    Plan plan = make_plan(request);
+    if (config.training.largest_local_batch != config.training.local_batch)
+      plan.reasons.push_back(fmt::format(
+          "local batch: planned for {}, the largest a search trial can have; each trial "
+          "accumulates for its own",
+          config.training.largest_local_batch));
+    return plan;
   } catch (const ConfigError& e) {
     throw ConfigError(
         fmt::format("{}:{}:{}: {}", config.file, p.mark.line, p.mark.column, e.what()));
+  }
+}
+
+Plan plan_trial(const Config& trial, const Plan& run) {
+  const ParallelConfig& p = trial.parallel;
+  PlanRequest request;
+  request.world_size = run.world_size;
+  request.local_batch = trial.training.local_batch;
+  request.max_global_batch = p.max_global_batch;
+  request.fixed_model = run.model;
+  request.fixed_data = run.data;
+  request.accumulate = p.accumulate;
+  request.ranks_per_node = run.ranks_per_node;
+  try {
+    return make_plan(request);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("local batch {} on the run's D = {}: {}",
+                                  trial.training.local_batch, run.data, e.what()));
   }
 }
 

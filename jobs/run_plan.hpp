@@ -22,6 +22,11 @@ int ranks_per_node(int measured);
 
 // The plan for `world_size` ranks. Planner errors become ConfigErrors that name the config file
 // and the parallel section's line.
+// A searched local batch is planned at the largest value a trial can have.
 Plan plan_run(const Config& config, int world_size, int ranks_per_node);
+
+// A search trial's plan on the run's layout (its G, D and M): the accumulation K for the trial's
+// own local batch. Throws ConfigError when the trial's global batch cannot fit the bound.
+Plan plan_trial(const Config& trial, const Plan& run);
 
 }  // namespace strata

@@ -28,22 +28,58 @@ grep -q 'population: 4' fashion.yaml && grep -q 'log_uniform: \[1.0e-3, 1.0e+3\]
   { echo "FAIL: configs/fashion_hpo.yaml no longer matches this test's edits"; fails=$((fails + 1)); }
 expect_exit 0 'failed training diverged: the loss is' -- "$MPIEXEC" -n 4 "$STRATA" run fashion.yaml
 
+# Member groups of D=2 ranks: 2 groups on 4 ranks. The run is planned for the largest local batch a
+# trial can have (64, K=1); with accumulate: auto each trial accumulates to the bound 128 for its
+# own local batch.
+sed -e "s|dir: $work/fashion|dir: $work/fashion_d2|" -e 's/batch: {choice: \[16, 32, 64, 128, 256, 512\]}/batch: {choice: [16, 32, 64]}/' \
+    fashion.yaml > fashion_d2.yaml
+printf 'parallel: {data: 2, max_global_batch: 128, accumulate: auto}\n' >> fashion_d2.yaml
+grep -q 'choice: \[16, 32, 64\]' fashion_d2.yaml || { echo "FAIL: fashion_d2.yaml lacks its batch choice"; fails=$((fails + 1)); }
+expect_exit 0 'local batch: planned for 64, the largest a search trial can have' -- "$STRATA" plan fashion_d2.yaml --ranks 4
+expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
+
+# One member group of D=2 x M=2 ranks: the search runs its trials one after another, each sharded.
+cat > fashion_m2.yaml <<YAML
+run: {name: m2, seed: 2, threads: 1}
+data: {source: hdf5, path: $root/data/fashion_mnist.h5, train_subset: 2000, test_subset: 500, validation_fraction: 0.2}
+model:
+  layers:
+    - flatten
+    - dense: {units: \$units, init: glorot, split: column}
+    - relu
+    - dense: {units: 10, init: glorot, split: row}
+training: {epochs: 1, local_batch: 32, optimizer: {type: sgd, lr: \$lr, momentum: 0.9}}
+parallel: {data: 2, model: 2, max_global_batch: 64}
+stages:
+  - hpo: {population: 4, generations: 2, elites: 1, space: {lr: {log_uniform: [0.01, 0.1]}, units: {choice: [64, 96]}}}
+output: {dir: $work/fashion_m2}
+YAML
+expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
+
 /usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
 import csv, json, sys
 work = sys.argv[1]
-for name, dims in (("function", 10), ("fashion", 7)):
+for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashion_m2", 2)):
     rows = list(csv.DictReader(open(f"{work}/{name}/trials.csv")))
     lines = [json.loads(l) for l in open(f"{work}/{name}/trials.jsonl")]
     summary = json.load(open(f"{work}/{name}/hpo_summary.json"))
     assert len(rows) == len(lines) == summary["trainings"], (name, len(rows), len(lines), summary["trainings"])
     assert sorted(int(r["trial"]) for r in rows) == list(range(len(rows))), f"{name}: trial ids are not 0..n-1"
-    assert len(rows[0]) == 4 + dims + 7, f"{name}: columns {list(rows[0])}"
+    assert len(rows[0]) == 4 + dims + 8, f"{name}: columns {list(rows[0])}"
     assert summary["best"] is not None and len(summary["best"]["params"]) == dims
-    assert len({r["member_group"] for r in rows}) > 1, f"{name}: one member group did all the work"
+    groups = {r["member_group"] for r in rows}
+    assert groups == {"0"} if name == "fashion_m2" else len(groups) > 1, f"{name}: member groups {groups}"
     failed = [r for r in rows if r["status"] == "failed"]
     if name == "function":
         # Rastrigin is minimised by default; random points in 10 dims score well above 100.
         assert summary["direction"] == "minimize" and summary["best"]["fitness"] < 100, summary["best"]["fitness"]
+    if name == "fashion_d2":
+        # Every trial's global batch is K x D x its local batch = the bound, whatever the local batch.
+        assert {r["global_batch"] for r in rows} == {"128"}, {r["global_batch"] for r in rows}
+        assert len({r["batch"] for r in rows}) > 1, "the search never varied the local batch"
+    if name == "fashion_m2":
+        assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
+        assert {r["global_batch"] for r in rows} == {"64"}
     if name == "fashion":
         assert failed and all(r["reason"].startswith("training diverged") for r in failed), "no diverged trial recorded"
         assert len(failed) < len(rows), "every trial failed"

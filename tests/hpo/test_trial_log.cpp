@@ -38,6 +38,7 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
       TrialOutcome outcome;
       outcome.member_group = t.id % 2;
       outcome.seconds = 0.25 * t.id;
+      outcome.global_batch = 64;
       const bool fail = t.id == 2;  // one diverged training, recorded and passed over
       if (fail) {
         outcome.status = TrialStatus::failed;
@@ -57,11 +58,13 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   const auto csv = lines_of(dir.file("trials.csv"));
   REQUIRE(csv.size() == 7);
   CHECK(csv[0] ==
-        "trial,generation,deme,member_group,x0,x1,optimizer,fitness,val_accuracy,test_accuracy,"
+        "trial,generation,deme,member_group,x0,x1,optimizer,global_batch,fitness,val_accuracy,"
+        "test_accuracy,"
         "seconds,ended_s,status,reason");
   CHECK(csv[3].find(",failed,\"training diverged: the loss is nan, at step 3\"") !=
         std::string::npos);
-  CHECK(csv[3].find(",,,,0.500,") != std::string::npos);  // no numbers for the failed training
+  // No numbers for the failed training, but its global batch.
+  CHECK(csv[3].find(",64,,,,0.500,") != std::string::npos);
 
   const auto jsonl = lines_of(dir.file("trials.jsonl"));
   REQUIRE(jsonl.size() == 6);
@@ -74,6 +77,7 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   CHECK(first["fitness"].get<double>() ==
         Approx(sphere(std::span(search.trials()[0].genome).first(2))));
   CHECK(first["params"].contains("optimizer"));
+  CHECK(first["global_batch"] == 64);
   // ended_s: when each row was written, counted from the log's creation.
   double previous = 0.0;
   for (const auto& line : jsonl) {
