@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -114,6 +115,20 @@ TrialOutcome evaluate_function(const ObjectiveSpec& objective, std::uint64_t see
   return o;
 }
 
+// Thrown at a step boundary, alike on every rank of the group, when a trial runs over
+// trial_timeout_s.
+class TrialOverTime : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Whether the trial has run longer than `limit_s` on any rank of the group: one small allreduce
+// per step where the group has several ranks, so that all of them stop at the same step.
+bool over_time(const Communicator& member, Clock::time_point start, double limit_s) {
+  const int over = seconds_since(start) > limit_s ? 1 : 0;
+  return (member.size() > 1 ? member.allreduce_max(over) : over) != 0;
+}
+
 // Trains the trial's config on this member group. Every decision that ends it early (divergence,
 // timeout) is taken alike on all ranks of the group, so none is left in a collective; errors
 // become failed trials where run_guarded_trial finds that safe.
@@ -125,6 +140,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
   std::optional<DataParallelSync> sync;
   std::optional<Trainer> trainer;
   int global_batch = 0;
+  int epoch = 0;
   auto build = [&] {
     config = instantiate(base, trial_values(space, trial));
     config.run.seed =
@@ -138,25 +154,27 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
         config, data, threads, sync ? &*sync : nullptr,
         split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
     if (sync) sync->attach(trainer->model().params());
-    trainer->set_step_hook(serve);
+    trainer->set_step_hook([&] {
+      serve();
+      if (spec.trial_timeout_s > 0 && over_time(topology.member(), start, spec.trial_timeout_s))
+        throw TrialOverTime(
+            fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
+                        "trial_timeout_s {}",
+                        epoch, config.training.epochs, seconds_since(start), spec.trial_timeout_s));
+    });
   };
   auto train = [&] {
     TrialOutcome o;
-    for (int epoch = 1; epoch <= config.training.epochs; ++epoch) {
-      const EpochMetrics m = trainer->run_epoch(epoch, {});
-      o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
-      o.val_accuracy = m.val_accuracy;
-      o.test_accuracy = m.test_accuracy;
-      const int elapsed_ms =
-          topology.member().allreduce_max(static_cast<int>(seconds_since(start) * 1000));
-      if (spec.trial_timeout_s > 0 && elapsed_ms > spec.trial_timeout_s * 1000 &&
-          epoch < config.training.epochs) {
-        o.status = TrialStatus::timeout;
-        o.reason =
-            fmt::format("stopped after epoch {} of {}: {:.1f} s is over trial_timeout_s {}", epoch,
-                        config.training.epochs, elapsed_ms / 1000.0, spec.trial_timeout_s);
-        break;
+    try {
+      for (epoch = 1; epoch <= config.training.epochs; ++epoch) {
+        const EpochMetrics m = trainer->run_epoch(epoch, {});
+        o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
+        o.val_accuracy = m.val_accuracy;
+        o.test_accuracy = m.test_accuracy;
       }
+    } catch (const TrialOverTime& e) {
+      o.status = TrialStatus::timeout;
+      o.reason = e.what();
     }
     return o;
   };

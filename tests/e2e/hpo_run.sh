@@ -38,6 +38,12 @@ grep -q 'choice: \[16, 32, 64\]' fashion_d2.yaml || { echo "FAIL: fashion_d2.yam
 expect_exit 0 'local batch: planned for 64, the largest a search trial can have' -- "$STRATA" plan fashion_d2.yaml --ranks 4
 expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
 
+# trial_timeout_s stops every trial at its first step, alike on both ranks of each D=2 group; each
+# is recorded as a timeout and the search goes on to its end.
+sed -e "s|dir: $work/fashion_d2|dir: $work/fashion_timeout|" -e 's/fitness: val_accuracy/fitness: val_accuracy\n      trial_timeout_s: 0.001/' \
+    fashion_d2.yaml > fashion_timeout.yaml
+expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_timeout.yaml
+
 # One member group of D=2 x M=2 ranks: the search runs its trials one after another, each sharded.
 cat > fashion_m2.yaml <<YAML
 run: {name: m2, seed: 2, threads: 1}
@@ -59,13 +65,20 @@ expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4
 /usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
 import csv, json, sys
 work = sys.argv[1]
-for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashion_m2", 2)):
+for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashion_timeout", 7),
+                   ("fashion_m2", 2)):
     rows = list(csv.DictReader(open(f"{work}/{name}/trials.csv")))
     lines = [json.loads(l) for l in open(f"{work}/{name}/trials.jsonl")]
     summary = json.load(open(f"{work}/{name}/hpo_summary.json"))
     assert len(rows) == len(lines) == summary["trainings"], (name, len(rows), len(lines), summary["trainings"])
     assert sorted(int(r["trial"]) for r in rows) == list(range(len(rows))), f"{name}: trial ids are not 0..n-1"
     assert len(rows[0]) == 4 + dims + 8, f"{name}: columns {list(rows[0])}"
+    if name == "fashion_timeout":
+        assert all(r["status"] == "timeout" and r["reason"].startswith("stopped in epoch 1 of 1 after")
+                   and r["reason"].endswith("over trial_timeout_s 0.001") for r in rows), rows[0]
+        assert summary["best"] is None and summary["stop_reason"] == "generations"
+        print(f"ok: {name}: {len(rows)} trials, every one a timeout")
+        continue
     assert summary["best"] is not None and len(summary["best"]["params"]) == dims
     groups = {r["member_group"] for r in rows}
     assert groups == {"0"} if name == "fashion_m2" else len(groups) > 1, f"{name}: member groups {groups}"
