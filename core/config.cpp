@@ -356,7 +356,6 @@ TrainingConfig parse_training(const MapReader& m) {
   TrainingConfig t;
   read(m, "epochs", t.epochs, at_least_1);
   read(m, "local_batch", t.local_batch, at_least_1);
-  t.largest_local_batch = t.local_batch;
   if (auto o = m.get("optimizer")) t.optimizer = parse_optimizer(MapReader(*o));
   if (auto s = m.get("schedule")) t.schedule = parse_schedule(MapReader(*s));
   return t;
@@ -561,7 +560,8 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   config.text = yaml_text;
   // Probes set one parameter at a time, each to its bounds and every choice; local_batch refers
   // to one parameter at most, so the probes reach its largest value.
-  config.training.largest_local_batch = std::max(config.training.local_batch, largest_local_batch);
+  if (largest_local_batch > config.training.local_batch)
+    config.training.largest_searched_local_batch = largest_local_batch;
   for (const auto& stage : stages) {
     if (stage.kind != StageKind::hpo) continue;
     const auto where =

@@ -103,9 +103,9 @@ struct ScheduleSpec {
 struct TrainingConfig {
   int epochs = 1;
   int local_batch = 64;
-  // The largest local_batch a search trial can have (local_batch when it is not searched): the
-  // run is planned for it, so that every trial's global batch fits the bound.
-  int largest_local_batch = 64;
+  // When local_batch is searched, the largest value a trial can have: the run is planned for it,
+  // so that every trial's global batch fits the bound.
+  std::optional<int> largest_searched_local_batch;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
 };

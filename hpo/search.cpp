@@ -60,6 +60,8 @@ std::vector<Trial> Search::next_batch() {
 }
 
 void Search::report(int trial_id, double fitness, bool failed) {
+  if (trial_id >= 0 && trial_id < static_cast<int>(batch_begin_))
+    throw std::invalid_argument(fmt::format("search: trial {} is reported twice", trial_id));
   if (trial_id < static_cast<int>(batch_begin_) || trial_id >= static_cast<int>(trials_.size()))
     throw std::invalid_argument(
         fmt::format("search: trial {} is not part of an outstanding batch", trial_id));
@@ -86,7 +88,7 @@ void Search::report(int trial_id, double fitness, bool failed) {
     }
     absorb(batch);
     batch_begin_ = end;
-    batch_ends_.erase(batch_ends_.begin());
+    batch_ends_.pop_front();
   }
 }
 

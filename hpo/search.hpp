@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <span>
@@ -54,7 +55,8 @@ struct SearchLimits {
 // order, so the order in which evaluations finish never changes what comes next. A search whose
 // proposals depend on results (genetic) hands out no batch while one is outstanding; one whose
 // proposals do not (random, grid) hands out the next batch at once, so that no group waits for the
-// slowest trial of a batch.
+// slowest trial of a batch, unless it has a target: how many batches would be out when the target
+// is met depends on timing, and the search must come out the same however the groups finish.
 class Search {
  public:
   Search(SearchSpace space, Direction direction, SearchLimits limits);
@@ -113,8 +115,8 @@ class Search {
   SearchLimits limits_;
   std::vector<Trial> trials_;
   std::vector<GenerationStats> history_;
-  std::size_t batch_begin_ = 0;          // the first trial of the oldest unread batch
-  std::vector<std::size_t> batch_ends_;  // one past the last trial of each unread batch
+  std::size_t batch_begin_ = 0;         // the first trial of the oldest unread batch
+  std::deque<std::size_t> batch_ends_;  // one past the last trial of each unread batch
   int outstanding_ = 0;
   int reported_ = 0;
   int best_id_ = -1;
@@ -186,7 +188,7 @@ class RandomSearch : public Search {
   RandomSearch(SearchSpace space, RandomConfig config);
 
  private:
-  bool waits_for_results() const override { return false; }
+  bool waits_for_results() const override { return config_.target.has_value(); }
   std::vector<Proposal> propose(int max_count) override;
   void absorb(std::span<const Trial> batch) override;
   std::string finished_reason() const override;
@@ -217,7 +219,7 @@ class GridSearch : public Search {
   std::int64_t grid_size() const { return size_; }
 
  private:
-  bool waits_for_results() const override { return false; }
+  bool waits_for_results() const override { return config_.target.has_value(); }
   std::vector<Proposal> propose(int max_count) override;
   void absorb(std::span<const Trial> batch) override;
   std::string finished_reason() const override;

@@ -1,7 +1,9 @@
 #include "hpo/trial_guard.hpp"
 
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,10 @@ TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
   } catch (const std::exception& e) {
     threw = true;
     build_error = e.what();
+  } catch (...) {
+    // Whatever it is, this rank must still join the agreement below, or its peers wait there.
+    threw = true;
+    build_error = "an unknown error";
   }
   if (member.size() > 1) {
     const int first_failing = member.allreduce_min(threw ? member.rank() : member.size());

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <deque>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -58,6 +59,21 @@ std::vector<double> encode_trial(const Trial& t) {
   a.insert(a.end(), t.genome.begin(), t.genome.end());
   return a;
 }
+
+// Waits for `request` without spinning: where ranks share cores, a spinning wait takes the core
+// that the coordinator (or a training) needs, and every answer comes a time slice late.
+void wait_without_spinning(MPI_Request& request, const char* op) {
+  for (int done = 0;;) {
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Thrown through a trial's evaluation when the coordinator's own work (the search, the trial log)
+// fails during it. Not a std::exception, so that no trial-level handler records it as the trial's
+// failure; run_trials rethrows the original error, which stops the job.
+struct CoordinatorFailed {};
 
 Trial decode_trial(const std::vector<double>& a) {
   Trial t;
@@ -189,6 +205,16 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
     }
   };
 
+  std::exception_ptr coordinator_error;
+  auto serve_during_trial = [&] {
+    try {
+      serve();
+    } catch (...) {
+      coordinator_error = std::current_exception();
+      throw CoordinatorFailed{};
+    }
+  };
+
   std::optional<std::pair<int, TrialOutcome>> last;
   while (true) {
     // The group's leader obtains the next assignment; the coordinator from itself.
@@ -209,25 +235,28 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
         check(MPI_Send(last->second.reason.data(), static_cast<int>(last->second.reason.size()),
                        MPI_CHAR, 0, tag_reason, world),
               "MPI_Send");
-      // Waiting without spinning: where ranks share cores, a spinning wait takes the core that
-      // the coordinator (or a training) needs, and every answer comes a time slice late.
       MPI_Request answer = MPI_REQUEST_NULL;
       check(MPI_Irecv(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0,
                       tag_assign, world, &answer),
             "MPI_Irecv");
-      for (int arrived = 0;;) {
-        check(MPI_Test(&answer, &arrived, MPI_STATUS_IGNORE), "MPI_Test");
-        if (arrived) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+      wait_without_spinning(answer, "MPI_Irecv");
       last.reset();
     }
-    check(MPI_Bcast(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0, member),
-          "MPI_Bcast");
+    // The other ranks of the group wait here while the leader waits for the coordinator.
+    MPI_Request shared = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0, member,
+                     &shared),
+          "MPI_Ibcast");
+    wait_without_spinning(shared, "MPI_Ibcast");
     if (assignment[0] == stop_id) break;
     const Trial trial = decode_trial(assignment);
     const auto t0 = Clock::now();
-    TrialOutcome outcome = evaluate(trial, serve);
+    TrialOutcome outcome;
+    try {
+      outcome = evaluate(trial, serve_during_trial);
+    } catch (const CoordinatorFailed&) {
+      std::rethrow_exception(coordinator_error);
+    }
     stats.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     outcome.member_group = group;
     last = std::make_pair(trial.id, outcome);

@@ -11,7 +11,8 @@ namespace strata {
 
 // Evaluates one trial on every rank of a member group together. `serve` must be called now and
 // then during long work (at training step boundaries): on world rank 0, which coordinates, it
-// answers the other groups' requests; elsewhere it does nothing.
+// answers the other groups' requests; elsewhere it does nothing. When the coordinator's own work
+// fails, `serve` throws an object that is not a std::exception: let it through.
 using EvaluateTrial =
     std::function<TrialOutcome(const Trial& trial, const std::function<void()>& serve)>;
 // Called on world rank 0 as each trial ends, after the search has its result (for the trial log).

@@ -145,7 +145,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
     config = instantiate(base, trial_values(space, trial));
     config.run.seed =
         derive_seed(base.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
-    const Plan trial_plan = plan_trial(config, topology.plan());
+    const Plan trial_plan = plan_on_run_layout(config, topology.plan());
     config.parallel.accumulate = trial_plan.accumulate;
     global_batch = trial_plan.global_batch();
     if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);

@@ -54,7 +54,8 @@ MemberRun member_run(const Config& config, const Topology& topology) {
   MemberRun run{config, topology.member().rank() == 0, ""};
   const int g = topology.coords().group;
   run.config.run.seed = derive_seed(config.run.seed, {seed_member, static_cast<std::uint64_t>(g)});
-  run.config.parallel.accumulate = topology.plan().accumulate;  // "auto" resolved by the planner
+  // "auto" resolved by the planner, for this stage's own local batch
+  run.config.parallel.accumulate = plan_on_run_layout(config, topology.plan()).accumulate;
   if (topology.plan().groups > 1) {
     run.config.output.dir =
         (std::filesystem::path(config.output.dir) / "members" / std::to_string(g)).string();

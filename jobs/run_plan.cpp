@@ -1,5 +1,6 @@
 #include "jobs/run_plan.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -47,7 +48,8 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   const ParallelConfig& p = config.parallel;
   PlanRequest request;
   request.world_size = world_size;
-  request.local_batch = config.training.largest_local_batch;
+  const auto& searched = config.training.largest_searched_local_batch;
+  request.local_batch = std::max(config.training.local_batch, searched.value_or(0));
   request.max_global_batch = p.max_global_batch;
   request.fixed_model = p.model;
   request.fixed_data = p.data;
@@ -59,11 +61,12 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   }
   try {
     Plan plan = make_plan(request);
-    if (config.training.largest_local_batch != config.training.local_batch)
+    if (searched)
       plan.reasons.push_back(fmt::format(
-          "local batch: planned for {}, the largest a search trial can have; each trial "
-          "accumulates for its own",
-          config.training.largest_local_batch));
+          "local batch: planned for {}, the largest a search trial can have{}", *searched,
+          p.accumulate == 0 && p.max_global_batch > 0
+              ? "; with accumulate: auto each trial accumulates to the bound for its own"
+              : ""));
     return plan;
   } catch (const ConfigError& e) {
     throw ConfigError(
@@ -71,11 +74,11 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   }
 }
 
-Plan plan_trial(const Config& trial, const Plan& run) {
-  const ParallelConfig& p = trial.parallel;
+Plan plan_on_run_layout(const Config& config, const Plan& run) {
+  const ParallelConfig& p = config.parallel;
   PlanRequest request;
   request.world_size = run.world_size;
-  request.local_batch = trial.training.local_batch;
+  request.local_batch = config.training.local_batch;
   request.max_global_batch = p.max_global_batch;
   request.fixed_model = run.model;
   request.fixed_data = run.data;
@@ -85,7 +88,7 @@ Plan plan_trial(const Config& trial, const Plan& run) {
     return make_plan(request);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("local batch {} on the run's D = {}: {}",
-                                  trial.training.local_batch, run.data, e.what()));
+                                  config.training.local_batch, run.data, e.what()));
   }
 }
 

@@ -25,8 +25,9 @@ int ranks_per_node(int measured);
 // A searched local batch is planned at the largest value a trial can have.
 Plan plan_run(const Config& config, int world_size, int ranks_per_node);
 
-// A search trial's plan on the run's layout (its G, D and M): the accumulation K for the trial's
-// own local batch. Throws ConfigError when the trial's global batch cannot fit the bound.
-Plan plan_trial(const Config& trial, const Plan& run);
+// The plan of `config` on the run's layout (its G, D and M) for the config's own local batch: the
+// accumulation K of a search trial, or of a train stage when the run was planned for a larger
+// searched batch. Throws ConfigError when that global batch cannot fit the bound.
+Plan plan_on_run_layout(const Config& config, const Plan& run);
 
 }  // namespace strata

@@ -79,14 +79,15 @@ TEST_CASE("an hpo stage parses with its space", "[config][hpo]") {
   CHECK(c.layers[1].units == 16);
   CHECK(c.training.local_batch == 32);
   // The run is planned for the largest local batch a trial can have.
-  CHECK(c.training.largest_local_batch == 64);
-  const Config wider = parse_config(replace(search_yaml, "[32, 64]", "[256, 64]"), "s.yaml");
-  CHECK(wider.training.local_batch == 256);
-  CHECK(wider.training.largest_local_batch == 256);
+  CHECK(c.training.largest_searched_local_batch == 64);
+  const Config wider = parse_config(replace(search_yaml, "[32, 64]", "[32, 256, 64]"), "s.yaml");
+  CHECK(wider.training.local_batch == 32);
+  CHECK(wider.training.largest_searched_local_batch == 256);
   const Config trial = instantiate(
       c,
       {{"lr", "0.01"}, {"dropout", "0.1"}, {"units", "20"}, {"batch", "32"}, {"optimizer", "sgd"}});
-  CHECK(trial.training.largest_local_batch == 32);
+  CHECK(trial.training.local_batch == 32);
+  CHECK_FALSE(trial.training.largest_searched_local_batch.has_value());
 }
 
 TEST_CASE("a trial's config has its values in place of the references", "[config][hpo]") {

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `mpiexec -n 4 strata run` with an hpo stage: a function-objective search of 10 dimensions, and a small
-# Fashion-MNIST search (subset, 1 epoch, population 4, 2 generations) whose wide learning-rate range
-# makes some trials diverge; both write a complete trials.csv, trials.jsonl and hpo_summary.json.
+# `mpiexec -n 4 strata run` with an hpo stage, each search writing a complete trials.csv, trials.jsonl
+# and hpo_summary.json: a function-objective search of 10 dimensions; a small Fashion-MNIST search
+# (subset, 1 epoch, population 4, 2 generations) on one-rank groups whose wide learning-rate range
+# makes some trials diverge; the same on D=2 groups with a searched local batch; with a
+# trial_timeout_s that stops every trial; on one D=2 x M=2 group; and one whose trial log cannot be
+# written (exit 3, no hang).
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -61,6 +64,14 @@ stages:
 output: {dir: $work/fashion_m2}
 YAML
 expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
+
+# The trial log cannot be written (a full disk): rank 0 hits the error while serving other groups
+# in the middle of its own training. It stops the job with exit code 3, not a failed trial and a
+# hang.
+mkdir -p full_disk && ln -s /dev/full full_disk/trials.csv
+sed -e "s|dir: $work/fashion\$|dir: $work/full_disk|" -e 's/population: 4/population: 8/' fashion.yaml > full_disk.yaml
+grep -q "dir: $work/full_disk" full_disk.yaml || { echo "FAIL: full_disk.yaml has no output dir"; fails=$((fails + 1)); }
+expect_exit 3 'data error: cannot append to trials.csv' -- timeout 120 "$MPIEXEC" -n 4 "$STRATA" run full_disk.yaml
 
 /usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
 import csv, json, sys

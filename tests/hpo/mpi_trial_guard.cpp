@@ -42,6 +42,28 @@ TEST_CASE("a build error on one rank fails the trial on every rank, with that ra
   CHECK(world.allreduce_max(1) == 1);
 }
 
+TEST_CASE("when several ranks fail to build, every rank records the first one's message",
+          "[mpi][hpo][guard]") {
+  const Communicator world = Communicator::world();
+  auto fail_on = [&](auto failing) {
+    return run_guarded_trial(
+        world, 4,
+        [&] {
+          if (failing(world.rank()))
+            throw std::runtime_error(fmt::format("out of memory on rank {}", world.rank()));
+        },
+        [] { return fitness(0.5); });
+  };
+  // Every rank but 0: rank 1's message, named as another rank's.
+  TrialOutcome o = fail_on([](int rank) { return rank > 0; });
+  CHECK(o.status == TrialStatus::failed);
+  CHECK(o.reason == "rank 1 of the member group: out of memory on rank 1");
+  // Rank 0 among them: its message as it is.
+  o = fail_on([&](int rank) { return rank == 0 || rank == world.size() - 1; });
+  CHECK(o.status == TrialStatus::failed);
+  CHECK(o.reason == "out of memory on rank 0");
+}
+
 TEST_CASE("a trial that builds and trains returns the training's outcome", "[mpi][hpo][guard]") {
   const Communicator world = Communicator::world();
   const TrialOutcome o = run_guarded_trial(

@@ -3,7 +3,9 @@
 // over.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -38,34 +40,73 @@ TrialOutcome outcome_of(const Trial& t) {
   return o;
 }
 
+// Waits an uneven time for each trial, serving meanwhile, so that groups finish out of order.
+TrialOutcome evaluate_unevenly(const Trial& t, const std::function<void()>& serve) {
+  const double seconds = eval_seconds(EvalTime{0.003, 0.003}, 11, t.id);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    serve();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return outcome_of(t);
+}
+
+Topology one_group_per_rank(const Communicator& world) {
+  PlanRequest request;
+  request.world_size = world.size();
+  request.local_batch = 1;
+  return Topology(world, make_plan(request));
+}
+
 }  // namespace
+
+TEST_CASE("random search's overlapping batches come out as a serial search's, on any schedule",
+          "[mpi][hpo][scheduler]") {
+  const Communicator world = Communicator::world();
+  const Topology topology = one_group_per_rank(world);
+  const SearchSpace space = objective_space("sphere", 3);
+  const RandomConfig config{23, world.size(), std::nullopt, Direction::minimize, 4};
+  for (const Assignment assignment : {Assignment::dynamic, Assignment::waves}) {
+    RandomSearch search(space, config);
+    std::vector<int> finished;
+    run_trials(
+        topology, search, evaluate_unevenly,
+        [&](const Trial& t, const TrialOutcome&) { finished.push_back(t.id); }, assignment);
+    if (world.rank() != 0) continue;
+    RandomSearch serial(space, config);
+    while (!serial.done())
+      for (const Trial& t : serial.next_batch()) {
+        const TrialOutcome o = outcome_of(t);
+        serial.report(t.id, o.status == TrialStatus::ok ? o.fitness : std::nan(""),
+                      o.status != TrialStatus::ok);
+      }
+    REQUIRE(search.trials().size() == 23);
+    for (std::size_t i = 0; i < 23; ++i)
+      CHECK(search.trials()[i].genome == serial.trials()[i].genome);
+    CHECK(search.best()->id == serial.best()->id);
+    REQUIRE(search.history().size() == serial.history().size());
+    for (std::size_t b = 0; b < serial.history().size(); ++b) {
+      CHECK(search.history()[b].best == serial.history()[b].best);
+      CHECK(search.history()[b].trainings == serial.history()[b].trainings);
+    }
+    std::sort(finished.begin(), finished.end());
+    std::vector<int> every(23);
+    std::iota(every.begin(), every.end(), 0);
+    CHECK(finished == every);  // each trial ran and was logged exactly once
+  }
+}
 
 TEST_CASE("trials run on every group and the search matches a serial one",
           "[mpi][hpo][scheduler]") {
   const Communicator world = Communicator::world();
-  PlanRequest request;
-  request.world_size = world.size();
-  request.local_batch = 1;
-  const Plan plan = make_plan(request);  // one group per rank
-  const Topology topology(world, plan);
+  const Topology topology = one_group_per_rank(world);
   const SearchSpace space = objective_space("sphere", 3);
 
   GeneticSearch search(space, genetic_config());
   std::vector<std::pair<int, TrialOutcome>> finished;
-  const auto stats = run_trials(
-      topology, search,
-      [&](const Trial& t, const std::function<void()>& serve) {
-        // Uneven evaluation times, so that groups finish out of order.
-        const double seconds = eval_seconds(EvalTime{0.003, 0.003}, 11, t.id);
-        const auto until =
-            std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-        while (std::chrono::steady_clock::now() < until) {
-          serve();
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-        }
-        return outcome_of(t);
-      },
-      [&](const Trial& t, const TrialOutcome& o) { finished.emplace_back(t.id, o); });
+  const auto stats =
+      run_trials(topology, search, evaluate_unevenly,
+                 [&](const Trial& t, const TrialOutcome& o) { finished.emplace_back(t.id, o); });
   CHECK(stats.wall_seconds > 0.0);
   if (world.rank() != 0) return;
 
