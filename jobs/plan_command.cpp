@@ -18,10 +18,12 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
                config.objective->dims);
     return 0;
   }
-  const ModelSize size = model_size(config);
+  const bool searched = !search_space(config).empty();
+  const ModelSize size = searched ? largest_model_size(config) : model_size(config);
   fmt::print(
-      "model: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
-      size.parameters, static_cast<double>(size.bytes) / (1 << 20),
+      "{}: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
+      searched ? "largest model a search trial can build" : "model", size.parameters,
+      static_cast<double>(size.bytes) / (1 << 20),
       static_cast<double>(size.bytes) / (1 << 20) / plan.model);
   return 0;
 }

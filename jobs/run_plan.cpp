@@ -8,6 +8,7 @@
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "core/model.hpp"
+#include "core/search_config.hpp"
 
 namespace strata {
 
@@ -33,6 +34,36 @@ ModelSize model_size(const Config& config) {
   return size;
 }
 
+ModelSize largest_model_size(const Config& config) {
+  const auto& space = search_space(config);
+  ModelSize largest = model_size(config);
+  if (space.empty()) return largest;
+  std::map<std::string, std::string> first, biggest;
+  for (const auto& p : space) first[p.name] = config_reader::probe_values(p).front();
+  biggest = first;
+  auto consider = [&](const std::map<std::string, std::string>& values) {
+    const ModelSize size = model_size(instantiate(config, values));
+    if (size.bytes > largest.bytes) largest = size;
+    return size.bytes;
+  };
+  // Each parameter at each of its probes, the others at their first values; then every
+  // parameter at the probe that gave the largest model on its own, since widths of different
+  // layers add up.
+  for (const auto& p : space) {
+    std::int64_t best = -1;
+    for (const auto& value : config_reader::probe_values(p)) {
+      auto values = first;
+      values[p.name] = value;
+      if (const std::int64_t bytes = consider(values); bytes > best) {
+        best = bytes;
+        biggest[p.name] = value;
+      }
+    }
+  }
+  consider(biggest);
+  return largest;
+}
+
 int ranks_per_node(int measured) {
   if (const char* env = std::getenv("STRATA_RANKS_PER_NODE")) {
     char* end = nullptr;
@@ -56,7 +87,7 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   request.accumulate = p.accumulate;
   request.ranks_per_node = ranks_per_node;
   if (p.memory_per_rank_mib > 0 && !config.objective) {
-    request.model_bytes = model_size(config).bytes;
+    request.model_bytes = largest_model_size(config).bytes;
     request.memory_per_rank_bytes = static_cast<std::int64_t>(p.memory_per_rank_mib * (1 << 20));
   }
   try {

@@ -17,6 +17,11 @@ struct ModelSize {
 // Builds the model for the data's sample shape (reading only the HDF5 file's shapes) and counts it.
 ModelSize model_size(const Config& config);
 
+// The largest model a search trial can build (the config's own when nothing is searched), as far
+// as probing each parameter's bounds and choices, alone and all at their largest together, finds:
+// the run is planned so that it fits.
+ModelSize largest_model_size(const Config& config);
+
 // STRATA_RANKS_PER_NODE when set (tests use it to pretend to have several nodes), else `measured`.
 int ranks_per_node(int measured);
 

@@ -12,4 +12,16 @@ sed 's/max_global_batch: 64/max_global_batch: 64, model: 3/' plan.yaml > bad_mod
 expect_exit 2 'bad_model.yaml:[0-9]+:[0-9]+: parallel.model: 8 ranks cannot be split into model groups of 3 shards' -- \
   "$STRATA" plan bad_model.yaml --ranks 8
 expect_exit 2 'ranks' -- "$STRATA" plan plan.yaml --ranks 0
+# A searched width: M is chosen so that the largest model a trial can build fits memory_per_rank_mib
+# (at units 100000, 6.9 M parameters x 12 bytes = 79 MiB; at the first value, 4 units, a few KiB).
+cat > searched.yaml <<YAML
+data: {source: synthetic, synthetic: {train: 1200, test: 300, classes: 4, channels: 1, height: 8, width: 8}}
+model: {layers: [flatten, {dense: {units: \$u}}, relu, {dense: {units: 4}}]}
+training: {local_batch: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+parallel: {memory_per_rank_mib: 50}
+stages: [{hpo: {population: 4, generations: 2, space: {u: {int: [4, 100000]}}}}]
+YAML
+expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB\) fits 50.0 MiB per rank' -- \
+  "$STRATA" plan searched.yaml --ranks 4
+expect_exit 0 'largest model a search trial can build: 6900004 parameters' -- "$STRATA" plan searched.yaml --ranks 4
 finish
