@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -30,7 +32,16 @@ ModelSize model_size(const Config& config) {
   const int optimizer_slots = config.training.optimizer.kind == OptimizerKind::adam ? 2
                               : config.training.optimizer.momentum != 0.0           ? 1
                                                                                     : 0;
-  size.bytes = size.parameters * static_cast<std::int64_t>(sizeof(float)) * (2 + optimizer_slots);
+  const auto bytes_per_parameter = static_cast<std::int64_t>(sizeof(float)) * (2 + optimizer_slots);
+  size.bytes = size.parameters * bytes_per_parameter;
+  std::set<std::string> split;
+  for (const auto& spec : config.layers)
+    if (spec.split != SplitKind::none) split.insert(spec.name);
+  for (std::size_t i = 0; i < model.layer_count(); ++i) {
+    if (!split.contains(model.layer(i).name())) continue;
+    for (const Param& p : model.layer(i).params())
+      size.split_bytes += p.value->size() * bytes_per_parameter;
+  }
   return size;
 }
 
@@ -87,7 +98,9 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
   request.accumulate = p.accumulate;
   request.ranks_per_node = ranks_per_node;
   if (p.memory_per_rank_mib > 0 && !config.objective) {
-    request.model_bytes = largest_model_size(config).bytes;
+    const ModelSize largest = largest_model_size(config);
+    request.model_bytes = largest.bytes;
+    request.split_bytes = largest.split_bytes;
     request.memory_per_rank_bytes = static_cast<std::int64_t>(p.memory_per_rank_mib * (1 << 20));
   }
   try {

@@ -11,7 +11,13 @@ namespace strata {
 
 struct ModelSize {
   std::int64_t parameters = 0;
-  std::int64_t bytes = 0;  // weights, gradients and optimizer state, float32
+  std::int64_t bytes = 0;        // weights, gradients and optimizer state, float32
+  std::int64_t split_bytes = 0;  // the part of bytes in layers marked `split`
+
+  // What one of M shards holds: the unsplit layers whole, its share of the split ones.
+  std::int64_t bytes_per_shard(int model) const {
+    return bytes - split_bytes + split_bytes / model;
+  }
 };
 
 // Builds the model for the data's sample shape (reading only the HDF5 file's shapes) and counts it.

@@ -42,21 +42,26 @@ int choose_model(const PlanRequest& r, std::vector<std::string>& reasons) {
                           mib(r.memory_per_rank_bytes)));
     return 1;
   }
+  // Only the layers marked `split` shrink with M; the others stay whole on every shard.
+  const std::int64_t whole = r.model_bytes - r.split_bytes;
   for (int m = 2; m <= n; ++m) {
-    if (n % m != 0 || r.model_bytes / m > r.memory_per_rank_bytes) continue;
+    if (n % m != 0 || whole + r.split_bytes / m > r.memory_per_rank_bytes) continue;
     reasons.push_back(fmt::format(
-        "M = {}: the smallest divisor of {} ranks at which a shard ({}) fits {} per rank", m, n,
-        mib(r.model_bytes / m), mib(r.memory_per_rank_bytes)));
+        "M = {}: the smallest divisor of {} ranks at which a shard ({} = {} unsplit + {} split / "
+        "M) fits {} per rank",
+        m, n, mib(whole + r.split_bytes / m), mib(whole), mib(r.split_bytes),
+        mib(r.memory_per_rank_bytes)));
     return m;
   }
-  throw ConfigError(
-      fmt::format("parallel.memory_per_rank_mib: the model needs {}, which does not fit {} per "
-                  "rank even split {} ways",
-                  mib(r.model_bytes), mib(r.memory_per_rank_bytes), n));
+  throw ConfigError(fmt::format(
+      "parallel.memory_per_rank_mib: the model needs {}, which does not fit {} per rank even split "
+      "{} ways: {} of it is in layers not marked `split`, which every shard holds whole",
+      mib(r.model_bytes), mib(r.memory_per_rank_bytes), n, mib(whole)));
 }
 
 // `b` is what one replica contributes to the global batch per optimizer step: K x local batch.
-int choose_data(const PlanRequest& r, int model, int bound, int b, std::vector<std::string>& reasons) {
+int choose_data(const PlanRequest& r, int model, int bound, int b,
+                std::vector<std::string>& reasons) {
   const int n = r.world_size;
   if (r.fixed_data > 0) {
     if (r.fixed_data * b > bound)
@@ -101,20 +106,22 @@ Plan make_plan(const PlanRequest& r) {
   plan.ranks_per_node = r.ranks_per_node > 0 ? r.ranks_per_node : r.world_size;
   plan.model = choose_model(r, plan.reasons);
   if (r.accumulate < 0)
-    throw ConfigError(fmt::format("parallel.accumulate: {} is not a number of micro-batches", r.accumulate));
+    throw ConfigError(
+        fmt::format("parallel.accumulate: {} is not a number of micro-batches", r.accumulate));
   const int fixed_k = r.accumulate > 0 ? r.accumulate : 1;
   if (fixed_k * r.local_batch > bound)
-    throw ConfigError(fmt::format(
-        "parallel.accumulate: {} micro-batches x local batch {} = {}, above parallel.max_global_batch {}",
-        fixed_k, r.local_batch, fixed_k * r.local_batch, bound));
+    throw ConfigError(
+        fmt::format("parallel.accumulate: {} micro-batches x local batch {} = {}, above "
+                    "parallel.max_global_batch {}",
+                    fixed_k, r.local_batch, fixed_k * r.local_batch, bound));
   plan.data = choose_data(r, plan.model, bound, fixed_k * r.local_batch, plan.reasons);
   plan.accumulate = r.accumulate > 0 ? r.accumulate : bound / (plan.data * r.local_batch);
   if (r.accumulate > 1)
     plan.reasons.push_back(fmt::format("K = {}: fixed by parallel.accumulate", r.accumulate));
   else if (r.accumulate == 0)
     plan.reasons.push_back(fmt::format(
-        "K = {}: accumulate micro-batches so that K x D x {} = {} comes as close to {} as it can", plan.accumulate,
-        r.local_batch, plan.global_batch(), bound));
+        "K = {}: accumulate micro-batches so that K x D x {} = {} comes as close to {} as it can",
+        plan.accumulate, r.local_batch, plan.global_batch(), bound));
   plan.groups = r.world_size / (plan.data * plan.model);
   plan.reasons.push_back(fmt::format(
       "G = {}: {} ranks / (D x M = {}); extra ranks train more members, not a larger batch",

@@ -10,11 +10,12 @@ namespace strata {
 struct PlanRequest {
   int world_size = 1;
   int local_batch = 1;
-  int max_global_batch = 0;      // 0: the local batch (no data parallelism)
-  int fixed_model = 0;           // M fixed by the config; 0: choose
-  int fixed_data = 0;            // D fixed by the config; 0: choose
-  int accumulate = 1;            // K micro-batches per optimizer step; 0: as many as keep K*D*b <= B
+  int max_global_batch = 0;  // 0: the local batch (no data parallelism)
+  int fixed_model = 0;       // M fixed by the config; 0: choose
+  int fixed_data = 0;        // D fixed by the config; 0: choose
+  int accumulate = 1;        // K micro-batches per optimizer step; 0: as many as keep K*D*b <= B
   std::int64_t model_bytes = 0;  // weights + gradients + optimizer state of one whole model
+  std::int64_t split_bytes = 0;  // the part of model_bytes in layers marked `split`: / M per rank
   std::int64_t memory_per_rank_bytes = 0;  // 0: no limit
   int ranks_per_node = 0;                  // 0: all ranks on one node
 };

@@ -16,12 +16,16 @@ expect_exit 2 'ranks' -- "$STRATA" plan plan.yaml --ranks 0
 # (at units 100000, 6.9 M parameters x 12 bytes = 79 MiB; at the first value, 4 units, a few KiB).
 cat > searched.yaml <<YAML
 data: {source: synthetic, synthetic: {train: 1200, test: 300, classes: 4, channels: 1, height: 8, width: 8}}
-model: {layers: [flatten, {dense: {units: \$u}}, relu, {dense: {units: 4}}]}
+model: {layers: [flatten, {dense: {units: \$u, split: column}}, relu, {dense: {units: 4, split: row}}]}
 training: {local_batch: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
 parallel: {memory_per_rank_mib: 50}
 stages: [{hpo: {population: 4, generations: 2, space: {u: {int: [4, 100000]}}}}]
 YAML
-expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB\) fits 50.0 MiB per rank' -- \
+expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB = 0.0 MiB unsplit \+ 79.0 MiB split / M\) fits 50.0 MiB per rank' -- \
   "$STRATA" plan searched.yaml --ranks 4
 expect_exit 0 'largest model a search trial can build: 6900004 parameters' -- "$STRATA" plan searched.yaml --ranks 4
+# Unmarked layers stay whole on every shard, so no M makes them fit.
+sed 's/, split: column//; s/, split: row//' searched.yaml > unsplit.yaml
+expect_exit 2 'unsplit.yaml:[0-9]+:[0-9]+: parallel.memory_per_rank_mib: the model needs 79.0 MiB, which does not fit 50.0 MiB per rank even split 4 ways: 79.0 MiB of it is in layers not marked `split`' -- \
+  "$STRATA" plan unsplit.yaml --ranks 4
 finish

@@ -65,15 +65,25 @@ TEST_CASE("fixed M and D are honoured", "[planner]") {
 TEST_CASE("M is the smallest divisor at which a shard fits the memory limit", "[planner]") {
   PlanRequest r = request(8, 64, 64);
   r.model_bytes = 100 << 20;
+  r.split_bytes = 100 << 20;
   r.memory_per_rank_bytes = 30 << 20;
-  const Plan p = make_plan(r);
+  Plan p = make_plan(r);
   CHECK(p.model == 4);  // 100/2 = 50 MiB does not fit 30, 100/4 = 25 does
   CHECK(p.groups == 2);
+  // Only split layers shrink: with 20 MiB whole on every shard, 20 + 80/8 = 30 fits, 20 + 80/4
+  // = 40 does not.
+  r.split_bytes = 80 << 20;
+  p = make_plan(r);
+  CHECK(p.model == 8);
   r.memory_per_rank_bytes = 10 << 20;
+  r.split_bytes = 100 << 20;
   CHECK_THAT(
       error_of(r),
       Catch::Contains(
           "the model needs 100.0 MiB, which does not fit 10.0 MiB per rank even split 8 ways"));
+  r.memory_per_rank_bytes = 50 << 20;
+  r.split_bytes = 0;  // nothing marked split: no M helps
+  CHECK_THAT(error_of(r), Catch::Contains("100.0 MiB of it is in layers not marked `split`"));
 }
 
 TEST_CASE("the global batch never exceeds the bound, and G x D x M = N, for N from 1 to 4096",
@@ -105,7 +115,8 @@ TEST_CASE("accumulation keeps the global batch at the bound when D is smaller", 
   CHECK(p.data == 2);
   CHECK(p.accumulate == 2);
   CHECK(p.global_batch() == 256);
-  CHECK_THAT(describe(p), Catch::Contains("global batch 256 (bound 256) per group in K = 2 micro-batches"));
+  CHECK_THAT(describe(p),
+             Catch::Contains("global batch 256 (bound 256) per group in K = 2 micro-batches"));
   r.world_size = 8;
   p = make_plan(r);
   CHECK(p.data == 4);
@@ -120,7 +131,8 @@ TEST_CASE("accumulation keeps the global batch at the bound when D is smaller", 
   CHECK(p.global_batch() == 128);
   r.accumulate = 5;
   CHECK(error_of(r) ==
-        "parallel.accumulate: 5 micro-batches x local batch 32 = 160, above parallel.max_global_batch 128");
+        "parallel.accumulate: 5 micro-batches x local batch 32 = 160, above "
+        "parallel.max_global_batch 128");
 }
 
 TEST_CASE("the rank layout is world_rank = m + M*d + M*D*g", "[planner]") {
