@@ -303,6 +303,7 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
       w.loss_sum += softmax_cross_entropy(logits, w.labels, w.grad_logits) *
                     static_cast<double>(last - first);
       w.correct += count_correct(logits, w.labels);
+      if (i == 0 && evaluation_hook_) evaluation_hook_();  // worker 0 is the calling thread
     }
   });
   std::array<double, 2> stats{0.0, 0.0};

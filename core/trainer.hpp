@@ -67,6 +67,10 @@ class Trainer {
   // Called after every training step on the calling thread (a search's coordinator answers other
   // groups there while its own group trains).
   void set_step_hook(std::function<void()> hook) { step_hook_ = std::move(hook); }
+  // Called on the calling thread between the batches of its share of each evaluation (validation
+  // and test), so that a coordinator keeps answering during long evaluations. Unlike the step
+  // hook it must not make a collective call: ranks evaluate different numbers of batches.
+  void set_evaluation_hook(std::function<void()> hook) { evaluation_hook_ = std::move(hook); }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
   std::int64_t global_batch() const { return global_batch_; }
   int threads() const { return pool_.size(); }
@@ -113,6 +117,7 @@ class Trainer {
   LrSchedule schedule_;
   std::int64_t global_step_ = 0;
   std::function<void()> step_hook_;
+  std::function<void()> evaluation_hook_;
 };
 
 }  // namespace strata

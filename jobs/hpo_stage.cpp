@@ -154,6 +154,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
         config, data, threads, sync ? &*sync : nullptr,
         split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
     if (sync) sync->attach(trainer->model().params());
+    trainer->set_evaluation_hook(serve);
     trainer->set_step_hook([&] {
       serve();
       if (spec.trial_timeout_s > 0 && over_time(topology.member(), start, spec.trial_timeout_s))

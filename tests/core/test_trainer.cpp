@@ -2,6 +2,8 @@
 // and divergence and impossible batch sizes are reported with the right error types.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -78,6 +80,29 @@ TEST_CASE("the trainer learns the synthetic task in three epochs", "[trainer]") 
   CHECK(epochs[2].test_loss < 0.5);
   CHECK(epochs[2].epoch == 3);
   CHECK(epochs[2].lr == config.training.optimizer.lr);
+}
+
+TEST_CASE("the hooks run on the calling thread, after every step and during evaluation",
+          "[trainer]") {
+  Config config = small_config();
+  config.training.epochs = 1;
+  const TrainingData data = load_training_data(config);
+  Trainer trainer(config, data, 2);
+  const auto caller = std::this_thread::get_id();
+  int steps = 0, evaluation_calls = 0;
+  bool elsewhere = false;
+  trainer.set_step_hook([&] {
+    ++steps;
+    elsewhere = elsewhere || std::this_thread::get_id() != caller;
+  });
+  trainer.set_evaluation_hook([&] {
+    ++evaluation_calls;
+    elsewhere = elsewhere || std::this_thread::get_id() != caller;
+  });
+  trainer.run_epoch(1, {});
+  CHECK(steps == trainer.steps_per_epoch());
+  CHECK(evaluation_calls >= 2);  // at least one batch each of validation and test
+  CHECK_FALSE(elsewhere);
 }
 
 TEST_CASE("two trainers with the same config and threads give bit-identical weights", "[trainer]") {
@@ -182,13 +207,15 @@ training:
     double worst = 0.0;
     for (std::size_t k = 0; k < pa.size(); ++k)
       for (std::int64_t i = 0; i < pa[k].value->size(); ++i)
-        worst = std::max(worst, static_cast<double>(std::abs((*pa[k].value)[i] - (*pb[k].value)[i])));
+        worst =
+            std::max(worst, static_cast<double>(std::abs((*pa[k].value)[i] - (*pb[k].value)[i])));
     INFO(threads << " thread(s): largest weight difference " << worst);
     CHECK(worst < 1e-5);
   }
 }
 
-TEST_CASE("reading shards from the file trains exactly as reading everything into memory", "[trainer][shards]") {
+TEST_CASE("reading shards from the file trains exactly as reading everything into memory",
+          "[trainer][shards]") {
   strata::testing::TempDir dir;
   const std::string path = dir.file("data.h5");
   SyntheticSpec spec;
@@ -221,7 +248,8 @@ training: {{epochs: 1, local_batch: 32, optimizer: {{type: sgd, lr: 0.1, momentu
   CHECK(ma.test_accuracy == mb.test_accuracy);
   auto pa = ta.model().params(), pb = tb.model().params();
   for (std::size_t k = 0; k < pa.size(); ++k)
-    CHECK(std::equal(pa[k].value->values().begin(), pa[k].value->values().end(), pb[k].value->values().begin()));
+    CHECK(std::equal(pa[k].value->values().begin(), pa[k].value->values().end(),
+                     pb[k].value->values().begin()));
   // 7 steps of 32: only the rows of the batches were read, none twice.
   CHECK(b.train.reader->rows_read() == tb.steps_per_epoch() * 32);
 }
