@@ -31,7 +31,9 @@ enum SeedPurpose : std::uint64_t {
   seed_noise = 4,
   seed_synthetic = 5,
   seed_member = 6,
-  seed_trial = 7
+  seed_trial = 7,
+  // Every stream of a hyperparameter search: derive_seed(run seed, {seed_hpo, HpoStream, ...}).
+  seed_hpo = 0x68706f  // "hpo"
 };
 
 class Rng {

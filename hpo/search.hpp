@@ -14,10 +14,7 @@
 
 namespace strata {
 
-// The purpose coordinate of every search stream: derive_seed(run seed, {seed_hpo, ...}). Far from
-// core's small SeedPurpose values so that the two never name the same stream.
-inline constexpr std::uint64_t seed_hpo = 0x68706f;  // "hpo"
-// The second coordinate: which part of the search a stream feeds.
+// The coordinate after seed_hpo (core/rng.hpp): which part of the search a stream feeds.
 enum HpoStream : std::uint64_t { hpo_genetic = 1, hpo_random = 2, hpo_eval_time = 3 };
 
 // One evaluation of one genome. Trial ids count from 0 in the order trials are handed out, so
