@@ -22,7 +22,7 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
   const ModelSize size = searched ? largest_model_size(config) : model_size(config);
   fmt::print(
       "{}: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
-      searched ? "largest model a search trial can build" : "model", size.parameters,
+      searched ? "models of search trials, at most" : "model", size.parameters,
       static_cast<double>(size.bytes) / (1 << 20),
       static_cast<double>(size.bytes_per_shard(plan.model)) / (1 << 20));
   return 0;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
+#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -34,45 +34,67 @@ ModelSize model_size(const Config& config) {
                                                                                     : 0;
   const auto bytes_per_parameter = static_cast<std::int64_t>(sizeof(float)) * (2 + optimizer_slots);
   size.bytes = size.parameters * bytes_per_parameter;
-  std::set<std::string> split;
+  // What a shard holds 1/M of: a column split's weight and bias, a row split's weight only (its
+  // bias is added once, after the allreduce, so every shard keeps it whole).
+  std::map<std::string, SplitKind> split;
   for (const auto& spec : config.layers)
-    if (spec.split != SplitKind::none) split.insert(spec.name);
+    if (spec.split != SplitKind::none) split[spec.name] = spec.split;
   for (std::size_t i = 0; i < model.layer_count(); ++i) {
-    if (!split.contains(model.layer(i).name())) continue;
+    const auto kind = split.find(model.layer(i).name());
+    if (kind == split.end()) continue;
     for (const Param& p : model.layer(i).params())
-      size.split_bytes += p.value->size() * bytes_per_parameter;
+      if (kind->second == SplitKind::column || p.name.ends_with("/weight"))
+        size.split_bytes += p.value->size() * bytes_per_parameter;
   }
   return size;
 }
 
 ModelSize largest_model_size(const Config& config) {
   const auto& space = search_space(config);
-  ModelSize largest = model_size(config);
-  if (space.empty()) return largest;
-  std::map<std::string, std::string> first, biggest;
-  for (const auto& p : space) first[p.name] = config_reader::probe_values(p).front();
-  biggest = first;
-  auto consider = [&](const std::map<std::string, std::string>& values) {
-    const ModelSize size = model_size(instantiate(config, values));
-    if (size.bytes > largest.bytes) largest = size;
-    return size.bytes;
+  const ModelSize base = model_size(config);
+  if (space.empty()) return base;
+  // Bounds over every model probed: the largest unsplit part and the largest split part, which
+  // may come from different trials. A shard planned for their sum holds any of them.
+  ModelSize bound = base;
+  std::int64_t whole = base.bytes - base.split_bytes;
+  std::map<std::map<std::string, std::string>, std::int64_t> probed;  // values -> bytes, -1: none
+  auto bytes_at = [&](const std::map<std::string, std::string>& values) {
+    if (const auto known = probed.find(values); known != probed.end()) return known->second;
+    std::int64_t bytes = -1;
+    try {
+      const ModelSize size = model_size(instantiate(config, values));
+      bytes = size.bytes;
+      whole = std::max(whole, size.bytes - size.split_bytes);
+      bound.split_bytes = std::max(bound.split_bytes, size.split_bytes);
+      bound.parameters = std::max(bound.parameters, size.parameters);
+    } catch (const ConfigError&) {
+      // A trial that cannot be built fails alone when the search reaches it.
+    }
+    probed[values] = bytes;
+    return bytes;
   };
-  // Each parameter at each of its probes, the others at their first values; then every
-  // parameter at the probe that gave the largest model on its own, since widths of different
-  // layers add up.
-  for (const auto& p : space) {
-    std::int64_t best = -1;
-    for (const auto& value : config_reader::probe_values(p)) {
-      auto values = first;
-      values[p.name] = value;
-      if (const std::int64_t bytes = consider(values); bytes > best) {
-        best = bytes;
-        biggest[p.name] = value;
+  // Coordinate ascent over the probes (each parameter's bounds and choices): each parameter takes
+  // the probe that gives the largest model with the others at their current values, round after
+  // round until none changes, since parameters interact (a larger kernel shrinks what follows).
+  std::map<std::string, std::string> current;
+  for (const auto& p : space) current[p.name] = config_reader::probe_values(p).front();
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& p : space) {
+      std::int64_t best = bytes_at(current);
+      for (const auto& value : config_reader::probe_values(p)) {
+        auto values = current;
+        values[p.name] = value;
+        if (const std::int64_t bytes = bytes_at(values); bytes > best) {
+          best = bytes;
+          current = values;
+          changed = true;
+        }
       }
     }
   }
-  consider(biggest);
-  return largest;
+  bound.bytes = whole + bound.split_bytes;
+  return bound;
 }
 
 int ranks_per_node(int measured) {

@@ -23,9 +23,10 @@ struct ModelSize {
 // Builds the model for the data's sample shape (reading only the HDF5 file's shapes) and counts it.
 ModelSize model_size(const Config& config);
 
-// The largest model a search trial can build (the config's own when nothing is searched), as far
-// as probing each parameter's bounds and choices, alone and all at their largest together, finds:
-// the run is planned so that it fits.
+// A bound on the models search trials can build (the config's own model when nothing is
+// searched): the largest unsplit part plus the largest split part over the models probed, as far
+// as a coordinate ascent over each parameter's bounds and choices finds them. The run is planned
+// so that a shard of it fits.
 ModelSize largest_model_size(const Config& config);
 
 // STRATA_RANKS_PER_NODE when set (tests use it to pretend to have several nodes), else `measured`.

@@ -82,27 +82,35 @@ TEST_CASE("the trainer learns the synthetic task in three epochs", "[trainer]") 
   CHECK(epochs[2].lr == config.training.optimizer.lr);
 }
 
-TEST_CASE("the hooks run on the calling thread, after every step and during evaluation",
+TEST_CASE("the hooks run on the calling thread, after every step and every evaluation batch",
           "[trainer]") {
   Config config = small_config();
   config.training.epochs = 1;
+  config.data.synthetic.test = 1000;  // four evaluation batches of at most 256
   const TrainingData data = load_training_data(config);
-  Trainer trainer(config, data, 2);
+  auto batches = [](std::int64_t rows) { return (rows + 255) / 256; };
   const auto caller = std::this_thread::get_id();
-  int steps = 0, evaluation_calls = 0;
-  bool elsewhere = false;
-  trainer.set_step_hook([&] {
-    ++steps;
-    elsewhere = elsewhere || std::this_thread::get_id() != caller;
-  });
-  trainer.set_evaluation_hook([&] {
-    ++evaluation_calls;
-    elsewhere = elsewhere || std::this_thread::get_id() != caller;
-  });
-  trainer.run_epoch(1, {});
-  CHECK(steps == trainer.steps_per_epoch());
-  CHECK(evaluation_calls >= 2);  // at least one batch each of validation and test
-  CHECK_FALSE(elsewhere);
+  for (const int threads : {1, 2}) {
+    Trainer trainer(config, data, threads);
+    int steps = 0, evaluation_calls = 0;
+    bool elsewhere = false;
+    trainer.set_step_hook([&] {
+      ++steps;
+      elsewhere = elsewhere || std::this_thread::get_id() != caller;
+    });
+    trainer.set_evaluation_hook([&] {
+      ++evaluation_calls;
+      elsewhere = elsewhere || std::this_thread::get_id() != caller;
+    });
+    trainer.run_epoch(1, {});
+    CHECK(steps == trainer.steps_per_epoch());
+    CHECK_FALSE(elsewhere);
+    // One call per batch of the calling thread's share: with one thread, every batch.
+    if (threads == 1)
+      CHECK(evaluation_calls == batches(data.validation.count()) + batches(data.test.count()));
+    else
+      CHECK(evaluation_calls >= 2 + 1);  // test: 500 rows on worker 0, two batches
+  }
 }
 
 TEST_CASE("two trainers with the same config and threads give bit-identical weights", "[trainer]") {

@@ -23,7 +23,19 @@ stages: [{hpo: {population: 4, generations: 2, space: {u: {int: [4, 100000]}}}}]
 YAML
 expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB = 0.0 MiB unsplit \+ 79.0 MiB split / M\) fits 50.0 MiB per rank' -- \
   "$STRATA" plan searched.yaml --ranks 4
-expect_exit 0 'largest model a search trial can build: 6900004 parameters' -- "$STRATA" plan searched.yaml --ranks 4
+expect_exit 0 'models of search trials, at most: 6900004 parameters' -- "$STRATA" plan searched.yaml --ranks 4
+# Two searched parameters: the plan bounds the models over probes of both (kernel 1 and 100000
+# units: 26.1 M parameters, 298.7 MiB, so M = 8 on 8 ranks); kernel 9 cannot be built on 8x8 images
+# and is left out of the bound (that trial fails alone when the search reaches it).
+cat > two_searched.yaml <<YAML
+data: {source: synthetic, synthetic: {train: 1200, test: 300, classes: 4, channels: 1, height: 8, width: 8}}
+model: {layers: [{conv2d: {filters: 4, kernel: \$k}}, relu, flatten, {dense: {units: \$u, split: column}}, relu, {dense: {units: 4, split: row}}]}
+training: {local_batch: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+parallel: {memory_per_rank_mib: 50}
+stages: [{hpo: {population: 4, generations: 2, space: {k: {int: [1, 9]}, u: {int: [4, 100000]}}}}]
+YAML
+expect_exit 0 'M = 8: the smallest divisor of 8 ranks at which a shard \(37.3 MiB' -- "$STRATA" plan two_searched.yaml --ranks 8
+expect_exit 0 'models of search trials, at most: 26100012 parameters, 298.7 MiB' -- "$STRATA" plan two_searched.yaml --ranks 8
 # Unmarked layers stay whole on every shard, so no M makes them fit.
 sed 's/, split: column//; s/, split: row//' searched.yaml > unsplit.yaml
 expect_exit 2 'unsplit.yaml:[0-9]+:[0-9]+: parallel.memory_per_rank_mib: the model needs 79.0 MiB, which does not fit 50.0 MiB per rank even split 4 ways: 79.0 MiB of it is in layers not marked `split`' -- \
