@@ -44,9 +44,9 @@ grep -q 'choice: \[16, 32, 64\]' fashion_d2.yaml || { echo "FAIL: fashion_d2.yam
 expect_exit 0 'local batch: planned for 64, the largest a search trial can have' -- "$STRATA" plan fashion_d2.yaml --ranks 4
 expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
 
-# trial_timeout_s stops every trial at its first step, alike on both ranks of each D=2 group; each
-# is recorded as a timeout and the search goes on to its end.
-sed -e "s|dir: $work/fashion_d2|dir: $work/fashion_timeout|" -e 's/fitness: val_accuracy/fitness: val_accuracy\n      trial_timeout_s: 0.001/' \
+# trial_timeout_s (1 us: less than any step) stops every trial at its first step, alike on both
+# ranks of each D=2 group; each is recorded as a timeout and the search goes on to its end.
+sed -e "s|dir: $work/fashion_d2|dir: $work/fashion_timeout|" -e 's/fitness: val_accuracy/fitness: val_accuracy\n      trial_timeout_s: 1.0e-6/' \
     fashion_d2.yaml > fashion_timeout.yaml
 expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_timeout.yaml
 
@@ -89,7 +89,7 @@ for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashio
     assert len(rows[0]) == 4 + dims + 8, f"{name}: columns {list(rows[0])}"
     if name == "fashion_timeout":
         assert all(r["status"] == "timeout" and r["reason"].startswith("stopped in epoch 1 of 1 after")
-                   and r["reason"].endswith("over trial_timeout_s 0.001") for r in rows), rows[0]
+                   and r["reason"].endswith("over trial_timeout_s 1e-06") for r in rows), rows[0]
         assert summary["best"] is None and summary["stop_reason"] == "generations"
         print(f"ok: {name}: {len(rows)} trials, every one a timeout")
         continue
