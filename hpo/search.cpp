@@ -60,11 +60,9 @@ std::vector<Trial> Search::next_batch() {
 }
 
 void Search::report(int trial_id, double fitness, bool failed) {
-  if (trial_id >= 0 && trial_id < static_cast<int>(batch_begin_))
-    throw std::invalid_argument(fmt::format("search: trial {} is reported twice", trial_id));
-  if (trial_id < static_cast<int>(batch_begin_) || trial_id >= static_cast<int>(trials_.size()))
-    throw std::invalid_argument(
-        fmt::format("search: trial {} is not part of an outstanding batch", trial_id));
+  // Every trial before the oldest unread batch is reported: the check below names it.
+  if (trial_id < 0 || trial_id >= static_cast<int>(trials_.size()))
+    throw std::invalid_argument(fmt::format("search: trial {} was not handed out", trial_id));
   auto& t = trials_[static_cast<std::size_t>(trial_id)];
   if (t.reported)
     throw std::invalid_argument(fmt::format("search: trial {} is reported twice", trial_id));
