@@ -1,5 +1,7 @@
 // `strata plan CONFIG --ranks N`: the decomposition a job of N ranks would get, without starting
 // it.
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "core/config.hpp"
@@ -11,20 +13,21 @@ namespace strata {
 int plan_command(const std::string& config_path, int ranks, int ranks_per_node_option) {
   const Config config = load_config(config_path);
   const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
-  const Plan plan = plan_run(config, ranks, per_node);
+  // Counted once, for the plan and for the line below (a search probes many models).
+  std::optional<ModelSize> size;
+  if (!config.objective) size = largest_model_size(config);
+  const Plan plan = plan_run(config, ranks, per_node, size ? &*size : nullptr);
   fmt::print("plan for {} ({}):\n{}", config.run.name, config.file, describe(plan));
   if (config.objective) {
     fmt::print("model: the {} function in {} dimensions\n", config.objective->name,
                config.objective->dims);
     return 0;
   }
-  const bool searched = !search_space(config).empty();
-  const ModelSize size = searched ? largest_model_size(config) : model_size(config);
   fmt::print(
       "{}: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
-      searched ? "models of search trials, at most" : "model", size.parameters,
-      static_cast<double>(size.bytes) / (1 << 20),
-      static_cast<double>(size.bytes_per_shard(plan.model)) / (1 << 20));
+      search_space(config).empty() ? "model" : "models of search trials, at most", size->parameters,
+      static_cast<double>(size->bytes) / (1 << 20),
+      static_cast<double>(size->bytes_per_shard(plan.model)) / (1 << 20));
   return 0;
 }
 

@@ -108,19 +108,34 @@ int ranks_per_node(int measured) {
   return measured;
 }
 
-Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
+namespace {
+
+// The planner's request from the config's parallel section, for `local_batch` on `world_size`
+// ranks; M and D as the config fixes them.
+PlanRequest request_from(const Config& config, int world_size, int ranks_per_node,
+                         int local_batch) {
   const ParallelConfig& p = config.parallel;
   PlanRequest request;
   request.world_size = world_size;
-  const auto& searched = config.training.largest_searched_local_batch;
-  request.local_batch = std::max(config.training.local_batch, searched.value_or(0));
+  request.local_batch = local_batch;
   request.max_global_batch = p.max_global_batch;
   request.fixed_model = p.model;
   request.fixed_data = p.data;
   request.accumulate = p.accumulate;
   request.ranks_per_node = ranks_per_node;
+  return request;
+}
+
+}  // namespace
+
+Plan plan_run(const Config& config, int world_size, int ranks_per_node,
+              const ModelSize* known_size) {
+  const ParallelConfig& p = config.parallel;
+  const auto& searched = config.training.largest_searched_local_batch;
+  PlanRequest request = request_from(config, world_size, ranks_per_node,
+                                     std::max(config.training.local_batch, searched.value_or(0)));
   if (p.memory_per_rank_mib > 0 && !config.objective) {
-    const ModelSize largest = largest_model_size(config);
+    const ModelSize largest = known_size != nullptr ? *known_size : largest_model_size(config);
     request.model_bytes = largest.bytes;
     request.split_bytes = largest.split_bytes;
     request.memory_per_rank_bytes = static_cast<std::int64_t>(p.memory_per_rank_mib * (1 << 20));
@@ -141,15 +156,10 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node) {
 }
 
 Plan plan_on_run_layout(const Config& config, const Plan& run) {
-  const ParallelConfig& p = config.parallel;
-  PlanRequest request;
-  request.world_size = run.world_size;
-  request.local_batch = config.training.local_batch;
-  request.max_global_batch = p.max_global_batch;
+  PlanRequest request =
+      request_from(config, run.world_size, run.ranks_per_node, config.training.local_batch);
   request.fixed_model = run.model;
   request.fixed_data = run.data;
-  request.accumulate = p.accumulate;
-  request.ranks_per_node = run.ranks_per_node;
   try {
     return make_plan(request);
   } catch (const ConfigError& e) {

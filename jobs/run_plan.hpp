@@ -33,9 +33,10 @@ ModelSize largest_model_size(const Config& config);
 int ranks_per_node(int measured);
 
 // The plan for `world_size` ranks. Planner errors become ConfigErrors that name the config file
-// and the parallel section's line.
-// A searched local batch is planned at the largest value a trial can have.
-Plan plan_run(const Config& config, int world_size, int ranks_per_node);
+// and the parallel section's line. A searched local batch is planned at the largest value a trial
+// can have. `known_size`: largest_model_size(config) when the caller has it already.
+Plan plan_run(const Config& config, int world_size, int ranks_per_node,
+              const ModelSize* known_size = nullptr);
 
 // The plan of `config` on the run's layout (its G, D and M) for the config's own local batch: the
 // accumulation K of a search trial, or of a train stage when the run was planned for a larger
