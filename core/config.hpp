@@ -224,5 +224,6 @@ const std::vector<SearchParamSpec>& search_space(const Config& config);
 
 const char* to_string(LayerKind kind);
 const char* to_string(InitKind kind);
+const char* to_string(SearchAlgorithm algorithm);
 
 }  // namespace strata

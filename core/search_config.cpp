@@ -150,9 +150,7 @@ HpoSpec parse_hpo(const MapReader& m) {
       "population",     "generations",        "tournament",    "elites",
       "demes",          "migration_interval", "migrants",      "blend_alpha",
       "crossover_rate", "mutation_sigma",     "mutation_rate", "patience"};
-  const char* algorithm = h.algorithm == SearchAlgorithm::genetic  ? "genetic"
-                          : h.algorithm == SearchAlgorithm::random ? "random"
-                                                                   : "grid";
+  const char* algorithm = to_string(h.algorithm);
   auto only_for = [&](std::string_view key, bool applies, const char* owners) {
     if (!applies && m.get(key))
       m.require(key).fail(
@@ -203,3 +201,13 @@ std::vector<std::string> probe_values(const SearchParamSpec& p) {
 }
 
 }  // namespace strata::config_reader
+
+namespace strata {
+
+const char* to_string(SearchAlgorithm algorithm) {
+  for (const auto& c : config_reader::algorithm_choices)
+    if (c.value == algorithm) return c.name.data();  // the names are literals, so NUL-terminated
+  return "unknown";
+}
+
+}  // namespace strata

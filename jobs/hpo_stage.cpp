@@ -230,10 +230,7 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
   if (coordinator) {
     log.emplace(output->dir(), search->space());
     fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
-               spec.algorithm == SearchAlgorithm::genetic  ? "genetic"
-               : spec.algorithm == SearchAlgorithm::random ? "random"
-                                                           : "grid",
-               space.params.size(), groups);
+               to_string(spec.algorithm), space.params.size(), groups);
     // A generation is a barrier: groups beyond its size have nothing to do.
     if (spec.algorithm == SearchAlgorithm::genetic && spec.population < groups)
       fmt::print(
