@@ -1,9 +1,11 @@
 #include "jobs/hpo_stage.hpp"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -122,12 +124,34 @@ class TrialOverTime : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Whether the trial has run longer than `limit_s` on any rank of the group: one small allreduce
-// per step where the group has several ranks, so that all of them stop at the same step.
-bool over_time(const Communicator& member, Clock::time_point start, double limit_s) {
-  const int over = seconds_since(start) > limit_s ? 1 : 0;
-  return (member.size() > 1 ? member.allreduce_max(over) : over) != 0;
-}
+// Whether a trial has run longer than its limit on any rank of its group, asked once per step.
+// On a group of several ranks the answer must be the same everywhere, so the ranks vote: each
+// step starts a non-blocking sum of the ranks' flags and reads the previous step's sum, which the
+// step's own communication has completed by then. Every rank stops at the same step, one step
+// after the first rank ran over, and no step waits for the vote. A vote still in flight when the
+// trial ends is completed by the request's destructor, on every rank alike.
+class OverTimeVote {
+ public:
+  OverTimeVote(const Communicator& member, Clock::time_point start, double limit_s)
+      : member_(member), start_(start), limit_s_(limit_s) {}
+
+  bool over() {
+    const bool mine = seconds_since(start_) > limit_s_;
+    if (member_.size() == 1) return mine;
+    pending_.wait();
+    const bool voted = flag_[0] > 0.0f;
+    flag_[0] = mine ? 1.0f : 0.0f;
+    pending_ = member_.iallreduce_sum(std::span<float>(flag_));
+    return voted;
+  }
+
+ private:
+  const Communicator& member_;
+  Clock::time_point start_;
+  double limit_s_;
+  std::array<float, 1> flag_{0.0f};  // the buffer of the vote in flight
+  Request pending_;                  // declared after flag_: completes before flag_ goes away
+};
 
 // Trains the trial's config on this member group. Every decision that ends it early (divergence,
 // timeout) is taken alike on all ranks of the group, so none is left in a collective; errors
@@ -141,6 +165,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
   std::optional<Trainer> trainer;
   int global_batch = 0;
   int epoch = 0;
+  OverTimeVote over_time(topology.member(), start, spec.trial_timeout_s);
   auto build = [&] {
     config = instantiate(base, trial_values(space, trial));
     config.run.seed =
@@ -157,7 +182,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
     trainer->set_evaluation_hook(serve);
     trainer->set_step_hook([&] {
       serve();
-      if (spec.trial_timeout_s > 0 && over_time(topology.member(), start, spec.trial_timeout_s))
+      if (spec.trial_timeout_s > 0 && over_time.over())
         throw TrialOverTime(
             fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
                         "trial_timeout_s {}",

@@ -44,7 +44,7 @@ grep -q 'choice: \[16, 32, 64\]' fashion_d2.yaml || { echo "FAIL: fashion_d2.yam
 expect_exit 0 'local batch: planned for 64, the largest a search trial can have' -- "$STRATA" plan fashion_d2.yaml --ranks 4
 expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
 
-# trial_timeout_s (1 us: less than any step) stops every trial at its first step, alike on both
+# trial_timeout_s (1 us: less than any step) stops every trial after its first steps, alike on both
 # ranks of each D=2 group; each is recorded as a timeout and the search goes on to its end.
 sed -e "s|dir: $work/fashion_d2|dir: $work/fashion_timeout|" -e 's/fitness: val_accuracy/fitness: val_accuracy\n      trial_timeout_s: 1.0e-6/' \
     fashion_d2.yaml > fashion_timeout.yaml
