@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -396,6 +397,30 @@ OutputConfig parse_output(const MapReader& m) {
   return out;
 }
 
+constexpr std::array<Choice<int>, 5> signal_choices{{
+    {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2},
+    {"TERM", SIGTERM},
+    {"INT", SIGINT},
+    {"HUP", SIGHUP},
+}};
+
+CheckpointConfig parse_checkpoint(const MapReader& m) {
+  static constexpr std::string_view known[] = {"every_steps", "every_seconds", "keep", "signal"};
+  m.allow_only(known);
+  CheckpointConfig c;
+  read(m, "every_steps", c.every_steps, at_least_0);
+  read(m, "every_seconds", c.every_seconds, non_negative);
+  read(m, "keep", c.keep, at_least_1);
+  // One checkpoint alone would be lost to a crash while it is being replaced by the next.
+  if (c.keep < 2)
+    if (auto k = m.get("keep")) k->fail("keep at least 2 checkpoints, so that a crash during a write leaves one");
+  read(m, "signal", c.signal, signal_choices, "signal");
+  for (const auto& choice : signal_choices)
+    if (choice.value == c.signal) c.signal_name = std::string(choice.name);
+  return c;
+}
+
 // --- stages ---
 
 StageSpec parse_stage(const Reader& item) {
@@ -478,6 +503,7 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
     config.parallel.mark = p->mark();
   }
   if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
+  if (auto c = top.get("checkpoint")) config.checkpoint = parse_checkpoint(MapReader(*c));
   return config;
 }
 
@@ -545,8 +571,8 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
     root.fail(fmt::format("expected a map of sections at the top level, got {}", root.found()));
 
   const MapReader top(root);
-  static constexpr std::string_view known[] = {"run",      "data",   "model", "training",
-                                               "parallel", "output", "stages"};
+  static constexpr std::string_view known[] = {"run",    "data",       "model",  "training",
+                                               "parallel", "output", "checkpoint", "stages"};
   top.allow_only(known);
   // Stages first: an hpo stage defines the search parameters the other sections may refer to.
   std::vector<StageSpec> stages{StageSpec{}};

@@ -121,6 +121,16 @@ struct OutputConfig {
   double progress_seconds = 10.0;  // at most this long between progress lines
 };
 
+// When a run writes checkpoints (README "Checkpoints and restart"). Every epoch, generation and
+// stage end writes one regardless, and so does a stop signal.
+struct CheckpointConfig {
+  int every_steps = 0;         // optimizer steps between periodic checkpoints; 0 = none
+  double every_seconds = 0.0;  // seconds between periodic checkpoints; 0 = none
+  int keep = 2;                // newest checkpoints kept per training; at least 2
+  int signal = 10;             // SIGUSR1: the requeue signal (SIGTERM and SIGINT always count)
+  std::string signal_name = "USR1";
+};
+
 enum class LrScaling { none, linear };
 
 // How ranks are laid out and how a member group trains together (DESIGN §3-4).
@@ -206,6 +216,7 @@ struct Config {
   TrainingConfig training;
   ParallelConfig parallel;
   OutputConfig output;
+  CheckpointConfig checkpoint;
   std::vector<StageSpec> stages;  // defaults to one train stage
 };
 

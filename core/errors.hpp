@@ -33,4 +33,10 @@ class DivergedError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A stop signal arrived and the training state was checkpointed: exit code 75, "requeue me".
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace strata

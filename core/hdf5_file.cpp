@@ -281,6 +281,27 @@ File File::create(const std::string& path) {
   return File(path, std::move(file));
 }
 
+File File::create_in_memory(const std::string& name) {
+  silence_hdf5_error_printing();
+  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // 1 MiB growth steps; nothing is written to disk (no backing store).
+  if (!access.valid() || H5Pset_fapl_core(access.get(), 1 << 20, 0) < 0)
+    fail_hdf5(name, "file", "cannot set up an in-memory file");
+  Handle file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
+  if (!file.valid()) fail_hdf5(name, "file", "cannot create in memory");
+  return File(name, std::move(file));
+}
+
+std::vector<char> File::image() {
+  flush();
+  const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
+  if (size < 0) fail_hdf5(path_, "file", "cannot size its image");
+  std::vector<char> bytes(static_cast<std::size_t>(size));
+  if (H5Fget_file_image(id(), bytes.data(), bytes.size()) != size)
+    fail_hdf5(path_, "file", "cannot copy its image");
+  return bytes;
+}
+
 File File::open_read(const std::string& path) {
   silence_hdf5_error_printing();
   std::error_code ec;
@@ -442,6 +463,64 @@ std::string File::read_attr_string(const std::string& object, const std::string&
   if (variable < 0) fail_hdf5(path_, what, "cannot read its string type");
   return variable > 0 ? read_variable_string(*this, what, attribute.get(), type.get())
                       : read_fixed_string(*this, what, attribute.get(), type.get());
+}
+
+void File::write_attr_real(const std::string& object, const std::string& name, double value) {
+  Handle attribute = create_attribute(*this, object, name, H5T_IEEE_F64LE);
+  if (H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0)
+    fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
+}
+
+double File::read_attr_real(const std::string& object, const std::string& name) const {
+  const std::string what = fmt::format("attribute {} of {}", name, object);
+  Handle attribute = open_attribute(*this, object, name);
+  require_single_value(*this, what, attribute.get());
+  double value = 0.0;
+  if (H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) fail_hdf5(path_, what, "cannot read");
+  return value;
+}
+
+namespace {
+
+struct Listing {
+  std::vector<std::string> datasets, groups;
+};
+
+herr_t list_object(hid_t /*root*/, const char* name, const H5O_info_t* info, void* out) {
+  auto& listing = *static_cast<Listing*>(out);
+  if (std::string(name) == ".") return 0;
+  if (info->type == H5O_TYPE_DATASET) listing.datasets.push_back(std::string("/") + name);
+  if (info->type == H5O_TYPE_GROUP) listing.groups.push_back(std::string("/") + name);
+  return 0;
+}
+
+Listing list_objects(const File& file) {
+  Listing listing;
+  if (H5Ovisit(file.id(), H5_INDEX_NAME, H5_ITER_INC, list_object, &listing) < 0)
+    fail_hdf5(file.path(), "file", "cannot list its objects (damaged file?)");
+  return listing;
+}
+
+}  // namespace
+
+std::vector<std::string> File::datasets() const { return list_objects(*this).datasets; }
+
+std::vector<std::string> File::groups() const { return list_objects(*this).groups; }
+
+std::vector<std::pair<std::string, H5T_class_t>> File::attributes(const std::string& object) const {
+  Handle owner = open_object(*this, object);
+  std::vector<std::pair<std::string, H5T_class_t>> out;
+  auto collect = [](hid_t location, const char* name, const H5A_info_t*, void* data) -> herr_t {
+    Handle attribute(H5Aopen(location, name, H5P_DEFAULT), H5Aclose);
+    Handle type(attribute.valid() ? H5Aget_type(attribute.get()) : -1, H5Tclose);
+    if (!type.valid()) return -1;
+    static_cast<std::vector<std::pair<std::string, H5T_class_t>>*>(data)->emplace_back(
+        name, H5Tget_class(type.get()));
+    return 0;
+  };
+  if (H5Aiterate2(owner.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &out) < 0)
+    fail_hdf5(path_, "object " + object, "cannot list its attributes (damaged file?)");
+  return out;
 }
 
 void File::flush() {

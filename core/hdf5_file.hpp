@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata::h5 {
@@ -35,6 +36,10 @@ class File {
  public:
   static File create(const std::string& path);  // truncates
   static File open_read(const std::string& path);
+  // A file that lives in memory only (HDF5's core driver); image() gives its bytes, so that they
+  // can be written to disk later without the HDF5 library. `name` is used in messages.
+  static File create_in_memory(const std::string& name);
+  std::vector<char> image();
 
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.get(); }
@@ -62,11 +67,19 @@ class File {
   void write_attr_int(const std::string& object, const std::string& name, std::int64_t value);
   void write_attr_string(const std::string& object, const std::string& name,
                          const std::string& value);
+  void write_attr_real(const std::string& object, const std::string& name, double value);
+  double read_attr_real(const std::string& object, const std::string& name) const;
   bool has_attr(const std::string& object, const std::string& name) const;
   std::int64_t read_attr_int(const std::string& object, const std::string& name) const;
   std::string read_attr_string(const std::string& object, const std::string& name) const;
 
   void flush();
+
+  // Every dataset and every group below the root, as absolute paths ("/weights/dense_1/bias").
+  std::vector<std::string> datasets() const;
+  std::vector<std::string> groups() const;
+  // The attributes of `object` with the class of each (H5T_INTEGER, H5T_FLOAT, H5T_STRING, ...).
+  std::vector<std::pair<std::string, H5T_class_t>> attributes(const std::string& object) const;
 
  private:
   File(std::string path, Handle file) : path_(std::move(path)), file_(std::move(file)) {}

@@ -5,16 +5,26 @@
 #include <vector>
 
 #include "core/rng.hpp"
+#include "core/state.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
 
-// One trainable tensor and the gradient the last backward pass wrote for it.
+// One parameter tensor and the gradient the last backward pass wrote for it.
 struct Param {
   std::string name;  // "<layer>/weight" or "<layer>/bias"
   Tensor* value;
   Tensor* grad;
+  // A model-parallel shard holds a slice of the whole parameter; empty `shard.whole`: it is whole.
+  ShardSpec shard = {};
+  // False for a frozen parameter: it keeps its value, and the optimizer skips it.
+  bool trainable = true;
 };
+
+// Where `p`'s local values lie in the whole parameter.
+inline ShardSpec shard_of(const Param& p) {
+  return p.shard.whole.empty() ? ShardSpec::whole_tensor(p.value->shape()) : p.shard;
+}
 
 class Layer {
  public:
@@ -32,6 +42,13 @@ class Layer {
   virtual void initialize(Rng& /*rng*/) {}
   // Restarts the layer's own random stream (dropout masks); layers without noise ignore it.
   virtual void reseed_noise(std::uint64_t /*seed*/) {}
+  // Which samples the next training forward pass sees: optimizer step `step`, and the position
+  // of the batch's first row in that step's global batch. Noise is drawn per (step, sample), so
+  // the same sample gets the same mask however the batch is split over ranks and threads.
+  virtual void set_noise_position(std::uint64_t /*step*/, std::uint64_t /*first_sample*/) {}
+  // State other than parameters (a noise stream's key), under `prefix`.
+  virtual void save_state(StateDict& /*out*/, const std::string& /*prefix*/) const {}
+  virtual void load_state(const StateDict& /*in*/, const std::string& /*prefix*/) {}
 
   // in: [batch, ...input_shape]; out is resized by the layer.
   virtual void forward(const Tensor& in, Tensor& out, bool training) = 0;

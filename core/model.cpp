@@ -48,7 +48,11 @@ std::string where(const std::string& file, const LayerSpec& s, std::size_t index
 
 Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
              std::uint64_t init_seed, const std::string& config_file, const LayerFactory& factory)
-    : input_shape_(input_shape) {
+    : specs_(specs),
+      num_classes_(num_classes),
+      config_file_(config_file),
+      factory_(factory),
+      input_shape_(input_shape) {
   if (specs.empty())
     throw ConfigError(fmt::format("{}: model.layers: the model has no layers", config_file));
   Rng rng(init_seed);
@@ -106,6 +110,37 @@ void Model::backward(const Tensor& input, const Tensor& grad_logits,
 
 void Model::reseed_noise(std::uint64_t seed) {
   for (std::size_t i = 0; i < layers_.size(); ++i) layers_[i]->reseed_noise(derive_seed(seed, {i}));
+}
+
+void Model::set_noise_position(std::uint64_t step, std::uint64_t first_sample) {
+  for (auto& layer : layers_) layer->set_noise_position(step, first_sample);
+}
+
+Model Model::replicate() {
+  Model copy(specs_, input_shape_, num_classes_, 0, config_file_, factory_);
+  StateDict state;
+  save_state(state, "model");
+  copy.load_state(state, "model");
+  return copy;
+}
+
+void Model::save_state(StateDict& out, const std::string& prefix) {
+  for (const auto& p : params())
+    out.put_tensor(prefix + "/" + p.name, p.value->values(), p.value->shape(), shard_of(p));
+  for (const auto& layer : layers_) layer->save_state(out, prefix + "/" + layer->name());
+}
+
+void Model::load_state(const StateDict& in, const std::string& prefix) {
+  for (const auto& p : params())
+    in.read_tensor(prefix + "/" + p.name, p.value->values(), p.value->shape(), shard_of(p));
+  for (const auto& layer : layers_) layer->load_state(in, prefix + "/" + layer->name());
+}
+
+std::vector<Param> Model::trainable_params() {
+  std::vector<Param> out;
+  for (auto& p : params())
+    if (p.trainable) out.push_back(p);
+  return out;
 }
 
 std::vector<Param> Model::params() {

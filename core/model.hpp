@@ -37,8 +37,22 @@ class Model {
 
   // Gives every noisy layer (dropout) its own stream derived from `seed`.
   void reseed_noise(std::uint64_t seed);
+  // Tells noisy layers which samples the next training forward pass sees (Layer::set_noise_position).
+  void set_noise_position(std::uint64_t step, std::uint64_t first_sample);
+
+  // Another model of the same layers (made by the same factory) with this one's parameters and
+  // noise keys: a worker thread's replica.
+  Model replicate();
+
+  // Every parameter as "<prefix>/<layer>/weight" (or bias), a shard as its slice of the whole
+  // tensor, and the layers' other state (noise keys). load_state reads the same keys; a missing
+  // key or a tensor of another shape throws DataError.
+  void save_state(StateDict& out, const std::string& prefix);
+  void load_state(const StateDict& in, const std::string& prefix);
 
   std::vector<Param> params();
+  // The parameters that learn (Param::trainable).
+  std::vector<Param> trainable_params();
   std::int64_t parameter_count();
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
@@ -47,6 +61,11 @@ class Model {
   std::string summary();
 
  private:
+  // What replicate() builds from.
+  std::vector<LayerSpec> specs_;
+  int num_classes_ = 0;
+  std::string config_file_;
+  LayerFactory factory_;
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;

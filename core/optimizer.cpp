@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
 namespace strata {
 
 namespace {
@@ -18,6 +22,34 @@ void Optimizer::step(const std::vector<Param>& params, double lr) {
   begin_step(params);
   for (std::size_t k = 0; k < params.size(); ++k)
     update(params[k], k, 0, params[k].value->size(), lr);
+}
+
+void Optimizer::save_state(StateDict& out, const std::string& prefix,
+                           const std::vector<Param>& params) {
+  out.put_text(prefix + "/kind", kind());
+  out.put_int(prefix + "/steps", steps_);
+  for (auto [name, list] : buffers()) {
+    ensure_buffers(*list, params);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      out.put_tensor(fmt::format("{}/{}/{}", prefix, name, params[k].name), (*list)[k].values(),
+                     (*list)[k].shape(), shard_of(params[k]));
+  }
+}
+
+void Optimizer::load_state(const StateDict& in, const std::string& prefix,
+                           const std::vector<Param>& params) {
+  const std::string saved = in.get_text(prefix + "/kind");
+  if (saved != kind())
+    throw DataError(fmt::format("the checkpoint holds {} optimizer state, but the config trains "
+                                "with {}",
+                                saved, kind()));
+  steps_ = in.get_int(prefix + "/steps");
+  for (auto [name, list] : buffers()) {
+    ensure_buffers(*list, params);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      in.read_tensor(fmt::format("{}/{}/{}", prefix, name, params[k].name), (*list)[k].values(),
+                     (*list)[k].shape(), shard_of(params[k]));
+  }
 }
 
 void SgdOptimizer::begin_step(const std::vector<Param>& params) {
@@ -41,12 +73,6 @@ void SgdOptimizer::update(const Param& param, std::size_t k, std::int64_t begin,
     }
     w[i] -= rate * d;
   }
-}
-
-std::vector<Tensor*> SgdOptimizer::state() {
-  std::vector<Tensor*> out;
-  for (auto& v : velocity_) out.push_back(&v);
-  return out;
 }
 
 void AdamOptimizer::begin_step(const std::vector<Param>& params) {
@@ -74,13 +100,6 @@ void AdamOptimizer::update(const Param& param, std::size_t k, std::int64_t begin
     v[i] = b2 * v[i] + (1.0f - b2) * d * d;
     w[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_bias2 + eps);
   }
-}
-
-std::vector<Tensor*> AdamOptimizer::state() {
-  std::vector<Tensor*> out;
-  for (auto& m : first_moment_) out.push_back(&m);
-  for (auto& v : second_moment_) out.push_back(&v);
-  return out;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) {

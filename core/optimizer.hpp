@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.hpp"
@@ -21,14 +23,22 @@ class Optimizer {
   // Updates elements [begin, end) of parameter `k` (index into the begin_step list) at rate `lr`.
   virtual void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
                       double lr) = 0;
-  // The optimizer's moving state, one tensor per (buffer, parameter), for checkpoints.
-  virtual std::vector<Tensor*> state() = 0;
 
   // One whole step on the calling thread.
   void step(const std::vector<Param>& params, double lr);
   std::int64_t steps_taken() const { return steps_; }
 
+  // The step count and every moving buffer, "<prefix>/<buffer>/<parameter name>", each a slice of
+  // the whole tensor as its parameter is. Before the first step the buffers are saved as zeros.
+  // load_state throws DataError when the checkpoint holds another optimizer's state.
+  void save_state(StateDict& out, const std::string& prefix, const std::vector<Param>& params);
+  void load_state(const StateDict& in, const std::string& prefix, const std::vector<Param>& params);
+
  protected:
+  // The optimizer's kind for checkpoints, and its buffer lists by name.
+  virtual const char* kind() const = 0;
+  virtual std::vector<std::pair<const char*, std::vector<Tensor>*>> buffers() = 0;
+
   std::int64_t steps_ = 0;
 };
 
@@ -39,9 +49,13 @@ class SgdOptimizer final : public Optimizer {
   void begin_step(const std::vector<Param>& params) override;
   void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
               double lr) override;
-  std::vector<Tensor*> state() override;
 
  private:
+  const char* kind() const override { return "sgd"; }
+  std::vector<std::pair<const char*, std::vector<Tensor>*>> buffers() override {
+    return {{"momentum", &velocity_}};
+  }
+
   OptimizerSpec spec_;
   std::vector<Tensor> velocity_;
   bool first_step_ = true;
@@ -54,9 +68,13 @@ class AdamOptimizer final : public Optimizer {
   void begin_step(const std::vector<Param>& params) override;
   void update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
               double lr) override;
-  std::vector<Tensor*> state() override;
 
  private:
+  const char* kind() const override { return "adam"; }
+  std::vector<std::pair<const char*, std::vector<Tensor>*>> buffers() override {
+    return {{"first_moment", &first_moment_}, {"second_moment", &second_moment_}};
+  }
+
   OptimizerSpec spec_;
   std::vector<Tensor> first_moment_, second_moment_;
   double bias1_ = 1.0, bias2_sqrt_ = 1.0;  // 1 - beta1^t and sqrt(1 - beta2^t) of the current step

@@ -39,10 +39,23 @@ void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {
   }
   mask_.resize(in.shape(), in.layout());
   const float keep_scale = 1.0f / (1.0f - rate_);
-  for (std::int64_t i = 0; i < in.size(); ++i) {
-    mask_[i] = rng_.uniform() < rate_ ? 0.0f : keep_scale;
-    out[i] = in[i] * mask_[i];
+  const std::int64_t rows = in.dim(0), per_row = in.size() / std::max<std::int64_t>(rows, 1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    Rng rng(derive_seed(key_, {step_, first_sample_ + static_cast<std::uint64_t>(r)}));
+    for (std::int64_t i = r * per_row; i < (r + 1) * per_row; ++i) {
+      mask_[i] = rng.uniform() < rate_ ? 0.0f : keep_scale;
+      out[i] = in[i] * mask_[i];
+    }
   }
+}
+
+void DropoutLayer::save_state(StateDict& out, const std::string& prefix) const {
+  // The key's bits, as HDF5 attributes hold signed integers.
+  out.put_int(prefix + "/key", static_cast<std::int64_t>(key_));
+}
+
+void DropoutLayer::load_state(const StateDict& in, const std::string& prefix) {
+  key_ = static_cast<std::uint64_t>(in.get_int(prefix + "/key"));
 }
 
 void DropoutLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -31,10 +32,6 @@ constexpr std::int64_t eval_batch = 256;
 
 namespace {
 
-int replicas_of(const GradientSync* sync) {
-  return sync != nullptr ? sync->replicas() : 1;
-}
-
 // Goyal et al.: a k times larger global batch takes a k times larger rate (warm it up in the
 // schedule).
 double scaled_lr(const Config& config, int replicas) {
@@ -42,38 +39,115 @@ double scaled_lr(const Config& config, int replicas) {
   return config.parallel.lr_scaling == LrScaling::linear ? lr * replicas : lr;
 }
 
+std::int64_t checked_steps_per_epoch(const Config& config, const TrainingData& data,
+                                     std::int64_t global_batch, const Plan& plan) {
+  const std::int64_t steps = data.train.count() / global_batch;
+  if (steps == 0)
+    throw ConfigError(fmt::format(
+        "{}: training.local_batch: the global batch {} ({} x {} replicas x {} micro-batches) is "
+        "larger than the {} training samples",
+        config.file, global_batch, plan.local_batch, plan.data, plan.accumulate,
+        data.train.count()));
+  return steps;
+}
+
 }  // namespace
 
-Trainer::Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync,
-                 const LayerFactory& layers)
+Model build_model(const Config& config, const TrainingData& data, const LayerFactory& layers) {
+  Model model(config.layers, data.sample_shape, data.num_classes,
+              derive_seed(config.run.seed, {seed_init}), config.file, layers);
+  model.reseed_noise(derive_seed(config.run.seed, {seed_noise}));
+  return model;
+}
+
+Plan group_plan(int local_batch, int replicas, int accumulate) {
+  Plan plan;
+  plan.local_batch = local_batch;
+  plan.data = replicas;
+  plan.world_size = replicas;
+  plan.accumulate = accumulate;
+  plan.max_global_batch = local_batch * replicas * accumulate;
+  return plan;
+}
+
+Trainer::Trainer(const Config& config, Model model, const TrainingData& data, const Plan& plan,
+                 int threads, GradientSync* sync)
     : config_(config),
       data_(data),
       sync_(sync),
       pool_(threads),
       optimizer_(make_optimizer(config.training.optimizer)),
-      accumulate_(std::max(config.parallel.accumulate, 1)),
-      global_batch_(std::int64_t{config.training.local_batch} * replicas_of(sync) * accumulate_),
-      steps_per_epoch_(data.train.count() / global_batch_),
-      schedule_(config.training.schedule, scaled_lr(config, replicas_of(sync)), steps_per_epoch_,
+      local_batch_(plan.local_batch),
+      replicas_count_(plan.data),
+      accumulate_(plan.accumulate),
+      global_batch_(plan.global_batch()),
+      steps_per_epoch_(checked_steps_per_epoch(config, data, global_batch_, plan)),
+      schedule_(config.training.schedule, scaled_lr(config, plan.data), steps_per_epoch_,
                 config.training.epochs) {
-  if (steps_per_epoch_ == 0)
-    throw ConfigError(fmt::format(
-        "{}: training.local_batch: the global batch {} ({} x {} replicas) is larger than "
-        "the {} training samples",
-        config.file, global_batch_, config.training.local_batch, replicas_of(sync),
-        data.train.count()));
-  const std::uint64_t init_seed = derive_seed(config.run.seed, {seed_init});
-  for (int i = 0; i < pool_.size(); ++i) {
-    replicas_.emplace_back(config.layers, data.sample_shape, data.num_classes, init_seed,
-                           config.file, layers);
-    replicas_.back().reseed_noise(
-        derive_seed(config.run.seed, {seed_noise, static_cast<std::uint64_t>(i)}));
-  }
+  if ((sync != nullptr ? sync->replicas() : 1) != plan.data || plan.accumulate < 1 ||
+      plan.local_batch < 1)
+    throw std::invalid_argument(fmt::format(
+        "Trainer: the plan has D = {}, K = {}, local batch {} but the gradient sync has {} "
+        "replicas",
+        plan.data, plan.accumulate, plan.local_batch, sync != nullptr ? sync->replicas() : 1));
+  replicas_.push_back(std::move(model));
+  for (int i = 1; i < pool_.size(); ++i) replicas_.push_back(replicas_.front().replicate());
   workers_.resize(static_cast<std::size_t>(pool_.size()));
   for (auto& replica : replicas_) replica_params_.push_back(replica.params());
   Model& first = replicas_.front();
   for (std::size_t i = 0; i < first.layer_count(); ++i)
     layer_params_.push_back(first.layer(i).params());
+}
+
+void Trainer::save_state(StateDict& out) {
+  model().save_state(out, "weights");
+  optimizer_->save_state(out, "optimizer", replica_params_.front());
+  const TrainPosition& p = position_;
+  out.put_int("trainer/epoch", p.epoch);
+  out.put_int("trainer/epoch_step", p.epoch_step);
+  out.put_int("trainer/global_step", p.global_step);
+  out.put_real("trainer/loss_sum", p.loss_sum);
+  out.put_real("trainer/correct", p.correct);
+  out.put_real("trainer/train_seconds", p.train_seconds);
+  out.put_real("trainer/epoch_seconds", p.epoch_seconds);
+  out.put_int("trainer/global_batch", global_batch_);
+  out.put_int("trainer/steps_per_epoch", steps_per_epoch_);
+  // The data order: epoch e visits shuffled_indices(seed e) from sample epoch_step x global batch.
+  out.put_int("data/shuffle_key",
+              static_cast<std::int64_t>(derive_seed(config_.run.seed, {seed_shuffle})));
+  out.put_int("data/next_sample", p.epoch_step * global_batch_);
+}
+
+void Trainer::load_state(const StateDict& in) {
+  const std::int64_t batch = in.get_int("trainer/global_batch");
+  if (batch != global_batch_)
+    throw DataError(fmt::format(
+        "the checkpoint was trained with a global batch of {} samples, but this run's layout "
+        "gives {} (with parallel.accumulate: auto the planner keeps the global batch on any "
+        "number of ranks)",
+        batch, global_batch_));
+  if (in.get_int("trainer/steps_per_epoch") != steps_per_epoch_)
+    throw DataError(fmt::format("the checkpoint has {} steps per epoch, this run's data {}",
+                                in.get_int("trainer/steps_per_epoch"), steps_per_epoch_));
+  if (in.get_int("data/shuffle_key") !=
+      static_cast<std::int64_t>(derive_seed(config_.run.seed, {seed_shuffle})))
+    throw DataError("the checkpoint was written with another run.seed");
+  for (auto& replica : replicas_) replica.load_state(in, "weights");
+  optimizer_->load_state(in, "optimizer", replica_params_.front());
+  TrainPosition p;
+  p.epoch = static_cast<int>(in.get_int("trainer/epoch"));
+  p.epoch_step = in.get_int("trainer/epoch_step");
+  p.global_step = in.get_int("trainer/global_step");
+  p.loss_sum = in.get_real("trainer/loss_sum");
+  p.correct = in.get_real("trainer/correct");
+  p.train_seconds = in.get_real("trainer/train_seconds");
+  p.epoch_seconds = in.get_real("trainer/epoch_seconds");
+  if (p.epoch < 1 || p.epoch_step < 0 || p.epoch_step > steps_per_epoch_ ||
+      p.global_step != (p.epoch - 1) * steps_per_epoch_ + p.epoch_step)
+    throw DataError(fmt::format("the checkpoint's position (epoch {}, step {}, global step {}) "
+                                "is inconsistent",
+                                p.epoch, p.epoch_step, p.global_step));
+  position_ = p;
 }
 
 void Trainer::broadcast_weights() {
@@ -124,7 +198,7 @@ void Trainer::apply_gradients(double lr, bool reported) {
           const float* h = replica_params_[r][k].grad->data();
           for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
         }
-      optimizer_->update(total[k], k, begin, end, lr);
+      if (total[k].trainable) optimizer_->update(total[k], k, begin, end, lr);
       const float* w = total[k].value->data();
       for (std::size_t r = 1; r < replicas_.size(); ++r)
         std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);
@@ -161,11 +235,11 @@ void Trainer::sum_over_replicas(std::span<double> values) {
   if (sync_ != nullptr) sync_->sum(values);
 }
 
-double Trainer::micro_step(std::span<const std::int64_t> micro_batch, double scale,
-                           const std::function<void(std::size_t)>& on_layer_done,
+double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64_t first_sample,
+                           double scale, const std::function<void(std::size_t)>& on_layer_done,
                            std::int64_t& correct) {
   // This process's shard of the micro-batch; its workers split the shard again.
-  const auto local = static_cast<std::int64_t>(config_.training.local_batch);
+  const auto local = static_cast<std::int64_t>(local_batch_);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
   const auto batch = micro_batch.subspan(static_cast<std::size_t>(replica * local),
                                          static_cast<std::size_t>(local));
@@ -184,6 +258,8 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, double sca
     std::copy(shard_images_.data() + begin * sample, shard_images_.data() + end * sample,
               w.images.data());
     w.labels.assign(shard_labels_.begin() + begin, shard_labels_.begin() + end);
+    model.set_noise_position(static_cast<std::uint64_t>(position_.global_step),
+                             static_cast<std::uint64_t>(first_sample + replica * local + begin));
     const Tensor& logits = model.forward(w.images, true);
     // Each worker scales by the global batch, so the summed gradients are the global-batch mean.
     const double mean = softmax_cross_entropy(logits, w.labels, w.grad_logits, scale);
@@ -215,68 +291,80 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
     };
   double loss_sum = 0.0;
   for (int k = 0; k < accumulate_; ++k) {
-    loss_sum +=
-        micro_step(global_batch.subspan(static_cast<std::size_t>(k) * micro_size, micro_size),
-                   scale, on_layer_done, correct);
+    const std::size_t first = static_cast<std::size_t>(k) * micro_size;
+    loss_sum += micro_step(global_batch.subspan(first, micro_size),
+                           static_cast<std::int64_t>(first), scale, on_layer_done, correct);
     if (accumulate_ > 1) accumulate_gradients(k == 0, k + 1 == accumulate_);
   }
   apply_gradients(lr, overlap);
-  ++global_step_;
+  ++position_.global_step;
   return loss_sum;
 }
 
-EpochMetrics Trainer::run_epoch(int epoch, const ProgressCallback& on_progress) {
-  const auto epoch_start = Clock::now();
+EpochMetrics Trainer::run_epoch(const ProgressCallback& on_progress) {
+  TrainPosition& pos = position_;
+  const auto resumed = Clock::now();
+  const double seconds_before = pos.epoch_seconds, train_before = pos.train_seconds;
   // Every replica draws the same order; each takes its own shard of every global batch.
   const auto order = shuffled_indices(
       data_.train.count(),
-      derive_seed(config_.run.seed, {seed_shuffle, static_cast<std::uint64_t>(epoch)}));
+      derive_seed(config_.run.seed, {seed_shuffle, static_cast<std::uint64_t>(pos.epoch)}));
   EpochMetrics m;
-  m.epoch = epoch;
-  double loss_sum = 0.0, correct = 0.0;
-  auto last_report = epoch_start;
+  m.epoch = pos.epoch;
+  auto last_report = resumed;
+  const std::int64_t first_step = pos.epoch_step;
   const int epochs = config_.training.epochs;
-  for (std::int64_t step = 0; step < steps_per_epoch_; ++step) {
-    m.lr = schedule_.at(global_step_);
+  while (pos.epoch_step < steps_per_epoch_) {
+    const std::int64_t step = pos.epoch_step;
+    const double lr = schedule_.at(pos.global_step);
     std::int64_t step_correct = 0;
     const double step_loss =
         train_step(std::span(order).subspan(static_cast<std::size_t>(step * global_batch_),
                                             static_cast<std::size_t>(global_batch_)),
-                   m.lr, step_correct);
+                   lr, step_correct);
     // Summed over the replicas every step, so that all of them see the same loss and stop together.
     std::array<double, 2> stats{step_loss, static_cast<double>(step_correct)};
     sum_over_replicas(stats);
     if (!std::isfinite(stats[0]))
       throw DivergedError(
           fmt::format("training diverged: the loss is {} at epoch {} step {} (lr {:g})", stats[0],
-                      epoch, step + 1, m.lr));
-    loss_sum += stats[0];
-    correct += stats[1];
+                      pos.epoch, step + 1, lr));
+    pos.loss_sum += stats[0];
+    pos.correct += stats[1];
+    ++pos.epoch_step;
+    pos.train_seconds = train_before + seconds_since(resumed);
+    pos.epoch_seconds = seconds_before + seconds_since(resumed);
     if (step_hook_) step_hook_();
     if (on_progress && seconds_since(last_report) >= config_.output.progress_seconds) {
       last_report = Clock::now();
-      const double elapsed = seconds_since(epoch_start);
-      const auto seen = static_cast<double>((step + 1) * global_batch_);
-      TrainProgress p{epoch,           epochs, step + 1,       steps_per_epoch_,
-                      loss_sum / seen, m.lr,   seen / elapsed, 0.0};
+      const double elapsed = seconds_since(resumed);
+      const auto done_here = static_cast<double>(pos.epoch_step - first_step);
+      const auto seen = static_cast<double>(pos.epoch_step * global_batch_);
+      TrainProgress p{pos.epoch,         epochs, pos.epoch_step, steps_per_epoch_,
+                      pos.loss_sum / seen, lr,   done_here * static_cast<double>(global_batch_) / elapsed,
+                      0.0};
       const double steps_left =
-          static_cast<double>((epochs - epoch + 1) * steps_per_epoch_ - (step + 1));
-      p.eta_seconds = steps_left * elapsed / static_cast<double>(step + 1);
+          static_cast<double>((epochs - pos.epoch + 1) * steps_per_epoch_ - pos.epoch_step);
+      p.eta_seconds = steps_left * elapsed / done_here;
       on_progress(p);
     }
   }
-  const double train_seconds = seconds_since(epoch_start);
   const auto samples = static_cast<double>(steps_per_epoch_ * global_batch_);
-  m.train_loss = loss_sum / samples;
-  m.train_accuracy = correct / samples;
-  m.samples_per_s = samples / train_seconds;
+  m.lr = schedule_.at(std::max<std::int64_t>(pos.global_step - 1, 0));
+  m.train_loss = pos.loss_sum / samples;
+  m.train_accuracy = pos.correct / samples;
+  m.samples_per_s = samples / std::max(pos.train_seconds, 1e-9);
   const Evaluation val = evaluate(data_.validation);
   const Evaluation test = evaluate(data_.test);
   m.val_loss = val.loss;
   m.val_accuracy = val.accuracy;
   m.test_loss = test.loss;
   m.test_accuracy = test.accuracy;
-  m.seconds = seconds_since(epoch_start);
+  m.seconds = seconds_before + seconds_since(resumed);
+  const std::int64_t global_step = pos.global_step;
+  pos = TrainPosition{};
+  pos.epoch = m.epoch + 1;
+  pos.global_step = global_step;
   return m;
 }
 
@@ -286,7 +374,7 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
   if (e.count == 0) return e;
   // Each replica evaluates its share of the rows, and its workers split that share.
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
-  const auto [mine_begin, mine_end] = share(e.count, replicas_of(sync_), replica);
+  const auto [mine_begin, mine_end] = share(e.count, replicas_count_, replica);
   const int threads = pool_.size();
   pool_.run([&](int i) {
     auto [begin, end] = share(mine_end - mine_begin, threads, i);

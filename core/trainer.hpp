@@ -12,6 +12,8 @@
 #include "core/lr_schedule.hpp"
 #include "core/model.hpp"
 #include "core/optimizer.hpp"
+#include "core/plan.hpp"
+#include "core/state.hpp"
 #include "core/training_data.hpp"
 #include "core/worker_pool.hpp"
 
@@ -46,26 +48,46 @@ struct EpochMetrics {
 
 using ProgressCallback = std::function<void(const TrainProgress&)>;
 
+// The config's model for the data's sample shape, initialised from derive(run.seed, init).
+// `layers` makes model-parallel layers (parallel/), or nothing for the built-in ones.
+Model build_model(const Config& config, const TrainingData& data, const LayerFactory& layers = {});
+
+// The plan of one group on its own: `replicas` data-parallel replicas of one shard, K = accumulate.
+Plan group_plan(int local_batch, int replicas = 1, int accumulate = 1);
+
+// Where a training stands: the epoch it is in, the steps done in it and their running sums.
+struct TrainPosition {
+  int epoch = 1;                // 1-based; epochs + 1 once the last epoch is done
+  std::int64_t epoch_step = 0;  // optimizer steps done in this epoch
+  std::int64_t global_step = 0;
+  double loss_sum = 0.0;  // summed over this epoch's samples so far, over every replica
+  double correct = 0.0;
+  double train_seconds = 0.0;  // spent in this epoch's steps so far, across interruptions
+  double epoch_seconds = 0.0;  // spent in this epoch so far, across interruptions
+};
+
 class Trainer {
  public:
-  // `threads` workers split every batch; each runs single-threaded kernels on its own model
-  // replica. With `sync`, this process is replica sync->replica() of sync->replicas() data-parallel
-  // replicas: each step takes its shard of a global batch of replicas x local_batch samples, and
-  // the gradients are summed over the replicas before the (identical) optimizer step everywhere.
-  // `layers` makes model-parallel layers; they communicate inside forward and backward, so a
-  // trainer with such layers must run one worker thread (MPI is called from the main thread only).
-  Trainer(const Config& config, const TrainingData& data, int threads, GradientSync* sync = nullptr,
-          const LayerFactory& layers = {});
+  // Trains `model` (built by build_model) as `plan` says: every optimizer step takes a global
+  // batch of plan.global_batch() = K x D x local_batch samples, this process being replica
+  // sync->replica() of D = plan.data (no sync: D must be 1). `threads` workers split every batch;
+  // each runs single-threaded kernels on its own replica of the model. Model-parallel layers
+  // communicate inside forward and backward, so a model with them must run one worker thread
+  // (MPI is called from the main thread only).
+  Trainer(const Config& config, Model model, const TrainingData& data, const Plan& plan,
+          int threads, GradientSync* sync = nullptr);
 
-  // Runs epoch `epoch` (1-based) and evaluates on validation and test data.
-  // Calls `on_progress` at most every output.progress_seconds. Throws DivergedError on a NaN/inf
-  // loss.
-  EpochMetrics run_epoch(int epoch, const ProgressCallback& on_progress);
+  // Runs the rest of the current epoch (from where a restored state left it) and evaluates on
+  // validation and test data; the position then moves to the next epoch. Calls `on_progress` at
+  // most every output.progress_seconds. Throws DivergedError on a NaN/inf loss.
+  EpochMetrics run_epoch(const ProgressCallback& on_progress);
   Evaluation evaluate(const SampleSet& set);
 
   Model& model() { return replicas_.front(); }
-  // Called after every training step on the calling thread (a search's coordinator answers other
-  // groups there while its own group trains).
+  const TrainPosition& position() const { return position_; }
+  // Called after every training step on the calling thread, with the position already counting
+  // the step: a checkpoint taken there resumes at the next step. A search's coordinator answers
+  // other groups there while its own group trains. It may throw to stop the training.
   void set_step_hook(std::function<void()> hook) { step_hook_ = std::move(hook); }
   // Called on the calling thread between the batches of its share of each evaluation (validation
   // and test), so that a coordinator keeps answering during long evaluations. Unlike the step
@@ -73,9 +95,17 @@ class Trainer {
   void set_evaluation_hook(std::function<void()> hook) { evaluation_hook_ = std::move(hook); }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
   std::int64_t global_batch() const { return global_batch_; }
+  int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
   // Copies the weights of replica 0 to the others (after loading weights into model()).
   void broadcast_weights();
+
+  // The whole training state at a step boundary: weights ("weights/..."), optimizer
+  // ("optimizer/..."), position and data order ("trainer/..."). It does not depend on D, M, K
+  // or the thread count, so any decomposition with the same global batch resumes it.
+  void save_state(StateDict& out);
+  // Throws DataError when the state belongs to another model, optimizer or global batch.
+  void load_state(const StateDict& in);
 
  private:
   struct Worker {
@@ -91,8 +121,10 @@ class Trainer {
   // `reported`: backward already handed every gradient to sync_ (the overlapping path).
   void apply_gradients(double lr, bool reported);
   // Forward and backward of one micro-batch (this process's shard of it); returns its summed loss.
-  double micro_step(std::span<const std::int64_t> micro_batch, double scale,
-                    const std::function<void(std::size_t)>& on_layer_done, std::int64_t& correct);
+  // `first_sample`: the micro-batch's position in the global batch.
+  double micro_step(std::span<const std::int64_t> micro_batch, std::int64_t first_sample,
+                    double scale, const std::function<void(std::size_t)>& on_layer_done,
+                    std::int64_t& correct);
   void accumulate_gradients(bool first, bool last);
   void sum_worker_gradients();
   // Sums per-process statistics over the data-parallel replicas (no-op without them).
@@ -111,11 +143,13 @@ class Trainer {
   Tensor shard_images_;              // this process's part of the current micro-batch
   std::vector<std::int32_t> shard_labels_;
   std::unique_ptr<Optimizer> optimizer_;
-  int accumulate_;  // micro-batches per optimizer step
+  int local_batch_;
+  int replicas_count_;  // D
+  int accumulate_;      // micro-batches per optimizer step
   std::int64_t global_batch_;
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;
-  std::int64_t global_step_ = 0;
+  TrainPosition position_;
   std::function<void()> step_hook_;
   std::function<void()> evaluation_hook_;
 };

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5_file.hpp"
 
@@ -12,11 +13,13 @@ std::string dataset_name(const std::string& param) { return "/weights/" + param;
 }  // namespace
 
 void save_weights(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& named) {
-  auto file = h5::File::create(path);
+  // Built in memory and renamed into place, so that a full disk never leaves half a file under
+  // the final name.
+  auto file = h5::File::create_in_memory(path);
   file.write_attr_string("/", "format", "strata-weights");
   file.write_attr_int("/", "format_version", 1);
   for (const auto& [name, tensor] : named) file.write_f32(dataset_name(name), tensor.shape(), tensor.data());
-  file.flush();
+  write_file_atomically(path, file.image());
 }
 
 void save_weights(const std::string& path, Model& model) {

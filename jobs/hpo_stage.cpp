@@ -171,13 +171,14 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
     config.run.seed =
         derive_seed(base.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
     const Plan trial_plan = plan_on_run_layout(config, topology.plan());
-    config.parallel.accumulate = trial_plan.accumulate;
     global_batch = trial_plan.global_batch();
-    if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
-    const bool split_model = topology.plan().model > 1;
-    trainer.emplace(
-        config, data, threads, sync ? &*sync : nullptr,
-        split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
+    if (trial_plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
+    const bool split_model = trial_plan.model > 1;
+    trainer.emplace(config,
+                    build_model(config, data,
+                                split_model ? model_parallel_factory(topology.model(), config.file)
+                                            : LayerFactory{}),
+                    data, trial_plan, threads, sync ? &*sync : nullptr);
     if (sync) sync->attach(trainer->model().params());
     trainer->set_evaluation_hook(serve);
     trainer->set_step_hook([&] {
@@ -193,7 +194,7 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
     TrialOutcome o;
     try {
       for (epoch = 1; epoch <= config.training.epochs; ++epoch) {
-        const EpochMetrics m = trainer->run_epoch(epoch, {});
+        const EpochMetrics m = trainer->run_epoch({});
         o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
         o.val_accuracy = m.val_accuracy;
         o.test_accuracy = m.test_accuracy;

@@ -1,5 +1,5 @@
-// `strata run CONFIG`: lays the world out in member groups and runs the config's stages in each;
-// today the one stage kind is `train`.
+// `strata run CONFIG`: lays the world out in member groups and runs the config's stages in order,
+// resuming a run whose output.dir holds checkpoints.
 #include <sched.h>
 
 #include <algorithm>
@@ -9,19 +9,16 @@
 #include <fmt/format.h>
 
 #include "core/config.hpp"
-#include "core/conv2d_layer.hpp"
-#include "core/cpu_kernels.hpp"
-#include "core/device.hpp"
 #include "core/errors.hpp"
-#include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/commands.hpp"
+#include "jobs/checkpoint_store.hpp"
 #include "jobs/hpo_stage.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
-#include "parallel/gradient_sync.hpp"
-#include "parallel/model_parallel_layers.hpp"
+#include "jobs/stop_signals.hpp"
+#include "jobs/train_stage.hpp"
 #include "parallel/topology.hpp"
 
 namespace strata {
@@ -42,27 +39,6 @@ int resolve_threads(int requested) {
 }
 
 namespace {
-
-// What one member group trains with: its own seed and output directory.
-struct MemberRun {
-  Config config;
-  bool writes = false;  // this rank writes the member's files and prints its progress
-  std::string tag;      // "" for a single group, "[g3] " otherwise
-};
-
-MemberRun member_run(const Config& config, const Topology& topology) {
-  MemberRun run{config, topology.member().rank() == 0, ""};
-  const int g = topology.coords().group;
-  run.config.run.seed = derive_seed(config.run.seed, {seed_member, static_cast<std::uint64_t>(g)});
-  // "auto" resolved by the planner, for this stage's own local batch
-  run.config.parallel.accumulate = plan_on_run_layout(config, topology.plan()).accumulate;
-  if (topology.plan().groups > 1) {
-    run.config.output.dir =
-        (std::filesystem::path(config.output.dir) / "members" / std::to_string(g)).string();
-    run.tag = fmt::format("[g{}] ", g);
-  }
-  return run;
-}
 
 // World rank 0 alone looks at (and with --fresh moves aside) the output directory, then every rank
 // learns the outcome, so that all of them fail the same way or none does.
@@ -85,76 +61,47 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
   return output;
 }
 
-void print_kernels(Trainer& trainer) {
-  const auto report = kernel_report();
-  fmt::print("[device] {}\n", detect_devices().summary);
-  fmt::print(
-      "[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
-      report.openblas_core, report.cpu_best, trainer.threads());
-  if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
-}
+// Where the run as a whole stands: the stage it is in, and how many members its train stages
+// have (fixed by the first allocation). Saved in output.dir/checkpoints/run by world rank 0.
+struct RunState {
+  int stage = 0;
+  int members = 1;
+};
 
-void print_conv_implementations(Model& model) {
-  for (std::size_t i = 0; i < model.layer_count(); ++i)
-    if (auto* conv = dynamic_cast<Conv2DLayer*>(&model.layer(i)))
-      fmt::print("[kernels] {}: oneDNN {}\n", conv->name(), conv->implementation());
-}
-
-void train_stage(const MemberRun& member, const Topology& topology, int threads) {
-  const Config& config = member.config;
-  const TrainingData data = load_training_data(config);
-  std::optional<DataParallelSync> sync;
-  if (topology.plan().data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
-  const bool split_model = topology.plan().model > 1;
-  Trainer trainer(
-      config, data, threads, sync ? &*sync : nullptr,
-      split_model ? model_parallel_factory(topology.model(), config.file) : LayerFactory{});
-  if (sync) sync->attach(trainer.model().params());
-  std::optional<RunOutput> output;
-  if (member.writes) {
-    output.emplace(RunOutput::inside_checked_run(config.output.dir));
-    fmt::print("{}[data] {} train / {} validation / {} test samples, shape {}, {} classes\n",
-               member.tag, data.train.count(), data.validation.count(), data.test.count(),
-               shape_string(data.sample_shape), data.num_classes);
-    if (topology.world_rank() == 0) {
-      print_kernels(trainer);
-      fmt::print("[model]\n{}", trainer.model().summary());
+RunState load_run_state(const RunOutput* top, const Communicator& world, int groups) {
+  RunState state{0, groups};
+  std::string problem;
+  if (top != nullptr) {
+    try {
+      CheckpointStore store(top->checkpoints_dir() / "run", 2);
+      const auto loaded = store.load_newest([](const std::string& why) {
+        fmt::print(stderr, "strata: skipping a damaged run checkpoint: {}\n", why);
+      });
+      if (loaded) {
+        state.stage = static_cast<int>(loaded->state.get_int("run/stage"));
+        state.members = static_cast<int>(loaded->state.get_int("run/members"));
+      }
+    } catch (const DataError& e) {
+      problem = e.what();
     }
   }
-  const int epochs = config.training.epochs;
-  if (member.writes)
-    fmt::print(
-        "{}[train] {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} replicas x "
-        "{})\n",
-        member.tag, epochs, trainer.steps_per_epoch(), trainer.global_batch(),
-        topology.plan().accumulate, topology.plan().data, config.training.local_batch);
-  std::fflush(stdout);
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
-    const EpochMetrics m = trainer.run_epoch(epoch, [&](const TrainProgress& p) {
-      if (!member.writes) return;
-      fmt::print("{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n",
-                 member.tag, p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr,
-                 p.samples_per_s, format_duration(p.eta_seconds));
-      std::fflush(stdout);
-    });
-    if (!member.writes) continue;
-    if (epoch == 1 && topology.world_rank() == 0) print_conv_implementations(trainer.model());
-    output->append_metrics(m);
-    fmt::print(
-        "{}[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc "
-        "{:.4f} | "
-        "{:.0f} samples/s | {:.1f}s\n",
-        member.tag, epoch, epochs, m.train_loss, m.train_accuracy, m.val_loss, m.val_accuracy,
-        m.test_accuracy, m.samples_per_s, m.seconds);
-    std::fflush(stdout);
-  }
-  if (split_model) {
-    // Every shard takes part in assembling the whole weights; the member's first rank writes them.
-    const auto whole = gather_full_weights(trainer.model());
-    if (member.writes) save_weights(output->weights_path().string(), whole);
-  } else if (member.writes) {
-    save_weights(output->weights_path().string(), trainer.model());
-  }
+  world.broadcast_string(problem, 0);
+  if (!problem.empty()) throw DataError(problem);
+  // Only rank 0 read them; the others hold 0, so the maximum is rank 0's value.
+  state.stage = world.allreduce_max(world.rank() == 0 ? state.stage : 0);
+  state.members = world.allreduce_max(world.rank() == 0 ? state.members : 0);
+  return state;
+}
+
+void save_run_state(const RunOutput& top, const RunState& state, int stages) {
+  CheckpointStore store(top.checkpoints_dir() / "run", 2);
+  StateDict dict;
+  dict.put_int("run/stage", state.stage);
+  dict.put_int("run/stages", stages);
+  dict.put_int("run/members", state.members);
+  dict.put_text("meta/kind", "run");
+  store.save(dict);
+  store.wait();
 }
 
 }  // namespace
@@ -186,22 +133,47 @@ int run_command(const RunOptions& options) {
     if (world.rank() == 0) fmt::print("[run] M = {} > 1: one worker thread per rank\n", plan.model);
     threads = 1;
   }
+  RunState state = load_run_state(top ? &*top : nullptr, world, plan.groups);
+  const int stages = static_cast<int>(config.stages.size());
   if (world.rank() == 0) {
     fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file,
                config.run.seed, config.output.dir, describe(plan));
     top->write_text("plan.txt", describe(plan));
+    if (top->resuming())
+      fmt::print("[run] resuming in {}: stage {}/{}{}\n", top->dir().string(),
+                 std::min(state.stage + 1, stages), stages,
+                 state.stage >= stages ? " (every stage is done)" : "");
+    else
+      save_run_state(*top, state, stages);
+    std::fflush(stdout);
   }
-  const MemberRun member = member_run(config, topology);
-  for (const auto& stage : config.stages) {
-    if (stage.kind == StageKind::train) train_stage(member, topology, threads);
-    if (stage.kind == StageKind::hpo)
-      hpo_stage(config, stage.hpo, topology, threads, top ? &*top : nullptr);
+  const StopSignals signals(config.checkpoint.signal);
+  for (; state.stage < stages; ++state.stage) {
+    const StageSpec& stage = config.stages[static_cast<std::size_t>(state.stage)];
+    // A stop signal ends the stage early on every group that is still training; the others learn
+    // it here, so that all ranks leave together with the same code.
+    std::string stopped;
+    try {
+      if (stage.kind == StageKind::train)
+        train_stage({config, topology, threads, state.stage, state.members, &signals});
+      if (stage.kind == StageKind::hpo)
+        hpo_stage(config, stage.hpo, topology, threads, top ? &*top : nullptr);
+    } catch (const Interrupted& e) {
+      stopped = e.what();
+    }
+    if (world.allreduce_max(stopped.empty() ? 0 : 1) > 0) {
+      if (!stopped.empty() && topology.member().rank() == 0)
+        fmt::print("[run] {}; exit {} (requeue to resume)\n", stopped, int{exit_checkpointed});
+      std::fflush(stdout);
+      return exit_checkpointed;
+    }
+    if (world.rank() == 0) save_run_state(*top, {state.stage + 1, state.members}, stages);
   }
   world.barrier();
   if (world.rank() == 0) {
     const std::string where =
-        plan.groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<g>").string()
-                        : config.output.dir;
+        state.members > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
+                          : config.output.dir;
     if (!has_search)
       fmt::print(
           "[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final "
@@ -219,7 +191,8 @@ int run_command(const RunOptions& options) {
 int predict_command(const std::string& config_path, const std::string& weights_path, int threads) {
   const Config config = load_config(config_path);
   const TrainingData data = load_training_data(config);
-  Trainer trainer(config, data, resolve_threads(threads >= 0 ? threads : config.run.threads));
+  Trainer trainer(config, build_model(config, data), data, group_plan(config.training.local_batch),
+                  resolve_threads(threads >= 0 ? threads : config.run.threads));
   load_weights(weights_path, trainer.model());
   trainer.broadcast_weights();
   const Evaluation test = trainer.evaluate(data.test);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 
 namespace strata {
@@ -12,15 +13,23 @@ namespace fs = std::filesystem;
 
 RunOutput::RunOutput(const fs::path& dir, bool fresh) : dir_(dir) {
   std::error_code ec;
-  bool has_run = false;
-  for (const char* mark : {"metrics.jsonl", "weights.h5", "plan.txt", "members"})
-    has_run = has_run || fs::exists(dir_ / mark, ec);
-  if (has_run && !fresh)
+  bool has_results = false;
+  for (const char* mark : {"metrics.jsonl", "weights.h5", "members", "trials.csv"})
+    has_results = has_results || fs::exists(dir_ / mark, ec);
+  const bool has_checkpoints = fs::exists(checkpoints_dir(), ec);
+  if (has_checkpoints && !fresh) {
+    resuming_ = true;
+    create_directory();
+    return;
+  }
+  if (has_results && !fresh)
     throw ConfigError(
-        fmt::format("output directory {} already holds a run; pass --fresh to start over "
-                    "(the earlier run is kept as {}.previous-<n>) or choose another output.dir",
+        fmt::format("output directory {} holds the results of a run but no checkpoints to resume "
+                    "from; pass --fresh to start over (the earlier run is kept as "
+                    "{}.previous-<n>) or choose another output.dir",
                     dir_.string(), dir_.string()));
-  if (has_run) {
+  const bool has_run = has_results || has_checkpoints || fs::exists(dir_ / "plan.txt", ec);
+  if (has_run && fresh) {
     for (int n = 1;; ++n) {
       fs::path aside = dir_.string() + fmt::format(".previous-{}", n);
       if (fs::exists(aside, ec)) continue;
@@ -50,16 +59,28 @@ void RunOutput::create_directory() const {
 }
 
 void RunOutput::write_text(const std::string& name, const std::string& text) const {
-  std::ofstream file(dir_ / name, std::ios::out | std::ios::trunc);
-  file << text;
-  if (!file) throw DataError(fmt::format("cannot write {}", (dir_ / name).string()));
+  write_text_atomically(dir_ / name, text);
+}
+
+void RunOutput::keep_metrics_before(int epoch) {
+  std::ifstream in(metrics_path());
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // the last line has no newline: cut short by a kill
+    const auto row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.contains("epoch") || row["epoch"].get<int>() >= epoch) break;
+    kept += line + '\n';
+  }
+  in.close();
+  write_text_atomically(metrics_path(), kept);
 }
 
 void RunOutput::append_metrics(const EpochMetrics& m) {
   // Opened on the first epoch, so a run that fails before training leaves no metrics.jsonl behind
-  // and the next attempt needs no --fresh.
+  // and the next attempt needs no --fresh; a resumed run appends to the rows it kept.
   if (!metrics_.is_open()) {
-    metrics_.open(metrics_path(), std::ios::out | std::ios::trunc);
+    metrics_.open(metrics_path(), std::ios::out | std::ios::app);
     if (!metrics_) throw DataError(fmt::format("cannot write {}", metrics_path().string()));
   }
   const nlohmann::json line = {{"epoch", m.epoch},
@@ -74,6 +95,7 @@ void RunOutput::append_metrics(const EpochMetrics& m) {
                                {"lr", m.lr}};
   metrics_ << line.dump() << '\n';
   metrics_.flush();
+  if (!metrics_) throw DataError(fmt::format("cannot append to {} (disk full?)", metrics_path().string()));
 }
 
 }  // namespace strata

@@ -12,8 +12,10 @@ namespace strata {
 
 class RunOutput {
  public:
-  // Creates `dir`. When it already holds a run (metrics.jsonl, weights.h5, plan.txt or members/),
-  // refuses (ConfigError) unless `fresh`, in which case the earlier run is moved aside to
+  // Creates `dir`. When it holds checkpoints, the run resumes from them (resuming() is true).
+  // When it holds results without checkpoints (metrics.jsonl, weights.h5, members/, trials.csv),
+  // refuses (ConfigError) unless `fresh`; a directory with only plan.txt (a run that failed before
+  // its first step) does not count. With `fresh` an earlier run is moved aside to
   // "<dir>.previous-<n>", never deleted.
   RunOutput(const std::filesystem::path& dir, bool fresh);
   // A directory inside a run that was already checked (a member's own directory): created, not
@@ -21,11 +23,17 @@ class RunOutput {
   static RunOutput inside_checked_run(const std::filesystem::path& dir);
 
   const std::filesystem::path& dir() const { return dir_; }
+  bool resuming() const { return resuming_; }
+  std::filesystem::path checkpoints_dir() const { return dir_ / "checkpoints"; }
   std::filesystem::path weights_path() const { return dir_ / "weights.h5"; }
   std::filesystem::path metrics_path() const { return dir_ / "metrics.jsonl"; }
+  // Keeps the rows of metrics.jsonl of epochs before `epoch` (a resumed training's first) and
+  // drops the rest, including a line cut short by a kill, so that a resumed run neither repeats
+  // nor loses a row. Appends go after them.
+  void keep_metrics_before(int epoch);
   // Appends one JSON line and flushes it, so a killed job keeps every finished epoch.
   void append_metrics(const EpochMetrics& m);
-  // Writes (replaces) a small text file in the directory, such as plan.txt.
+  // Writes (replaces) a small text file in the directory, such as plan.txt, atomically.
   void write_text(const std::string& name, const std::string& text) const;
   // Where an earlier run was moved, empty if none.
   const std::filesystem::path& moved_aside() const { return moved_aside_; }
@@ -36,6 +44,7 @@ class RunOutput {
 
   std::filesystem::path dir_;
   std::filesystem::path moved_aside_;
+  bool resuming_ = false;
   std::ofstream metrics_;
 };
 

@@ -46,6 +46,18 @@ Tensor gather_rows(const Communicator& model, const Tensor& local, Shape whole_s
   return whole;
 }
 
+// This shard's slice of each whole parameter: rows [first, first + extent) of axis `axis`.
+std::vector<Param> as_slices(std::vector<Param> params, const std::vector<Shape>& whole, int axis,
+                             std::int64_t first_fraction_num, std::int64_t shards) {
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const Shape& w = whole[k];
+    if (static_cast<std::size_t>(axis) >= w.size()) continue;  // a whole (replicated) tensor
+    const std::int64_t part = w[static_cast<std::size_t>(axis)] / shards;
+    params[k].shard = ShardSpec{w, axis, part * first_fraction_num};
+  }
+  return params;
+}
+
 }  // namespace
 
 // ---- column-parallel dense ----
@@ -97,6 +109,10 @@ void ColumnParallelDense::backward(const Tensor& in, const Tensor& out, const Te
 std::vector<Tensor> ColumnParallelDense::full_params() {
   auto mine = local_.params();
   return {gather_rows(model_, *mine[0].value, {units_, inputs_}), gather_rows(model_, *mine[1].value, {units_})};
+}
+
+std::vector<Param> ColumnParallelDense::params() {
+  return as_slices(local_.params(), {{units_, inputs_}, {units_}}, 0, model_.rank(), model_.size());
 }
 
 // ---- row-parallel dense ----
@@ -154,7 +170,9 @@ void RowParallelDense::backward(const Tensor& in, const Tensor& /*out*/, const T
 }
 
 std::vector<Param> RowParallelDense::params() {
-  return {{name() + "/weight", &weight_, &weight_grad_}, {name() + "/bias", &bias_, &bias_grad_}};
+  // The bias is added once, after the reduce: every shard holds it whole.
+  return as_slices({{name() + "/weight", &weight_, &weight_grad_}, {name() + "/bias", &bias_, &bias_grad_}},
+                   {{units_, local_inputs_ * model_.size()}, {}}, 1, model_.rank(), model_.size());
 }
 
 std::vector<Tensor> RowParallelDense::full_params() {
@@ -186,6 +204,11 @@ void ChannelSplitConv2D::initialize(Rng& rng) {
   auto mine = local_.params(), all = whole.params();
   copy_rows(*all[0].value, per_filter, first, part, *mine[0].value);
   copy_rows(*all[1].value, 1, first, part, *mine[1].value);
+}
+
+std::vector<Param> ChannelSplitConv2D::params() {
+  const Shape weight{spec_.filters, input_shape_.at(0), spec_.kernel, spec_.kernel};
+  return as_slices(local_.params(), {weight, {spec_.filters}}, 0, model_.rank(), model_.size());
 }
 
 void ChannelSplitConv2D::forward(const Tensor& in, Tensor& out, bool training) {

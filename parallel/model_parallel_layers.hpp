@@ -24,7 +24,7 @@ class ColumnParallelDense final : public Layer {
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
-  std::vector<Param> params() override { return local_.params(); }
+  std::vector<Param> params() override;
   // The unsplit weight and bias, assembled from every shard. Collective over `model`.
   std::vector<Tensor> full_params();
 
@@ -68,7 +68,7 @@ class ChannelSplitConv2D final : public Layer {
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
-  std::vector<Param> params() override { return local_.params(); }
+  std::vector<Param> params() override;
   std::vector<Tensor> full_params();  // collective over `model`
 
  private:

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/plan.hpp"
+
 namespace strata {
 
 struct PlanRequest {
@@ -18,35 +20,6 @@ struct PlanRequest {
   std::int64_t split_bytes = 0;  // the part of model_bytes in layers marked `split`: / M per rank
   std::int64_t memory_per_rank_bytes = 0;  // 0: no limit
   int ranks_per_node = 0;                  // 0: all ranks on one node
-};
-
-// Rank coordinates in the layout world_rank = m + M*d + M*D*g (model shards vary fastest,
-// so the shards of one replica sit on neighbouring ranks, and therefore on one node when they can).
-struct RankCoords {
-  int group = 0;  // g
-  int data = 0;   // d
-  int model = 0;  // m
-};
-
-struct Plan {
-  int groups = 1;  // G
-  int data = 1;    // D
-  int model = 1;   // M
-  int world_size = 1;
-  int local_batch = 1;
-  int max_global_batch = 1;
-  int ranks_per_node = 1;
-  std::vector<std::string> reasons;  // why each number was chosen, for `strata plan` and plan.txt
-
-  int accumulate = 1;  // K: micro-batches of D x local_batch per optimizer step
-
-  int global_batch() const { return accumulate * data * local_batch; }
-  int group_size() const { return data * model; }
-  int world_rank(RankCoords c) const { return c.model + model * c.data + model * data * c.group; }
-  RankCoords coords(int world_rank) const;
-  int node_of(int world_rank) const { return world_rank / ranks_per_node; }
-  // True when every replica's M shards share a node.
-  bool model_groups_within_nodes() const;
 };
 
 // Chooses G, D and M by DESIGN §3:

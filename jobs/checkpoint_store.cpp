@@ -1,0 +1,103 @@
+#include "jobs/checkpoint_store.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.hpp"
+#include "core/checkpoint_file.hpp"
+#include "core/errors.hpp"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+std::int64_t checkpoint_sequence(const fs::path& file) {
+  const std::string name = file.filename().string();
+  if (!name.starts_with("ckpt-") || !name.ends_with(".h5") || name.size() <= 8) return -1;
+  const std::string digits = name.substr(5, name.size() - 8);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+CheckpointStore::CheckpointStore(fs::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {
+  const auto present = list();
+  if (!present.empty()) next_sequence_ = checkpoint_sequence(present.back()) + 1;
+}
+
+CheckpointStore::~CheckpointStore() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata: checkpoint write failed: {}\n", e.what());
+  }
+}
+
+std::vector<fs::path> CheckpointStore::list() const {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return files;
+  for (const auto& entry : fs::directory_iterator(dir_, ec))
+    if (checkpoint_sequence(entry.path()) >= 0) files.push_back(entry.path());
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    return checkpoint_sequence(a) < checkpoint_sequence(b);
+  });
+  return files;
+}
+
+std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
+    const std::function<void(const std::string&)>& skipped) const {
+  const auto files = list();
+  std::string reasons;
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    try {
+      return LoadedCheckpoint{*it, read_checkpoint(it->string())};
+    } catch (const DataError& e) {
+      if (skipped) skipped(e.what());
+      reasons += fmt::format("\n  {}", e.what());
+    }
+  }
+  if (files.empty()) return std::nullopt;
+  throw DataError(fmt::format("{}: none of the {} checkpoints is valid; not starting over (move "
+                              "the directory aside or pass --fresh):{}",
+                              dir_.string(), files.size(), reasons));
+}
+
+CheckpointTiming CheckpointStore::save(const StateDict& whole) {
+  wait();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<char> bytes = encode_checkpoint(whole);
+  CheckpointTiming timing;
+  timing.bytes = bytes.size();
+  timing.snapshot_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec)
+    throw DataError(fmt::format("cannot create checkpoint directory {}: {}", dir_.string(),
+                                ec.message()));
+  const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
+  writer_ = std::thread([this, path, bytes = std::move(bytes)] {
+    try {
+      write_file_atomically(path, bytes);
+      const auto files = list();
+      for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < files.size(); ++i) {
+        std::error_code ignored;
+        fs::remove(files[i], ignored);
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+  return timing;
+}
+
+void CheckpointStore::wait() {
+  if (writer_.joinable()) writer_.join();
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+}  // namespace strata

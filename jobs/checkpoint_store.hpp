@@ -1,0 +1,61 @@
+// One training's (or the run's) checkpoints in a directory: ckpt-<sequence>.h5, written in the
+// background, the newest `keep` kept, and loaded newest-valid-first.
+#pragma once
+
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/state.hpp"
+
+namespace strata {
+
+struct LoadedCheckpoint {
+  std::filesystem::path path;
+  StateDict state;
+};
+
+struct CheckpointTiming {
+  double snapshot_seconds = 0.0;  // encoding on the calling thread: the pause training sees
+  std::size_t bytes = 0;
+};
+
+class CheckpointStore {
+ public:
+  CheckpointStore(std::filesystem::path dir, int keep);
+  ~CheckpointStore();  // waits for a write in flight (an error is printed: it cannot be thrown)
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // The checkpoint files present, oldest first (by sequence number; temporary files excluded).
+  std::vector<std::filesystem::path> list() const;
+  // The newest checkpoint that reads and verifies. Each newer one that does not is reported
+  // through `skipped` (file and reason) and passed over. nullopt when there is none; DataError
+  // when there are some but none is valid: a run never silently starts over.
+  std::optional<LoadedCheckpoint> load_newest(
+      const std::function<void(const std::string&)>& skipped) const;
+
+  // Encodes `whole` (tensors whole, as gather_whole_state gives them) on this thread, then writes
+  // it in the background under the next sequence number: temporary name, fsync, rename, and the
+  // oldest beyond `keep` removed. Waits for the previous write first, and rethrows its error.
+  CheckpointTiming save(const StateDict& whole);
+  // Waits for the write in flight; throws DataError if it failed.
+  void wait();
+
+ private:
+  std::filesystem::path dir_;
+  int keep_;
+  std::int64_t next_sequence_ = 1;
+  std::thread writer_;
+  std::exception_ptr error_;
+};
+
+// The sequence number of a checkpoint file name ("ckpt-00000012.h5" -> 12), or -1.
+std::int64_t checkpoint_sequence(const std::filesystem::path& file);
+
+}  // namespace strata

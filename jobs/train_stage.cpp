@@ -1,0 +1,139 @@
+#include "jobs/train_stage.hpp"
+
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/conv2d_layer.hpp"
+#include "core/cpu_kernels.hpp"
+#include "core/device.hpp"
+#include "core/rng.hpp"
+#include "core/trainer.hpp"
+#include "core/weights_io.hpp"
+#include "jobs/commands.hpp"
+#include "jobs/run_output.hpp"
+#include "jobs/run_plan.hpp"
+#include "jobs/training_session.hpp"
+#include "parallel/gradient_sync.hpp"
+#include "parallel/model_parallel_layers.hpp"
+
+namespace strata {
+
+namespace {
+
+void print_kernels(Trainer& trainer) {
+  const auto report = kernel_report();
+  fmt::print("[device] {}\n", detect_devices().summary);
+  fmt::print(
+      "[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
+      report.openblas_core, report.cpu_best, trainer.threads());
+  if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
+}
+
+void print_conv_implementations(Model& model) {
+  for (std::size_t i = 0; i < model.layer_count(); ++i)
+    if (auto* conv = dynamic_cast<Conv2DLayer*>(&model.layer(i)))
+      fmt::print("[kernels] {}: oneDNN {}\n", conv->name(), conv->implementation());
+}
+
+void train_member(const TrainStageContext& c, int member) {
+  const Topology& topology = c.topology;
+  Config config = c.config;
+  config.run.seed =
+      derive_seed(c.config.run.seed, {seed_member, static_cast<std::uint64_t>(member)});
+  const bool writes = topology.member().rank() == 0;
+  const std::string tag = c.members > 1 ? fmt::format("[m{}] ", member) : "";
+  const Plan plan = plan_on_run_layout(config, topology.plan());
+  const TrainingData data = load_training_data(config);
+  std::optional<DataParallelSync> sync;
+  if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
+  const bool split_model = plan.model > 1;
+  Trainer trainer(
+      config,
+      build_model(config, data,
+                  split_model ? model_parallel_factory(topology.model(), config.file)
+                              : LayerFactory{}),
+      data, plan, c.threads, sync ? &*sync : nullptr);
+  if (sync) sync->attach(trainer.model().params());
+
+  SessionSettings settings;
+  settings.checkpoint_dir = std::filesystem::path(c.config.output.dir) / "checkpoints" /
+                            fmt::format("stage{}", c.stage_index) /
+                            fmt::format("member{}", member);
+  settings.checkpoint = config.checkpoint;
+  settings.epochs = config.training.epochs;
+  settings.label = tag;
+  settings.meta.put_text("kind", "training");
+  settings.meta.put_int("stage", c.stage_index);
+  settings.meta.put_int("member", member);
+  TrainingSession session(trainer, topology, c.signals, settings);
+  session.resume();
+
+  std::optional<RunOutput> output;
+  const int epochs = config.training.epochs;
+  if (writes) {
+    output.emplace(RunOutput::inside_checked_run(member_dir(c.config, c.members, member)));
+    output->keep_metrics_before(trainer.position().epoch);
+    fmt::print("{}[data] {} train / {} validation / {} test samples, shape {}, {} classes\n", tag,
+               data.train.count(), data.validation.count(), data.test.count(),
+               shape_string(data.sample_shape), data.num_classes);
+    if (topology.world_rank() == 0) {
+      print_kernels(trainer);
+      fmt::print("[model]\n{}", trainer.model().summary());
+    }
+    fmt::print(
+        "{}[train] {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} replicas x "
+        "{})\n",
+        tag, epochs, trainer.steps_per_epoch(), trainer.global_batch(), plan.accumulate, plan.data,
+        plan.local_batch);
+    std::fflush(stdout);
+  }
+  bool first_epoch = true;
+  session.run(
+      epochs,
+      [&](const TrainProgress& p) {
+        if (!writes) return;
+        fmt::print("{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n",
+                   tag, p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr,
+                   p.samples_per_s, format_duration(p.eta_seconds));
+        std::fflush(stdout);
+      },
+      [&](const EpochMetrics& m) {
+        if (!writes) return;
+        if (first_epoch && topology.world_rank() == 0) print_conv_implementations(trainer.model());
+        first_epoch = false;
+        output->append_metrics(m);
+        fmt::print(
+            "{}[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc "
+            "{:.4f} | {:.0f} samples/s | {:.1f}s\n",
+            tag, m.epoch, epochs, m.train_loss, m.train_accuracy, m.val_loss, m.val_accuracy,
+            m.test_accuracy, m.samples_per_s, m.seconds);
+        std::fflush(stdout);
+      });
+  if (split_model) {
+    // Every shard takes part in assembling the whole weights; the member's first rank writes them.
+    const auto whole = gather_full_weights(trainer.model());
+    if (writes) save_weights(output->weights_path().string(), whole);
+  } else if (writes) {
+    save_weights(output->weights_path().string(), trainer.model());
+  }
+  session.wait();
+}
+
+}  // namespace
+
+std::filesystem::path member_dir(const Config& config, int members, int member) {
+  const std::filesystem::path dir(config.output.dir);
+  return members > 1 ? dir / "members" / std::to_string(member) : dir;
+}
+
+void train_stage(const TrainStageContext& context) {
+  const int groups = context.topology.plan().groups, group = context.topology.coords().group;
+  if (group >= context.members && context.topology.member().rank() == 0)
+    fmt::print("[g{}] idle in this stage: the run has {} member(s), fixed when it started\n", group,
+               context.members);
+  for (int member = group; member < context.members; member += groups)
+    train_member(context, member);
+}
+
+}  // namespace strata

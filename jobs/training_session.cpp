@@ -1,0 +1,143 @@
+#include "jobs/training_session.hpp"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "core/checkpoint_file.hpp"
+#include "core/errors.hpp"
+#include "parallel/state_gather.hpp"
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+enum VoteFlag : unsigned { stop_flag = 1u, clock_flag = 2u, limit_flag = 4u };
+
+std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps_per_epoch) {
+  if (p.epoch > epochs) return fmt::format("the end of epoch {} (training complete)", epochs);
+  return fmt::format("epoch {}/{} step {}/{} (global step {})", p.epoch, epochs, p.epoch_step,
+                     steps_per_epoch, p.global_step);
+}
+
+}  // namespace
+
+TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
+                                 const StopSignals* signals, SessionSettings settings,
+                                 StepWork work)
+    : trainer_(trainer),
+      topology_(topology),
+      signals_(signals),
+      settings_(std::move(settings)),
+      work_(std::move(work)),
+      store_(settings_.checkpoint_dir, settings_.checkpoint.keep),
+      vote_(topology.member()) {
+  trainer_.set_step_hook([this] { at_step(); });
+}
+
+std::optional<std::filesystem::path> TrainingSession::resume() {
+  // The group's first rank chooses the checkpoint, so that every rank loads the same file.
+  std::string chosen, problem;
+  if (leader()) {
+    try {
+      const auto loaded = store_.load_newest([&](const std::string& why) {
+        fmt::print(stderr, "strata: {}skipping a damaged checkpoint: {}\n", settings_.label, why);
+      });
+      if (loaded) chosen = loaded->path.string();
+    } catch (const DataError& e) {
+      problem = e.what();
+    }
+  }
+  const Communicator& member = topology_.member();
+  member.broadcast_string(problem, 0);
+  if (!problem.empty()) throw DataError(problem);
+  member.broadcast_string(chosen, 0);
+  if (chosen.empty()) return std::nullopt;
+  const StateDict state = read_checkpoint(chosen);
+  try {
+    trainer_.load_state(state);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("{}: {} (a checkpoint of another config? move {} aside or pass "
+                                "--fresh)",
+                                chosen, e.what(), settings_.checkpoint_dir.string()));
+  }
+  if (leader()) {
+    fmt::print("[resume] {}from {}: {}, written on G {} x D {} x M {} with {} thread(s)\n",
+               settings_.label, chosen,
+               position_text(trainer_.position(), settings_.epochs, trainer_.steps_per_epoch()),
+               state.get_int("meta/groups"), state.get_int("meta/data"),
+               state.get_int("meta/model"), state.get_int("meta/threads"));
+    std::fflush(stdout);
+  }
+  return std::filesystem::path(chosen);
+}
+
+void TrainingSession::run(int epochs, const ProgressCallback& on_progress,
+                          const std::function<void(const EpochMetrics&)>& on_epoch) {
+  while (trainer_.position().epoch <= epochs) {
+    const EpochMetrics m = trainer_.run_epoch(on_progress);
+    if (on_epoch) on_epoch(m);
+    checkpoint();
+  }
+}
+
+void TrainingSession::checkpoint() {
+  last_checkpoint_ = Clock::now();
+  // Data replicas hold the same state: replica 0's shards save it.
+  if (topology_.coords().data != 0) return;
+  StateDict local;
+  trainer_.save_state(local);
+  local.merge(settings_.meta, "meta");
+  const Plan& plan = topology_.plan();
+  const TrainPosition& p = trainer_.position();
+  local.put_int("meta/epoch", p.epoch);
+  local.put_int("meta/epoch_step", p.epoch_step);
+  local.put_int("meta/global_step", p.global_step);
+  local.put_int("meta/epochs", settings_.epochs);
+  local.put_int("meta/world_size", plan.world_size);
+  local.put_int("meta/groups", plan.groups);
+  local.put_int("meta/data", plan.data);
+  local.put_int("meta/model", plan.model);
+  local.put_int("meta/accumulate", trainer_.accumulate());
+  local.put_int("meta/global_batch", trainer_.global_batch());
+  local.put_int("meta/threads", trainer_.threads());
+  local.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
+  const StateDict whole =
+      plan.model > 1 ? gather_whole_state(local, topology_.model()) : std::move(local);
+  if (leader()) store_.save(whole);
+}
+
+void TrainingSession::wait() {
+  if (leader()) store_.wait();
+}
+
+void TrainingSession::at_step() {
+  if (work_.serve) work_.serve();
+  unsigned mine = 0;
+  if (signals_ != nullptr && signals_->requested()) mine |= stop_flag;
+  if (leader() && settings_.checkpoint.every_seconds > 0 &&
+      seconds_since(last_checkpoint_) >= settings_.checkpoint.every_seconds)
+    mine |= clock_flag;
+  if (work_.over_limit && work_.over_limit()) mine |= limit_flag;
+  const unsigned voted = vote_.exchange(mine);
+  const TrainPosition& p = trainer_.position();
+  if (voted & stop_flag) {
+    const auto start = Clock::now();
+    checkpoint();
+    wait();
+    throw Interrupted(fmt::format(
+        "{}stopped by a signal at epoch {} step {}: checkpoint written in {:.2f} s",
+        settings_.label, p.epoch, p.epoch_step, seconds_since(start)));
+  }
+  if (voted & limit_flag) work_.stop_over_limit();
+  const int every = settings_.checkpoint.every_steps;
+  if ((every > 0 && p.global_step % every == 0) || (voted & clock_flag)) checkpoint();
+}
+
+}  // namespace strata

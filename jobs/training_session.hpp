@@ -1,0 +1,71 @@
+// One training taken to its end across allocations: it resumes from its newest valid checkpoint,
+// checkpoints every N steps or seconds and after every epoch, and on a stop signal checkpoints and
+// throws Interrupted at the same step on every rank of its member group.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/config.hpp"
+#include "core/trainer.hpp"
+#include "jobs/checkpoint_store.hpp"
+#include "jobs/stop_signals.hpp"
+#include "parallel/step_vote.hpp"
+#include "parallel/topology.hpp"
+
+namespace strata {
+
+struct SessionSettings {
+  std::filesystem::path checkpoint_dir;  // this training's own checkpoints
+  int epochs = 1;
+  CheckpointConfig checkpoint;
+  std::string label;  // how progress lines name this training: "", "[g1] ", "trial 17: "
+  StateDict meta;     // scalars saved under meta/ that say what this training is (stage, member)
+};
+
+// Work a caller adds at every step boundary, on every rank of the group.
+struct StepWork {
+  std::function<void()> serve;           // a coordinator's answers to other groups
+  std::function<bool()> over_limit;      // this rank's opinion that the training must stop
+  std::function<void()> stop_over_limit; // called (on every rank alike) once the group agrees; throws
+};
+
+class TrainingSession {
+ public:
+  // `signals` may be null (nothing stops the training early). Collective calls run over the
+  // topology's member group (the vote, loading) and model communicator (gathering shards).
+  TrainingSession(Trainer& trainer, const Topology& topology, const StopSignals* signals,
+                  SessionSettings settings, StepWork work = {});
+
+  // Loads the newest valid checkpoint into the trainer when there is one (reporting each newer one
+  // that is damaged) and returns where it resumed; nullopt: there was none. Throws DataError when
+  // checkpoints exist but none is valid, or belong to another model. Collective over the group.
+  std::optional<std::filesystem::path> resume();
+  // Trains until trainer.position().epoch > epochs, calling on_epoch after each epoch (on every
+  // rank) before the epoch's checkpoint.
+  void run(int epochs, const ProgressCallback& on_progress,
+           const std::function<void(const EpochMetrics&)>& on_epoch);
+  // Writes a checkpoint of the trainer's state now (collective over the group; in the background
+  // on the group's first rank).
+  void checkpoint();
+  // Waits for the checkpoint write in flight (on the group's first rank); throws its error.
+  void wait();
+
+ private:
+  void at_step();
+  bool leader() const { return topology_.member().rank() == 0; }
+
+  Trainer& trainer_;
+  const Topology& topology_;
+  const StopSignals* signals_;
+  SessionSettings settings_;
+  StepWork work_;
+  CheckpointStore store_;
+  StepVote vote_;
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace strata

@@ -1,0 +1,16 @@
+// Assembles a model-parallel replica's state into whole tensors, for a checkpoint that does not
+// depend on the decomposition.
+#pragma once
+
+#include "core/state.hpp"
+#include "parallel/communicator.hpp"
+
+namespace strata {
+
+// Every tensor of `local` that is a slice (ShardSpec::axis >= 0) gathered over `model` into the
+// whole tensor; whole tensors and scalars are copied. Collective over `model`: every shard calls
+// it with the same keys, in the same order (StateDict keeps them sorted). Each shard's slice must
+// start at rank x extent, as the split layers lay them out.
+StateDict gather_whole_state(const StateDict& local, const Communicator& model);
+
+}  // namespace strata
