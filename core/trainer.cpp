@@ -60,13 +60,13 @@ Model build_model(const Config& config, const TrainingData& data, const LayerFac
   return model;
 }
 
-Plan group_plan(int local_batch, int replicas, int accumulate) {
+Plan standalone_plan(const Config& config, int replicas) {
   Plan plan;
-  plan.local_batch = local_batch;
+  plan.local_batch = config.training.local_batch;
   plan.data = replicas;
   plan.world_size = replicas;
-  plan.accumulate = accumulate;
-  plan.max_global_batch = local_batch * replicas * accumulate;
+  plan.accumulate = std::max(config.parallel.accumulate, 1);
+  plan.max_global_batch = plan.global_batch();
   return plan;
 }
 

@@ -52,8 +52,9 @@ using ProgressCallback = std::function<void(const TrainProgress&)>;
 // `layers` makes model-parallel layers (parallel/), or nothing for the built-in ones.
 Model build_model(const Config& config, const TrainingData& data, const LayerFactory& layers = {});
 
-// The plan of one group on its own: `replicas` data-parallel replicas of one shard, K = accumulate.
-Plan group_plan(int local_batch, int replicas = 1, int accumulate = 1);
+// The plan of a config trained on its own, without the planner (strata predict, tests,
+// benchmarks): `replicas` data-parallel replicas of one shard and the config's fixed K.
+Plan standalone_plan(const Config& config, int replicas = 1);
 
 // Where a training stands: the epoch it is in, the steps done in it and their running sums.
 struct TrainPosition {

@@ -191,7 +191,7 @@ int run_command(const RunOptions& options) {
 int predict_command(const std::string& config_path, const std::string& weights_path, int threads) {
   const Config config = load_config(config_path);
   const TrainingData data = load_training_data(config);
-  Trainer trainer(config, build_model(config, data), data, group_plan(config.training.local_batch),
+  Trainer trainer(config, build_model(config, data), data, standalone_plan(config),
                   resolve_threads(threads >= 0 ? threads : config.run.threads));
   load_weights(weights_path, trainer.model());
   trainer.broadcast_weights();

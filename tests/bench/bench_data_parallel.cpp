@@ -95,8 +95,8 @@ strata::Config bench_config(const std::vector<strata::LayerSpec>& layers, int lo
 }
 
 // Seconds of training steps in one epoch (run_epoch times the steps alone, then evaluates).
-double epoch_train_seconds(strata::Trainer& trainer, int epoch) {
-  const strata::EpochMetrics m = trainer.run_epoch(epoch, {});
+double epoch_train_seconds(strata::Trainer& trainer, int /*epoch*/) {
+  const strata::EpochMetrics m = trainer.run_epoch({});
   return static_cast<double>(trainer.steps_per_epoch() * trainer.global_batch()) / m.samples_per_s;
 }
 
@@ -109,11 +109,13 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
 
   std::optional<strata::Trainer> reference, half;  // rank 0 only
   if (root) {
-    reference.emplace(reference_config, data, 1);
-    half.emplace(parallel_config, data, 1);
+    reference.emplace(reference_config, strata::build_model(reference_config, data), data,
+                      strata::standalone_plan(reference_config), 1);
+    half.emplace(parallel_config, strata::build_model(parallel_config, data), data,
+                 strata::standalone_plan(parallel_config), 1);
   }
   strata::DataParallelSync sync(world, o.bucket_mib);
-  strata::Trainer parallel(parallel_config, data, 1, &sync);
+  strata::Trainer parallel(parallel_config, strata::build_model(parallel_config, data), data, strata::standalone_plan(parallel_config, sync.replicas()), 1, &sync);
   sync.attach(parallel.model().params());
   if (parallel.global_batch() != batch || (root && reference->global_batch() != batch))
     throw std::logic_error("the two sides do not train the same global batch");

@@ -46,8 +46,8 @@ Config bench_config(int batch) {
 }
 
 // Milliseconds per training step over one epoch (evaluation excluded).
-double step_ms(Trainer& trainer, int epoch) {
-  const EpochMetrics m = trainer.run_epoch(epoch, {});
+double step_ms(Trainer& trainer, int /*epoch*/) {
+  const EpochMetrics m = trainer.run_epoch({});
   return 1000.0 * static_cast<double>(trainer.global_batch()) / m.samples_per_s;
 }
 
@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
       const Config config = bench_config(batch);
       const TrainingData data = load_training_data(config);
       std::optional<Trainer> single;
-      if (world.rank() == 0) single.emplace(config, data, 1);
-      Trainer split(config, data, 1, nullptr, model_parallel_factory(world, config.file));
+      if (world.rank() == 0) single.emplace(config, build_model(config, data), data, standalone_plan(config), 1);
+      Trainer split(config, build_model(config, data, model_parallel_factory(world, config.file)), data, standalone_plan(config), 1);
       std::vector<double> one, two;
       for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
         if (world.rank() == 0) {

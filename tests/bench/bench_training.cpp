@@ -163,8 +163,8 @@ strata::Config bench_config(const std::vector<strata::LayerSpec>& layers, int ba
 
 // Seconds of training steps in one epoch: run_epoch times the steps alone, then evaluates
 // (on the bench's tiny test split, and outside that time).
-double epoch_train_seconds(strata::Trainer& trainer, int epoch, int batch) {
-  const strata::EpochMetrics m = trainer.run_epoch(epoch, {});
+double epoch_train_seconds(strata::Trainer& trainer, int /*epoch*/, int batch) {
+  const strata::EpochMetrics m = trainer.run_epoch({});
   return static_cast<double>(trainer.steps_per_epoch() * batch) / m.samples_per_s;
 }
 
@@ -173,7 +173,7 @@ std::vector<double> measure_strata(const ModelCase& model, int batch,
                                    const strata::TrainingData& data, const Options& o,
                                    std::string& conv_impls) {
   const strata::Config config = bench_config(model.layers, batch);
-  strata::Trainer trainer(config, data, o.threads);
+  strata::Trainer trainer(config, strata::build_model(config, data), data, strata::standalone_plan(config), o.threads);
   int epoch = 0;
   double last = 0.0, warm = 0.0;
   while (warm < o.warmup_seconds || epoch < 1)

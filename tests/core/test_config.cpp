@@ -315,7 +315,7 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   const std::string model = "model: {layers: [relu]}\n";
   SECTION("top level") {
     CHECK(error_of(model + "trainig: {epochs: 2}\n") ==
-          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, "
+          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, checkpoint, "
           "stages)");
   }
   SECTION("in a section") {

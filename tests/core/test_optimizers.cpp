@@ -78,6 +78,10 @@ struct Params {
     for (std::size_t i = 0; i < 2; ++i)
       g1[static_cast<std::int64_t>(i)] = static_cast<float>(gradients[step][1][i]);
   }
+  void copy_weights_from(const Params& other) {
+    w0 = other.w0;
+    w1 = other.w1;
+  }
   std::vector<double> flat() const {
     std::vector<double> out(w0.values().begin(), w0.values().end());
     out.insert(out.end(), w1.values().begin(), w1.values().end());
@@ -274,29 +278,36 @@ TEST_CASE("Adam's first step moves every weight by lr against the gradient sign"
   }
 }
 
-TEST_CASE("optimizer state exposes the moving buffers for checkpoints", "[optimizer]") {
+// The saved buffer of parameter k under `name` ("momentum", "first_moment", ...).
+std::vector<float> saved(const StateDict& state, const std::string& name, const Param& p) {
+  return state.tensor("opt/" + name + "/" + p.name).values;
+}
+
+TEST_CASE("optimizer state saves the step count and every moving buffer", "[optimizer][state]") {
   SECTION("SGD with momentum: one velocity per parameter, seeded with the first gradient") {
     SgdOptimizer opt(sgd(0.9, false, 0.1));
-    CHECK(opt.state().empty());  // nothing to save before the first step
     Params p;
+    StateDict before;
+    opt.save_state(before, "opt", p.list());  // before the first step: zeros
+    CHECK(before.get_int("opt/steps") == 0);
+    CHECK(saved(before, "momentum", p.list()[0]) == std::vector<float>(6, 0.0f));
     p.set_gradients(0);
     opt.step(p.list(), 0.1);
-    const auto state = opt.state();
-    REQUIRE(state.size() == 2);
-    CHECK(state[0]->shape() == Shape{2, 3});
-    CHECK(state[1]->shape() == Shape{2});
+    StateDict state;
+    opt.save_state(state, "opt", p.list());
+    CHECK(state.get_int("opt/steps") == 1);
+    CHECK(state.get_text("opt/kind") == "sgd");
+    const auto v0 = saved(state, "momentum", p.list()[0]), v1 = saved(state, "momentum", p.list()[1]);
+    REQUIRE(v0.size() == 6);
+    REQUIRE(v1.size() == 2);
     // PyTorch seeds the buffer with d = g + wd * w (the weights before the step).
-    for (std::int64_t i = 0; i < 6; ++i)
-      CHECK((*state[0])[i] == Approx(gradients[0][0][static_cast<std::size_t>(i)] +
-                                     0.1 * initial_w0[static_cast<std::size_t>(i)])
-                                  .epsilon(1e-6));
-    for (std::int64_t i = 0; i < 2; ++i)
-      CHECK((*state[1])[i] == Approx(gradients[0][1][static_cast<std::size_t>(i)] +
-                                     0.1 * initial_w1[static_cast<std::size_t>(i)])
-                                  .epsilon(1e-6));
-    // Restoring a saved buffer must change the next step: the state pointers are the live buffers.
-    state[0]->fill(0.0f);
-    state[1]->fill(0.0f);
+    for (std::size_t i = 0; i < 6; ++i)
+      CHECK(v0[i] == Approx(gradients[0][0][i] + 0.1 * initial_w0[i]).epsilon(1e-6));
+    for (std::size_t i = 0; i < 2; ++i)
+      CHECK(v1[i] == Approx(gradients[0][1][i] + 0.1 * initial_w1[i]).epsilon(1e-6));
+    // Restoring zero buffers must change the next step: load_state writes the live buffers.
+    for (auto& [key, t] : state.tensors()) std::fill(t.values.begin(), t.values.end(), 0.0f);
+    opt.load_state(state, "opt", p.list());
     Params q;
     q.set_gradients(1);
     opt.step(q.list(), 0.1);
@@ -305,27 +316,57 @@ TEST_CASE("optimizer state exposes the moving buffers for checkpoints", "[optimi
     for (std::size_t i = 0; i < w.size(); ++i)
       CHECK(w[i] == Approx(w0[i] - 0.1 * (g[i] + 0.1 * w0[i])).epsilon(1e-6));
   }
-  SECTION("Adam: first moments of every parameter, then second moments") {
+  SECTION("Adam: first and second moments of every parameter") {
     AdamOptimizer opt(adam(0.9, 0.99, 1e-8, 0.0));
     Params p;
     p.set_gradients(0);
     opt.step(p.list(), 0.1);
-    const auto state = opt.state();
-    REQUIRE(state.size() == 4);
-    CHECK(state[0]->shape() == Shape{2, 3});
-    CHECK(state[1]->shape() == Shape{2});
-    CHECK(state[2]->shape() == Shape{2, 3});
-    CHECK(state[3]->shape() == Shape{2});
-    for (std::int64_t i = 0; i < 6; ++i) {
-      const double g = gradients[0][0][static_cast<std::size_t>(i)];
-      CHECK((*state[0])[i] == Approx(0.1 * g).epsilon(1e-6));
-      CHECK((*state[2])[i] == Approx(0.01 * g * g).epsilon(1e-5));
+    StateDict state;
+    opt.save_state(state, "opt", p.list());
+    CHECK(state.get_text("opt/kind") == "adam");
+    for (std::size_t k = 0; k < 2; ++k) {
+      const auto m = saved(state, "first_moment", p.list()[k]);
+      const auto v = saved(state, "second_moment", p.list()[k]);
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        const double g = gradients[0][k][i];
+        CHECK(m[i] == Approx(0.1 * g).epsilon(1e-6));
+        CHECK(v[i] == Approx(0.01 * g * g).epsilon(1e-5));
+      }
     }
-    for (std::int64_t i = 0; i < 2; ++i) {
-      const double g = gradients[0][1][static_cast<std::size_t>(i)];
-      CHECK((*state[1])[i] == Approx(0.1 * g).epsilon(1e-6));
-      CHECK((*state[3])[i] == Approx(0.01 * g * g).epsilon(1e-5));
+    SgdOptimizer other(sgd(0.9, false, 0.0));
+    CHECK_THROWS_WITH(other.load_state(state, "opt", p.list()),
+                      Catch::Contains("adam optimizer state") && Catch::Contains("sgd"));
+  }
+}
+
+TEST_CASE("an optimizer restored from its state takes the same next step", "[optimizer][state]") {
+  for (const bool use_adam : {false, true}) {
+    INFO((use_adam ? "adam" : "sgd"));
+    const auto spec = use_adam ? adam(0.9, 0.99, 1e-8, 0.01) : sgd(0.9, true, 0.01);
+    auto a = make_optimizer(spec), b = make_optimizer(spec);
+    Params pa, pb;
+    for (int s = 0; s < 2; ++s) {
+      pa.set_gradients(s);
+      a->step(pa.list(), 0.05);
     }
+    StateDict state;
+    a->save_state(state, "opt", pa.list());
+    StateDict fresh;
+    b->save_state(fresh, "opt", pb.list());
+    // The two differ before the restore, so equality after it means something.
+    REQUIRE(fresh.get_int("opt/steps") != state.get_int("opt/steps"));
+    b->load_state(state, "opt", pb.list());
+    StateDict restored;
+    b->save_state(restored, "opt", pb.list());
+    CHECK(restored.get_int("opt/steps") == state.get_int("opt/steps"));
+    for (const auto& [key, t] : state.tensors()) CHECK(restored.tensor(key).values == t.values);
+    // Same weights and gradient in, same weights out.
+    pb.copy_weights_from(pa);
+    pa.set_gradients(1);
+    pb.set_gradients(1);
+    a->step(pa.list(), 0.05);
+    b->step(pb.list(), 0.05);
+    CHECK(pa.flat() == pb.flat());
   }
 }
 

@@ -63,11 +63,11 @@ TEST_CASE("the trainer learns the synthetic task in three epochs", "[trainer]") 
   const TrainingData data = load_training_data(config);
   REQUIRE(data.train.count() + data.validation.count() == 1024);
   REQUIRE(data.test.count() == 256);
-  Trainer trainer(config, data, 1);
+  Trainer trainer(config, build_model(config, data), data, standalone_plan(config), 1);
   CHECK(trainer.steps_per_epoch() == data.train.count() / 32);
 
   std::vector<EpochMetrics> epochs;
-  for (int e = 1; e <= 3; ++e) epochs.push_back(trainer.run_epoch(e, {}));
+  for (int e = 1; e <= 3; ++e) epochs.push_back(trainer.run_epoch({}));
   std::string history;
   for (const auto& m : epochs)
     history += fmt::format("epoch {} train loss {:.4f} test accuracy {:.4f}\n", m.epoch,
@@ -91,7 +91,7 @@ TEST_CASE("the hooks run on the calling thread, after every step and every evalu
   auto batches = [](std::int64_t rows) { return (rows + 255) / 256; };
   const auto caller = std::this_thread::get_id();
   for (const int threads : {1, 2}) {
-    Trainer trainer(config, data, threads);
+    Trainer trainer(config, build_model(config, data), data, standalone_plan(config), threads);
     int steps = 0, evaluation_calls = 0;
     bool elsewhere = false;
     trainer.set_step_hook([&] {
@@ -102,7 +102,7 @@ TEST_CASE("the hooks run on the calling thread, after every step and every evalu
       ++evaluation_calls;
       elsewhere = elsewhere || std::this_thread::get_id() != caller;
     });
-    trainer.run_epoch(1, {});
+    trainer.run_epoch({});
     CHECK(steps == trainer.steps_per_epoch());
     CHECK_FALSE(elsewhere);
     // One call per batch of the calling thread's share: with one thread, every batch.
@@ -118,9 +118,9 @@ TEST_CASE("two trainers with the same config and threads give bit-identical weig
   config.layers.insert(config.layers.begin() + 3,
                        layer(LayerKind::dropout, "drop"));  // the noise is seeded too
   const TrainingData data = load_training_data(config);
-  Trainer a(config, data, 2), b(config, data, 2);
+  Trainer a(config, build_model(config, data), data, standalone_plan(config), 2), b(config, build_model(config, data), data, standalone_plan(config), 2);
   CHECK(snapshot(a.model()) == snapshot(b.model()));
-  const auto ma = a.run_epoch(1, {}), mb = b.run_epoch(1, {});
+  const auto ma = a.run_epoch({}), mb = b.run_epoch({});
   CHECK(snapshot(a.model()) == snapshot(b.model()));
   CHECK(ma.train_loss == mb.train_loss);
   CHECK(ma.test_loss == mb.test_loss);
@@ -128,18 +128,18 @@ TEST_CASE("two trainers with the same config and threads give bit-identical weig
   // And the run seed matters: without this, equality above could come from ignoring the seed.
   Config other = config;
   other.run.seed = 18;
-  Trainer c(other, data, 2);
-  c.run_epoch(1, {});
+  Trainer c(other, build_model(other, data), data, standalone_plan(other), 2);
+  c.run_epoch({});
   CHECK(snapshot(c.model()) != snapshot(a.model()));
 }
 
 TEST_CASE("one and two threads give the same weights up to summation order", "[trainer]") {
   const Config config = small_config();  // no dropout: each replica would draw its own masks
   const TrainingData data = load_training_data(config);
-  Trainer one(config, data, 1), two(config, data, 2);
+  Trainer one(config, build_model(config, data), data, standalone_plan(config), 1), two(config, build_model(config, data), data, standalone_plan(config), 2);
   REQUIRE(two.threads() == 2);
-  one.run_epoch(1, {});
-  two.run_epoch(1, {});
+  one.run_epoch({});
+  two.run_epoch({});
   const auto w1 = snapshot(one.model()), w2 = snapshot(two.model());
   REQUIRE(w1.size() == w2.size());
   double worst_relative = 0.0, worst_absolute = 0.0;
@@ -160,9 +160,9 @@ TEST_CASE("a diverging run throws DivergedError", "[trainer]") {
   Config config = small_config();
   config.training.optimizer.lr = 1e6;
   const TrainingData data = load_training_data(config);
-  Trainer trainer(config, data, 1);
+  Trainer trainer(config, build_model(config, data), data, standalone_plan(config), 1);
   try {
-    for (int e = 1; e <= 3; ++e) trainer.run_epoch(e, {});
+    for (int e = 1; e <= 3; ++e) trainer.run_epoch({});
     FAIL("training at lr 1e6 did not diverge");
   } catch (const DivergedError& e) {
     CHECK_THAT(e.what(), Contains("diverged"));
@@ -175,7 +175,7 @@ TEST_CASE("a local batch larger than the training set is a ConfigError", "[train
   const TrainingData data = load_training_data(config);
   config.training.local_batch = static_cast<int>(data.train.count()) + 1;
   try {
-    Trainer trainer(config, data, 1);
+    Trainer trainer(config, build_model(config, data), data, standalone_plan(config), 1);
     FAIL("no ConfigError");
   } catch (const ConfigError& e) {
     CHECK_THAT(e.what(), Contains("trainer_test.yaml"));
@@ -183,7 +183,7 @@ TEST_CASE("a local batch larger than the training set is a ConfigError", "[train
   }
   // Exactly the training set is one step per epoch, not an error.
   config.training.local_batch = static_cast<int>(data.train.count());
-  Trainer trainer(config, data, 1);
+  Trainer trainer(config, build_model(config, data), data, standalone_plan(config), 1);
   CHECK(trainer.steps_per_epoch() == 1);
 }
 
@@ -206,10 +206,10 @@ training:
   parts.parallel.accumulate = 4;
   const TrainingData data = load_training_data(whole);
   for (int threads : {1, 2}) {
-    Trainer a(whole, data, threads), b(parts, data, threads);
+    Trainer a(whole, build_model(whole, data), data, standalone_plan(whole), threads), b(parts, build_model(parts, data), data, standalone_plan(parts), threads);
     REQUIRE(b.global_batch() == 64);
     REQUIRE(b.steps_per_epoch() == a.steps_per_epoch());
-    const auto ma = a.run_epoch(1, {}), mb = b.run_epoch(1, {});
+    const auto ma = a.run_epoch({}), mb = b.run_epoch({});
     CHECK(mb.train_loss == Approx(ma.train_loss).epsilon(1e-6));
     auto pa = a.model().params(), pb = b.model().params();
     double worst = 0.0;
@@ -250,8 +250,8 @@ training: {{epochs: 1, local_batch: 32, optimizer: {{type: sgd, lr: 0.1, momentu
   CHECK(a.mean == b.mean);
   CHECK(a.stddev == b.stddev);
   CHECK(a.validation.labels == b.validation.labels);
-  Trainer ta(in_memory, a, 2), tb(sharded, b, 2);
-  const auto ma = ta.run_epoch(1, {}), mb = tb.run_epoch(1, {});
+  Trainer ta(in_memory, build_model(in_memory, a), a, standalone_plan(in_memory), 2), tb(sharded, build_model(sharded, b), b, standalone_plan(sharded), 2);
+  const auto ma = ta.run_epoch({}), mb = tb.run_epoch({});
   CHECK(ma.train_loss == mb.train_loss);
   CHECK(ma.test_accuracy == mb.test_accuracy);
   auto pa = ta.model().params(), pb = tb.model().params();

@@ -56,9 +56,9 @@ std::vector<float> train_epoch(const Config& config, const Communicator* data, d
   const TrainingData set = load_training_data(config);
   std::optional<DataParallelSync> sync;
   if (data != nullptr) sync.emplace(*data, bucket_mib);
-  Trainer trainer(config, set, 1, sync ? &*sync : nullptr);
+  Trainer trainer(config, build_model(config, set), set, standalone_plan(config, sync ? sync->replicas() : 1), 1, sync ? &*sync : nullptr);
   if (sync) sync->attach(trainer.model().params());
-  trainer.run_epoch(1, {});
+  trainer.run_epoch({});
   return flat_weights(trainer.model());
 }
 
@@ -121,7 +121,7 @@ TEST_CASE("buckets follow bucket_mib", "[mpi][data_parallel]") {
   const Communicator world = Communicator::world();
   Config config = small_cnn_config(16);
   const TrainingData set = load_training_data(config);
-  Trainer trainer(config, set, 1);
+  Trainer trainer(config, build_model(config, set), set, standalone_plan(config), 1);
   const auto params =
       trainer.model().params();  // 6 tensors, 3296 floats, the largest the 256x12 dense weight
   DataParallelSync per_tensor(world, 0.0), one_bucket(world, 25.0), small(world, 0.005);
@@ -159,9 +159,10 @@ TEST_CASE("each data rank reads only its shard of every global batch from the fi
   std::vector<std::vector<float>> weights;
   for (const TrainingData* set : {&in_memory, &sharded}) {
     DataParallelSync sync(data, 25.0);
-    Trainer trainer(set == &in_memory ? memory_config : shard_config, *set, 1, &sync);
+    const Config& config = set == &in_memory ? memory_config : shard_config;
+    Trainer trainer(config, build_model(config, *set), *set, standalone_plan(config, sync.replicas()), 1, &sync);
     sync.attach(trainer.model().params());
-    trainer.run_epoch(1, {});
+    trainer.run_epoch({});
     weights.push_back(flat_weights(trainer.model()));
     if (set == &sharded) CHECK(sharded.train.reader->rows_read() == trainer.steps_per_epoch() * 32);
   }

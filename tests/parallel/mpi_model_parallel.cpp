@@ -149,12 +149,13 @@ TEST_CASE("D=2 x M=2 on 4 ranks trains to the weights of 1 rank", "[mpi][model_p
   const Config serial_config = parse_config(split_model_yaml, "mp.yaml");  // batch 64, one rank
   const TrainingData data = load_training_data(serial_config);
 
-  Trainer serial(serial_config, data, 1);
-  serial.run_epoch(1, {});
+  Trainer serial(serial_config, build_model(serial_config, data), data, standalone_plan(serial_config), 1);
+  serial.run_epoch({});
   DataParallelSync sync(topology.data(), 25.0);
-  Trainer parallel(parallel_config, data, 1, &sync, model_parallel_factory(topology.model(), "mp.yaml"));
+  Trainer parallel(parallel_config, build_model(parallel_config, data, model_parallel_factory(topology.model(), "mp.yaml")),
+                   data, plan, 1, &sync);
   sync.attach(parallel.model().params());
-  parallel.run_epoch(1, {});
+  parallel.run_epoch({});
 
   auto serial_params = serial.model().params(), parallel_params = parallel.model().params();
   const auto slices = shard_slices(topology.coords().model);
