@@ -112,6 +112,17 @@ void Trainer::save_state(StateDict& out) {
   out.put_real("trainer/epoch_seconds", p.epoch_seconds);
   out.put_int("trainer/global_batch", global_batch_);
   out.put_int("trainer/steps_per_epoch", steps_per_epoch_);
+  const EpochMetrics& e = last_epoch_;
+  out.put_int("trainer/last_epoch/epoch", e.epoch);
+  out.put_real("trainer/last_epoch/train_loss", e.train_loss);
+  out.put_real("trainer/last_epoch/train_accuracy", e.train_accuracy);
+  out.put_real("trainer/last_epoch/val_loss", e.val_loss);
+  out.put_real("trainer/last_epoch/val_accuracy", e.val_accuracy);
+  out.put_real("trainer/last_epoch/test_loss", e.test_loss);
+  out.put_real("trainer/last_epoch/test_accuracy", e.test_accuracy);
+  out.put_real("trainer/last_epoch/samples_per_s", e.samples_per_s);
+  out.put_real("trainer/last_epoch/seconds", e.seconds);
+  out.put_real("trainer/last_epoch/lr", e.lr);
   // The data order: epoch e visits shuffled_indices(seed e) from sample epoch_step x global batch.
   out.put_int("data/shuffle_key",
               static_cast<std::int64_t>(derive_seed(config_.run.seed, {seed_shuffle})));
@@ -148,6 +159,18 @@ void Trainer::load_state(const StateDict& in) {
                                 "is inconsistent",
                                 p.epoch, p.epoch_step, p.global_step));
   position_ = p;
+  EpochMetrics e;
+  e.epoch = static_cast<int>(in.get_int("trainer/last_epoch/epoch"));
+  e.train_loss = in.get_real("trainer/last_epoch/train_loss");
+  e.train_accuracy = in.get_real("trainer/last_epoch/train_accuracy");
+  e.val_loss = in.get_real("trainer/last_epoch/val_loss");
+  e.val_accuracy = in.get_real("trainer/last_epoch/val_accuracy");
+  e.test_loss = in.get_real("trainer/last_epoch/test_loss");
+  e.test_accuracy = in.get_real("trainer/last_epoch/test_accuracy");
+  e.samples_per_s = in.get_real("trainer/last_epoch/samples_per_s");
+  e.seconds = in.get_real("trainer/last_epoch/seconds");
+  e.lr = in.get_real("trainer/last_epoch/lr");
+  last_epoch_ = e;
 }
 
 void Trainer::broadcast_weights() {
@@ -365,6 +388,7 @@ EpochMetrics Trainer::run_epoch(const ProgressCallback& on_progress) {
   pos = TrainPosition{};
   pos.epoch = m.epoch + 1;
   pos.global_step = global_step;
+  last_epoch_ = m;
   return m;
 }
 

@@ -86,6 +86,9 @@ class Trainer {
 
   Model& model() { return replicas_.front(); }
   const TrainPosition& position() const { return position_; }
+  // The metrics of the last epoch that ended (saved with the state, so that a training resumed
+  // after its last epoch still knows them); epoch 0 before the first.
+  const EpochMetrics& last_epoch() const { return last_epoch_; }
   // Called after every training step on the calling thread, with the position already counting
   // the step: a checkpoint taken there resumes at the next step. A search's coordinator answers
   // other groups there while its own group trains. It may throw to stop the training.
@@ -151,6 +154,7 @@ class Trainer {
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;
   TrainPosition position_;
+  EpochMetrics last_epoch_;
   std::function<void()> step_hook_;
   std::function<void()> evaluation_hook_;
 };

@@ -9,6 +9,10 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "core/errors.hpp"
+
 namespace strata {
 
 namespace {
@@ -88,6 +92,60 @@ void Search::report(int trial_id, double fitness, bool failed) {
     batch_begin_ = end;
     batch_ends_.pop_front();
   }
+}
+
+void Search::save_state(StateDict& out, const std::string& prefix) const {
+  // Doubles as JSON numbers keep every bit (shortest round-trip form); failures are null.
+  nlohmann::json results = nlohmann::json::array();
+  for (const Trial& t : trials_)
+    if (t.reported)
+      results.push_back({t.id, t.failed ? nlohmann::json() : nlohmann::json(t.fitness)});
+  out.put_text(prefix + "/results", results.dump());
+  out.put_int(prefix + "/reported", reported_);
+}
+
+void Search::load_state(const StateDict& in, const std::string& prefix) {
+  replay(results_of(in, prefix));
+}
+
+std::map<int, double> Search::results_of(const StateDict& in, const std::string& prefix) {
+  const auto results = nlohmann::json::parse(in.get_text(prefix + "/results"), nullptr, false);
+  if (results.is_discarded() || !results.is_array())
+    throw DataError(fmt::format("{}/results is not a JSON array of results", prefix));
+  std::map<int, double> by_id;
+  for (const auto& r : results) {
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer())
+      throw DataError(fmt::format("{}/results holds a malformed entry {}", prefix, r.dump()));
+    by_id[r[0].get<int>()] =
+        r[1].is_number() ? r[1].get<double>() : std::numeric_limits<double>::quiet_NaN();
+  }
+  if (static_cast<std::int64_t>(by_id.size()) != in.get_int(prefix + "/reported"))
+    throw DataError(fmt::format("{}: {} results recorded but {} listed", prefix,
+                                in.get_int(prefix + "/reported"), by_id.size()));
+  return by_id;
+}
+
+void Search::replay(const std::map<int, double>& results) {
+  if (!trials_.empty()) throw std::logic_error("search: replay into a search that has started");
+  std::size_t applied = 0;
+  for (std::vector<Trial> batch; !(batch = next_batch()).empty();)
+    for (const Trial& t : batch)
+      if (const auto r = results.find(t.id); r != results.end()) {
+        report(t.id, r->second, std::isnan(r->second));
+        ++applied;
+      }
+  if (applied != results.size())
+    throw DataError(fmt::format(
+        "the search journal has {} results, but replaying this config reaches only {} of them: "
+        "it was written by another search (config, seed or space)",
+        results.size(), applied));
+}
+
+std::vector<Trial> Search::unfinished() const {
+  std::vector<Trial> out;
+  for (const Trial& t : trials_)
+    if (!t.reported) out.push_back(t);
+  return out;
 }
 
 bool Search::done() const {

@@ -4,11 +4,13 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/state.hpp"
 #include "hpo/genetic_operators.hpp"
 #include "hpo/search_space.hpp"
 
@@ -72,6 +74,22 @@ class Search {
   // Why the search stopped ("target", "max_trainings", "generations", "patience", "exhausted"),
   // or empty while it runs.
   std::string stop_reason() const;
+
+  // The search's state is its journal: every result so far (trial id, fitness, failed). Proposals
+  // are a function of the config and the results, so replaying the journal into a new search of
+  // the same config rebuilds the population, demes, history, stall count and every RNG position
+  // exactly (as Optuna's journal storage does). load_state must be called on a search that has
+  // handed out nothing; the trials handed out again by the replay without a result are
+  // unfinished() and must be evaluated next. A result for a trial the replay never reaches (a
+  // journal of another config) throws DataError.
+  void save_state(StateDict& out, const std::string& prefix) const;
+  void load_state(const StateDict& in, const std::string& prefix);
+  // Replays results (id -> fitness, NaN: failed) as load_state does.
+  void replay(const std::map<int, double>& results);
+  // The results a save_state wrote (id -> fitness, NaN: failed); DataError if malformed.
+  static std::map<int, double> results_of(const StateDict& in, const std::string& prefix);
+  // Trials handed out and not yet reported, in id order.
+  std::vector<Trial> unfinished() const;
 
   int outstanding() const { return outstanding_; }
   int trainings() const { return reported_; }

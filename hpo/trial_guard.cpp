@@ -50,6 +50,8 @@ TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
 
   try {
     return train();
+  } catch (const Interrupted&) {
+    throw;  // a stop signal, agreed on by the whole group: not the trial's failure
   } catch (const DivergedError& e) {
     return failed(e.what());
   } catch (const ConfigError& e) {

@@ -17,8 +17,9 @@ namespace strata {
 //    every rank of a group raises at the same point (the loss is reduced over the group), and on a
 //    one-rank group any std::exception, fail the trial. On a group of several ranks any other
 //    exception is rethrown, naming the trial: its peers may be waiting in a collective that it
-//    will never enter, so only stopping the job is safe. What is not a std::exception (such as
-//    the scheduler's signal that the coordinator failed) passes through untouched.
+//    will never enter, so only stopping the job is safe. Interrupted (a stop signal the group
+//    agreed on) and what is not a std::exception (such as the scheduler's signal that the
+//    coordinator failed) pass through untouched.
 TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
                                const std::function<void()>& build,
                                const std::function<TrialOutcome()>& train);

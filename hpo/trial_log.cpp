@@ -1,11 +1,15 @@
 #include "hpo/trial_log.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 
 namespace strata {
@@ -13,7 +17,7 @@ namespace strata {
 namespace {
 
 std::ofstream open_for_rows(const std::filesystem::path& path) {
-  std::ofstream out(path, std::ios::out | std::ios::trunc);
+  std::ofstream out(path, std::ios::out | std::ios::app);
   if (!out) throw DataError(fmt::format("cannot write {}", path.string()));
   return out;
 }
@@ -45,36 +49,76 @@ const char* to_string(TrialStatus status) {
   return "unknown";
 }
 
-TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space)
-    : space_(space),
-      csv_(open_for_rows(dir / "trials.csv")),
-      jsonl_(open_for_rows(dir / "trials.jsonl")) {
-  csv_ << "trial,generation,deme,member_group";
-  for (const auto& p : space_.params) csv_ << ',' << csv_field(p.name);
-  csv_ << ",global_batch,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
-  csv_.flush();
+namespace {
+
+std::string csv_header(const SearchSpace& space) {
+  std::string header = "trial,generation,deme,member_group";
+  for (const auto& p : space.params) header += ',' + csv_field(p.name);
+  return header + ",global_batch,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
+}
+
+// A CSV row from the JSON row, so that the two files always say the same.
+std::string csv_row(const SearchSpace& space, const nlohmann::json& row) {
+  auto number = [](const nlohmann::json& v) {
+    return v.is_number() ? fmt::format("{}", v.get<double>()) : std::string();
+  };
+  std::string line = fmt::format("{},{},{},{}", row["trial"].get<int>(), row["generation"].get<int>(),
+                                 row["deme"].get<int>(), row["member_group"].get<int>());
+  for (const auto& p : space.params)
+    line += ',' + csv_field(row["params"].value(p.name, std::string()));
+  line += ',' + (row["global_batch"].is_number() ? fmt::format("{}", row["global_batch"].get<int>())
+                                                  : std::string());
+  line += fmt::format(",{},{},{},{:.3f},{:.3f},{},{}\n", number(row["fitness"]),
+                      number(row["val_accuracy"]), number(row["test_accuracy"]),
+                      row["seconds"].get<double>(), row["ended_s"].get<double>(),
+                      row["status"].get<std::string>(), csv_field(row["reason"].get<std::string>()));
+  return line;
+}
+
+// The complete rows of an earlier trials.jsonl; parsing stops at the first line cut short.
+std::vector<nlohmann::json> complete_rows(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // no newline: the write was cut short
+    auto row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.is_object() || !row.contains("trial")) break;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, bool resume)
+    : space_(space) {
+  std::vector<nlohmann::json> rows;
+  if (resume) rows = complete_rows(dir / "trials.jsonl");
+  std::string csv = csv_header(space_), jsonl;
+  double last_ended = 0.0;
+  for (const auto& row : rows) {
+    csv += csv_row(space_, row);
+    jsonl += row.dump() + '\n';
+    const bool ok = row["status"] == "ok" && row["fitness"].is_number();
+    recovered_[row["trial"].get<int>()] =
+        ok ? row["fitness"].get<double>() : std::numeric_limits<double>::quiet_NaN();
+    last_ended = std::max(last_ended, row["ended_s"].get<double>());
+  }
+  write_text_atomically(dir / "trials.csv", csv);
+  write_text_atomically(dir / "trials.jsonl", jsonl);
+  csv_ = open_for_rows(dir / "trials.csv");
+  jsonl_ = open_for_rows(dir / "trials.jsonl");
+  opened_ -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(last_ended));
 }
 
 void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
   const bool ok = outcome.status == TrialStatus::ok;
   const double ended =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
-  csv_ << fmt::format("{},{},{},{}", trial.id, trial.generation, trial.deme, outcome.member_group);
   nlohmann::json params = nlohmann::json::object();
-  for (std::size_t k = 0; k < space_.params.size(); ++k) {
-    const std::string value = describe_value(space_.params[k], trial.genome[k]);
-    csv_ << ',' << csv_field(value);
-    params[space_.params[k].name] = value;
-  }
-  auto csv_number = [&](double v) {
-    return ok && std::isfinite(v) ? fmt::format("{}", v) : std::string();
-  };
-  csv_ << ',' << (outcome.global_batch > 0 ? fmt::format("{}", outcome.global_batch) : "") << ','
-       << csv_number(outcome.fitness) << ',' << csv_number(outcome.val_accuracy) << ','
-       << csv_number(outcome.test_accuracy) << ',' << fmt::format("{:.3f}", outcome.seconds) << ','
-       << fmt::format("{:.3f}", ended) << ',' << to_string(outcome.status) << ','
-       << csv_field(outcome.reason) << '\n';
-  csv_.flush();
+  for (std::size_t k = 0; k < space_.params.size(); ++k)
+    params[space_.params[k].name] = describe_value(space_.params[k], trial.genome[k]);
   const nlohmann::json row = {
       {"trial", trial.id},
       {"generation", trial.generation},
@@ -90,6 +134,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       {"ended_s", ended},
       {"status", to_string(outcome.status)},
       {"reason", outcome.reason}};
+  csv_ << csv_row(space_, row);
+  csv_.flush();
   jsonl_ << row.dump() << '\n';
   jsonl_.flush();
   if (!csv_ || !jsonl_) throw DataError("cannot append to trials.csv / trials.jsonl (disk full?)");
@@ -125,9 +171,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search,
                                       {"mean", number_or_null(g.mean)},
                                       {"best_so_far", number_or_null(g.best_so_far)},
                                       {"trainings", g.trainings}});
-  std::ofstream out(path, std::ios::out | std::ios::trunc);
-  out << summary.dump(2) << '\n';
-  if (!out) throw DataError(fmt::format("cannot write {}", path.string()));
+  write_text_atomically(path, summary.dump(2) + '\n');
 }
 
 }  // namespace strata

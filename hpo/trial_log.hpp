@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "hpo/search.hpp"
@@ -27,11 +28,18 @@ struct TrialOutcome {
   int global_batch = 0;  // samples per optimizer step, K x D x local batch; 0 for a function
 };
 
+// trials.jsonl is the search's journal: a row per result, flushed as it ends; trials.csv holds the
+// same rows for spreadsheets.
 class TrialLog {
  public:
   // Creates (truncates) trials.csv and trials.jsonl in `dir`; the CSV header names every parameter.
-  // Each row's `ended_s` counts from here: create the log as the search starts.
-  TrialLog(const std::filesystem::path& dir, const SearchSpace& space);
+  // Each row's `ended_s` counts from here: create the log as the search starts. With `resume`, the
+  // complete rows of an earlier attempt's trials.jsonl are kept (a line cut short by a kill is
+  // dropped), trials.csv is rewritten from them, and `ended_s` goes on from the last of them.
+  TrialLog(const std::filesystem::path& dir, const SearchSpace& space, bool resume = false);
+
+  // The results of the rows kept on resume: trial id -> fitness (NaN: failed or timed out).
+  const std::map<int, double>& recovered() const { return recovered_; }
 
   // Appends the trial to both files and flushes them, so that a killed job keeps every finished
   // row.
@@ -39,6 +47,7 @@ class TrialLog {
 
  private:
   const SearchSpace& space_;
+  std::map<int, double> recovered_;
   std::ofstream csv_, jsonl_;
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };

@@ -1,8 +1,7 @@
 #include "hpo/trial_scheduler.hpp"
 
-#include <mpi.h>
-
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -11,6 +10,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "core/errors.hpp"
 
 namespace strata {
 
@@ -24,21 +25,26 @@ constexpr int tag_request = 7101;
 constexpr int tag_assign = 7102;
 // group leader -> coordinator, after a request: why the last trial failed
 constexpr int tag_reason = 7103;
-// group, trial id (-1: none), fitness, status, val acc, test acc, seconds, length of the reason,
-// global batch
+// group, trial id (-1: none; -2: none, the group was stopped), fitness, status, val acc, test acc,
+// seconds, length of the reason, global batch
 constexpr int request_size = 9;
+constexpr double no_trial = -1.0;
+constexpr double stopped_mid_trial = -2.0;
 constexpr double stop_id = -1.0;
 
-void check(int rc, const char* op) {
-  if (rc != MPI_SUCCESS)
-    throw std::runtime_error(fmt::format("trial scheduler: {} failed (MPI error {})", op, rc));
+std::span<const std::byte> bytes_of(const std::vector<double>& v) {
+  return std::as_bytes(std::span(v));
+}
+std::span<std::byte> bytes_of(std::vector<double>& v) {
+  return std::as_writable_bytes(std::span(v));
 }
 
 std::vector<double> encode_request(int group,
-                                   const std::optional<std::pair<int, TrialOutcome>>& last) {
+                                   const std::optional<std::pair<int, TrialOutcome>>& last,
+                                   bool interrupted) {
   std::vector<double> r(request_size, 0.0);
   r[0] = group;
-  r[1] = last ? last->first : -1;
+  r[1] = last ? last->first : interrupted ? stopped_mid_trial : no_trial;
   if (last) {
     const TrialOutcome& o = last->second;
     r[2] = o.fitness;
@@ -60,21 +66,6 @@ std::vector<double> encode_trial(const Trial& t) {
   return a;
 }
 
-// Waits for `request` without spinning: where ranks share cores, a spinning wait takes the core
-// that the coordinator (or a training) needs, and every answer comes a time slice late.
-void wait_without_spinning(MPI_Request& request, const char* op) {
-  for (int done = 0;;) {
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
-// Thrown through a trial's evaluation when the coordinator's own work (the search, the trial log)
-// fails during it. Not a std::exception, so that no trial-level handler records it as the trial's
-// failure; run_trials rethrows the original error, which stops the job.
-struct CoordinatorFailed {};
-
 Trial decode_trial(const std::vector<double>& a) {
   Trial t;
   t.id = static_cast<int>(a[0]);
@@ -83,6 +74,30 @@ Trial decode_trial(const std::vector<double>& a) {
   t.genome.assign(a.begin() + 3, a.end());
   return t;
 }
+
+TrialOutcome decode_outcome(const std::vector<double>& r) {
+  TrialOutcome o;
+  o.member_group = static_cast<int>(r[0]);
+  o.fitness = r[2];
+  o.status = static_cast<TrialStatus>(static_cast<int>(r[3]));
+  o.val_accuracy = r[4];
+  o.test_accuracy = r[5];
+  o.seconds = r[6];
+  o.global_batch = static_cast<int>(r[8]);
+  return o;
+}
+
+// Waits for `request` without spinning: where ranks share cores, a spinning wait takes the core
+// that the coordinator (or a training) needs, and every answer comes a time slice late. Not
+// watched: a group may wait for its next trial as long as the coordinator's own trial runs.
+void wait_without_spinning(Request& request) {
+  while (!request.test()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+// Thrown through a trial's evaluation when the coordinator's own work (the search, the trial log)
+// fails during it. Not a std::exception, so that no trial-level handler records it as the trial's
+// failure; run_trials rethrows the original error, which stops the job.
+struct CoordinatorFailed {};
 
 // World rank 0's bookkeeping: which trials wait, which groups wait for one, who has stopped.
 class Coordinator {
@@ -93,22 +108,28 @@ class Coordinator {
         finished_(finished),
         dims_(dims),
         assignment_(assignment),
-        groups_(groups) {}
+        groups_(groups) {
+    // A resumed search's trials in flight when it stopped go out again first.
+    int position = 0;
+    for (const Trial& t : search_.unfinished()) queue_.push_back({t, position++ % groups_});
+  }
 
   // The next assignment for `group`, stop, or nothing yet (the search waits for outstanding
   // results).
   std::optional<std::vector<double>> next_for(int group) {
-    if (queue_.empty() && !search_.done()) {
-      int position = 0;
-      for (const Trial& t : search_.next_batch()) queue_.push_back({t, position++ % groups_});
+    if (!stopping_) {
+      if (queue_.empty() && !search_.done()) {
+        int position = 0;
+        for (const Trial& t : search_.next_batch()) queue_.push_back({t, position++ % groups_});
+      }
+      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        if (assignment_ == Assignment::waves && it->second != group) continue;
+        const Trial t = it->first;
+        queue_.erase(it);
+        return encode_trial(t);
+      }
     }
-    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-      if (assignment_ == Assignment::waves && it->second != group) continue;
-      const Trial t = it->first;
-      queue_.erase(it);
-      return encode_trial(t);
-    }
-    if (queue_.empty() && search_.done() && search_.outstanding() == 0) {
+    if (stopping_ || (queue_.empty() && search_.done() && search_.outstanding() == 0)) {
       ++stopped_;
       std::vector<double> stop(static_cast<std::size_t>(3 + dims_), 0.0);
       stop[0] = stop_id;
@@ -125,6 +146,9 @@ class Coordinator {
     if (finished_) finished_(search_.trials()[static_cast<std::size_t>(trial_id)], o);
   }
 
+  // From now on every group that asks is told to stop; trials not handed out stay unfinished.
+  void stop() { stopping_ = true; }
+  bool stopping() const { return stopping_; }
   int stopped() const { return stopped_; }
 
  private:
@@ -136,62 +160,49 @@ class Coordinator {
   std::deque<std::pair<Trial, int>>
       queue_;  // trials to hand out, with the group a wave schedule gives them
   int stopped_ = 0;
+  bool stopping_ = false;
 };
-
-TrialOutcome decode_outcome(const std::vector<double>& r) {
-  TrialOutcome o;
-  o.member_group = static_cast<int>(r[0]);
-  o.fitness = r[2];
-  o.status = static_cast<TrialStatus>(static_cast<int>(r[3]));
-  o.val_accuracy = r[4];
-  o.test_accuracy = r[5];
-  o.seconds = r[6];
-  o.global_batch = static_cast<int>(r[8]);
-  return o;
-}
 
 }  // namespace
 
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
-                          const TrialFinished& finished, Assignment schedule) {
+                          const TrialFinished& finished, Assignment schedule,
+                          const StopRequested& stop_requested) {
   const auto start = Clock::now();
   SchedulerStats stats;
   const int groups = topology.plan().groups, group = topology.coords().group;
   const bool leader = topology.member().rank() == 0, coordinator = topology.world_rank() == 0;
-  const MPI_Comm world = MPI_COMM_WORLD, member = topology.member().handle();
+  const Communicator& world = topology.world();
+  const Communicator& member = topology.member();
   // Every rank knows the genome length: the coordinator tells them once.
-  int dims = coordinator ? static_cast<int>(search.space().params.size()) : 0;
-  check(MPI_Bcast(&dims, 1, MPI_INT, 0, world), "MPI_Bcast");
+  std::string dims_text = coordinator ? std::to_string(search.space().params.size()) : "";
+  world.broadcast_string(dims_text, 0);
+  const int dims = std::stoi(dims_text);
   std::vector<double> assignment(static_cast<std::size_t>(3 + dims));
 
   std::optional<Coordinator> coord;
   std::deque<int> waiting;  // groups whose request the coordinator could not answer yet
   if (coordinator) coord.emplace(search, finished, dims, schedule, groups);
   auto send_to = [&](int to_group, const std::vector<double>& a) {
-    check(MPI_Send(a.data(), static_cast<int>(a.size()), MPI_DOUBLE,
-                   topology.plan().world_rank({to_group, 0, 0}), tag_assign, world),
-          "MPI_Send");
+    world.isend_bytes(bytes_of(a), topology.plan().world_rank({to_group, 0, 0}), tag_assign).wait();
   };
   // The coordinator's side of the protocol, run between its own work.
   auto serve = [&] {
     if (!coordinator) return;
-    for (int pending = 1; pending;) {
-      MPI_Status status;
-      check(MPI_Iprobe(MPI_ANY_SOURCE, tag_request, world, &pending, &status), "MPI_Iprobe");
-      if (!pending) break;
+    if (stop_requested && stop_requested()) coord->stop();
+    for (int source = 0; world.iprobe(tag_request, source);) {
       std::vector<double> r(request_size);
-      check(MPI_Recv(r.data(), request_size, MPI_DOUBLE, status.MPI_SOURCE, tag_request, world,
-                     MPI_STATUS_IGNORE),
-            "MPI_Recv");
+      world.irecv_bytes(bytes_of(r), source, tag_request).wait();
       const int from = static_cast<int>(r[0]);
       TrialOutcome outcome = decode_outcome(r);
       if (r[7] > 0) {
+        std::vector<double> text(static_cast<std::size_t>(r[7] + 7) / 8);
         outcome.reason.resize(static_cast<std::size_t>(r[7]));
-        check(MPI_Recv(outcome.reason.data(), static_cast<int>(r[7]), MPI_CHAR, status.MPI_SOURCE,
-                       tag_reason, world, MPI_STATUS_IGNORE),
-              "MPI_Recv");
+        world.irecv_bytes(bytes_of(text), source, tag_reason).wait();
+        std::memcpy(outcome.reason.data(), text.data(), outcome.reason.size());
       }
       if (r[1] >= 0) coord->result(from, static_cast<int>(r[1]), outcome);
+      if (r[1] == stopped_mid_trial) coord->stop();
       waiting.push_back(from);
     }
     // A result may have completed a generation: answer every group that waits, in order.
@@ -216,10 +227,12 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
   };
 
   std::optional<std::pair<int, TrialOutcome>> last;
+  bool interrupted = false;  // this group stopped mid-trial on a signal
   while (true) {
     // The group's leader obtains the next assignment; the coordinator from itself.
     if (leader && coordinator) {
       if (last) coord->result(group, last->first, last->second);
+      if (interrupted) coord->stop();
       last.reset();
       serve();  // the result may have let waiting groups go on
       std::optional<std::vector<double>> a;
@@ -229,25 +242,20 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       }
       assignment = *a;
     } else if (leader) {
-      const auto r = encode_request(group, last);
-      check(MPI_Send(r.data(), request_size, MPI_DOUBLE, 0, tag_request, world), "MPI_Send");
-      if (last && !last->second.reason.empty())
-        check(MPI_Send(last->second.reason.data(), static_cast<int>(last->second.reason.size()),
-                       MPI_CHAR, 0, tag_reason, world),
-              "MPI_Send");
-      MPI_Request answer = MPI_REQUEST_NULL;
-      check(MPI_Irecv(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0,
-                      tag_assign, world, &answer),
-            "MPI_Irecv");
-      wait_without_spinning(answer, "MPI_Irecv");
+      const auto r = encode_request(group, last, interrupted);
+      world.isend_bytes(bytes_of(r), 0, tag_request).wait();
+      if (last && !last->second.reason.empty()) {
+        std::vector<double> text((last->second.reason.size() + 7) / 8, 0.0);
+        std::memcpy(text.data(), last->second.reason.data(), last->second.reason.size());
+        world.isend_bytes(bytes_of(text), 0, tag_reason).wait();
+      }
+      Request answer = world.irecv_bytes(bytes_of(assignment), 0, tag_assign);
+      wait_without_spinning(answer);
       last.reset();
     }
     // The other ranks of the group wait here while the leader waits for the coordinator.
-    MPI_Request shared = MPI_REQUEST_NULL;
-    check(MPI_Ibcast(assignment.data(), static_cast<int>(assignment.size()), MPI_DOUBLE, 0, member,
-                     &shared),
-          "MPI_Ibcast");
-    wait_without_spinning(shared, "MPI_Ibcast");
+    Request shared = member.ibroadcast_bytes(bytes_of(assignment), 0);
+    wait_without_spinning(shared);
     if (assignment[0] == stop_id) break;
     const Trial trial = decode_trial(assignment);
     const auto t0 = Clock::now();
@@ -256,6 +264,9 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       outcome = evaluate(trial, serve_during_trial);
     } catch (const CoordinatorFailed&) {
       std::rethrow_exception(coordinator_error);
+    } catch (const Interrupted&) {
+      interrupted = true;
+      continue;
     }
     stats.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     outcome.member_group = group;
@@ -268,6 +279,9 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (interrupted || (coordinator && coord->stopping()))
+    throw Interrupted("the search stopped on a signal; its unfinished trials resume from their "
+                      "checkpoints");
   return stats;
 }
 

@@ -28,13 +28,25 @@ struct SchedulerStats {
   double busy_seconds = 0.0;  // this rank's time inside `evaluate`
 };
 
+// Whether this rank has been asked to stop (a stop signal); empty: never.
+using StopRequested = std::function<bool()>;
+
 // Collective over the world. World rank 0 coordinates and consults `search`; the search object of
-// other ranks is not used. Each group's first member asks rank 0 for work by message, shares the
-// trial with its group by broadcast, and reports the outcome when asking for the next. Trials are
-// handed out as groups ask, and the search consumes results in trial order, so the sequence of
-// trials does not depend on which group finishes first. Returns when the search is done.
+// other ranks is not used. Each group's first member asks rank 0 for work by message (over the
+// topology's world communicator), shares the trial with its group by broadcast (over `member`),
+// and reports the outcome when asking for the next. Trials are handed out as groups ask, the
+// search's unfinished() trials (of a resumed search) first, and the search consumes results in
+// trial order, so the sequence of trials does not depend on which group finishes first. Returns
+// when the search is done.
+//
+// Stopping: when `evaluate` throws Interrupted (its group agreed on a stop signal and
+// checkpointed the trial), or the coordinator sees `stop_requested`, the coordinator tells every
+// group to stop as it next asks, still recording the results that come in; the trials in flight
+// stay unfinished, to be resumed. Every rank of an interrupted group, and the coordinator, then
+// throw Interrupted; the other ranks return.
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
                           const TrialFinished& finished,
-                          Assignment assignment = Assignment::dynamic);
+                          Assignment assignment = Assignment::dynamic,
+                          const StopRequested& stop_requested = {});
 
 }  // namespace strata

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,6 +12,7 @@
 #include "core/atomic_file.hpp"
 #include "core/checkpoint_file.hpp"
 #include "core/errors.hpp"
+#include "jobs/fault_injection.hpp"
 
 namespace strata {
 
@@ -80,8 +83,16 @@ CheckpointTiming CheckpointStore::save(const StateDict& whole) {
     throw DataError(fmt::format("cannot create checkpoint directory {}: {}", dir_.string(),
                                 ec.message()));
   const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
-  writer_ = std::thread([this, path, bytes = std::move(bytes)] {
+  const bool killed = ++writes_ == FaultPlan::from_environment().kill_in_write;
+  writer_ = std::thread([this, path, killed, bytes = std::move(bytes)] {
     try {
+      if (killed) {
+        // A crash in the middle of the write: half the bytes under the temporary name.
+        std::ofstream(path.string() + ".tmp", std::ios::binary)
+            .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2))
+            .flush();
+        std::raise(SIGKILL);
+      }
       write_file_atomically(path, bytes);
       const auto files = list();
       for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < files.size(); ++i) {

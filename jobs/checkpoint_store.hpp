@@ -51,6 +51,7 @@ class CheckpointStore {
   std::filesystem::path dir_;
   int keep_;
   std::int64_t next_sequence_ = 1;
+  int writes_ = 0;
   std::thread writer_;
   std::exception_ptr error_;
 };

@@ -1,8 +1,9 @@
 #include "jobs/hpo_stage.hpp"
 
-#include <array>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,8 +19,10 @@
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
 #include "hpo/trial_scheduler.hpp"
+#include "jobs/checkpoint_store.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/training_session.hpp"
 #include "parallel/gradient_sync.hpp"
 #include "parallel/model_parallel_layers.hpp"
 
@@ -124,52 +127,29 @@ class TrialOverTime : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Whether a trial has run longer than its limit on any rank of its group, asked once per step.
-// On a group of several ranks the answer must be the same everywhere, so the ranks vote: each
-// step starts a non-blocking sum of the ranks' flags and reads the previous step's sum, which the
-// step's own communication has completed by then. Every rank stops at the same step, one step
-// after the first rank ran over, and no step waits for the vote. A vote still in flight when the
-// trial ends is completed by the request's destructor, on every rank alike.
-class OverTimeVote {
- public:
-  OverTimeVote(const Communicator& member, Clock::time_point start, double limit_s)
-      : member_(member), start_(start), limit_s_(limit_s) {}
+std::filesystem::path trial_checkpoints(const StageContext& c, int trial_id) {
+  return std::filesystem::path(c.config.output.dir) / "checkpoints" /
+         fmt::format("stage{}", c.stage_index) / fmt::format("trial{}", trial_id);
+}
 
-  bool over() {
-    const bool mine = seconds_since(start_) > limit_s_;
-    if (member_.size() == 1) return mine;
-    pending_.wait();
-    const bool voted = flag_[0] > 0.0f;
-    flag_[0] = mine ? 1.0f : 0.0f;
-    pending_ = member_.iallreduce_sum(std::span<float>(flag_));
-    return voted;
-  }
-
- private:
-  const Communicator& member_;
-  Clock::time_point start_;
-  double limit_s_;
-  std::array<float, 1> flag_{0.0f};  // the buffer of the vote in flight
-  Request pending_;                  // declared after flag_: completes before flag_ goes away
-};
-
-// Trains the trial's config on this member group. Every decision that ends it early (divergence,
-// timeout) is taken alike on all ranks of the group, so none is left in a collective; errors
-// become failed trials where run_guarded_trial finds that safe.
-TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSpace& space,
-                         const TrainingData& data, const Topology& topology, int threads,
-                         const Trial& trial, const std::function<void()>& serve) {
+// Trains the trial's config on this member group, from its own checkpoint if an earlier
+// allocation stopped it. Every decision that ends it early (divergence, timeout, a stop signal) is
+// taken alike on all ranks of the group, so none is left in a collective; errors become failed
+// trials where run_guarded_trial finds that safe, and a stop signal leaves it checkpointed.
+TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const SearchSpace& space,
+                         const TrainingData& data, const Trial& trial,
+                         const std::function<void()>& serve) {
   const auto start = Clock::now();
+  const Topology& topology = c.topology;
   Config config;
   std::optional<DataParallelSync> sync;
   std::optional<Trainer> trainer;
+  std::optional<TrainingSession> session;
   int global_batch = 0;
-  int epoch = 0;
-  OverTimeVote over_time(topology.member(), start, spec.trial_timeout_s);
   auto build = [&] {
-    config = instantiate(base, trial_values(space, trial));
+    config = instantiate(c.config, trial_values(space, trial));
     config.run.seed =
-        derive_seed(base.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
+        derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
     const Plan trial_plan = plan_on_run_layout(config, topology.plan());
     global_batch = trial_plan.global_batch();
     if (trial_plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
@@ -178,30 +158,48 @@ TrialOutcome train_trial(const Config& base, const HpoSpec& spec, const SearchSp
                     build_model(config, data,
                                 split_model ? model_parallel_factory(topology.model(), config.file)
                                             : LayerFactory{}),
-                    data, trial_plan, threads, sync ? &*sync : nullptr);
+                    data, trial_plan, c.threads, sync ? &*sync : nullptr);
     if (sync) sync->attach(trainer->model().params());
     trainer->set_evaluation_hook(serve);
-    trainer->set_step_hook([&] {
-      serve();
-      if (spec.trial_timeout_s > 0 && over_time.over())
-        throw TrialOverTime(
-            fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
-                        "trial_timeout_s {}",
-                        epoch, config.training.epochs, seconds_since(start), spec.trial_timeout_s));
-    });
+    SessionSettings settings;
+    settings.checkpoint_dir = trial_checkpoints(c, trial.id);
+    settings.checkpoint = c.config.checkpoint;
+    settings.epochs = config.training.epochs;
+    settings.label = fmt::format("trial {}: ", trial.id);
+    settings.meta.put_text("kind", "trial");
+    settings.meta.put_int("stage", c.stage_index);
+    settings.meta.put_int("trial", trial.id);
+    settings.meta.put_int("generation", trial.generation);
+    StepWork work;
+    work.serve = serve;
+    if (spec.trial_timeout_s > 0)
+      work.over_limit = [&] { return seconds_since(start) > spec.trial_timeout_s; };
+    work.stop_over_limit = [&] {
+      throw TrialOverTime(fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
+                                      "trial_timeout_s {}",
+                                      trainer->position().epoch, config.training.epochs,
+                                      seconds_since(start), spec.trial_timeout_s));
+    };
+    session.emplace(*trainer, topology, c.signals, std::move(settings), std::move(work));
   };
   auto train = [&] {
     TrialOutcome o;
     try {
-      for (epoch = 1; epoch <= config.training.epochs; ++epoch) {
-        const EpochMetrics m = trainer->run_epoch({});
-        o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
-        o.val_accuracy = m.val_accuracy;
-        o.test_accuracy = m.test_accuracy;
-      }
+      session->resume();
+      session->run(config.training.epochs, {}, {});
+      const EpochMetrics& m = trainer->last_epoch();
+      o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
+      o.val_accuracy = m.val_accuracy;
+      o.test_accuracy = m.test_accuracy;
     } catch (const TrialOverTime& e) {
       o.status = TrialStatus::timeout;
       o.reason = e.what();
+    }
+    session->wait();
+    // The trial's result goes into the search's journal; its checkpoints are no longer needed.
+    if (topology.member().rank() == 0) {
+      std::error_code ignored;
+      std::filesystem::remove_all(trial_checkpoints(c, trial.id), ignored);
     }
     return o;
   };
@@ -242,19 +240,43 @@ std::string params_string(const SearchSpace& space, const Trial& t) {
 
 }  // namespace
 
-void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topology, int threads,
-               const RunOutput* output) {
+void hpo_stage(const StageContext& c, const HpoSpec& spec) {
+  const Config& config = c.config;
+  const Topology& topology = c.topology;
+  const RunOutput* output = c.output;
   const bool coordinator = topology.world_rank() == 0;
   const int groups = topology.plan().groups;
   const SearchSpace space = search_space_of(config, spec);
+  // Random and grid batches are as large as the first allocation's groups, so that a restart on
+  // another number of groups hands out the same batches.
   const auto search =
-      make_search(spec, space, config.run.seed, groups, config.objective.has_value());
+      make_search(spec, space, config.run.seed, c.first_groups, config.objective.has_value());
   std::optional<TrainingData> data;
   if (!config.objective)
     data.emplace(load_training_data(config));  // one split for all trials, so fitnesses compare
   std::optional<TrialLog> log;
+  std::optional<CheckpointStore> snapshots;
+  int done = 0, failed = 0;
   if (coordinator) {
-    log.emplace(output->dir(), search->space());
+    // The journal of an earlier allocation (trials.jsonl, and the search's last snapshot) is
+    // replayed: the search goes on with the same population, history and random streams.
+    log.emplace(output->dir(), search->space(), true);
+    snapshots.emplace(output->checkpoints_dir() / fmt::format("stage{}", c.stage_index) / "search",
+                      config.checkpoint.keep);
+    std::map<int, double> results = log->recovered();
+    if (const auto snapshot = snapshots->load_newest([](const std::string& why) {
+          fmt::print(stderr, "strata: skipping a damaged search checkpoint: {}\n", why);
+        }))
+      for (const auto& [id, fitness] : Search::results_of(snapshot->state, "search"))
+        results.emplace(id, fitness);
+    if (!results.empty()) {
+      search->replay(results);
+      done = static_cast<int>(results.size());
+      for (const auto& [id, fitness] : results) failed += std::isnan(fitness) ? 1 : 0;
+      fmt::print("[resume] hpo: {} trials replayed from the journal ({} failed), {} to run again "
+                 "from their checkpoints or their start\n",
+                 results.size(), failed, search->unfinished().size());
+    }
     fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
                to_string(spec.algorithm), space.params.size(), groups);
     // A generation is a barrier: groups beyond its size have nothing to do.
@@ -268,19 +290,29 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
   const int planned = planned_trainings(spec, space);
   const auto start = Clock::now();
   auto last_print = start;
-  int done = 0, failed = 0;
   std::optional<int> best_shown;
-  std::size_t generations_shown = 0;
+  std::size_t generations_shown = coordinator ? search->history().size() : 0;
   auto generation_start = start;
-  const auto stats = run_trials(
+  auto save_snapshot = [&] {
+    StateDict state;
+    search->save_state(state, "search");
+    state.put_text("meta/kind", "search");
+    state.put_int("meta/stage", c.stage_index);
+    state.put_int("meta/generation", static_cast<std::int64_t>(search->history().size()));
+    snapshots->save(state);
+  };
+  SchedulerStats stats;
+  try {
+    stats = run_trials(
       topology, *search,
       [&](const Trial& trial, const std::function<void()>& serve) {
         return config.objective
                    ? evaluate_function(*config.objective, config.run.seed, trial, serve)
-                   : train_trial(config, spec, space, *data, topology, threads, trial, serve);
+                   : train_trial(c, spec, space, *data, trial, serve);
       },
       [&](const Trial& trial, const TrialOutcome& outcome) {
         log->append(trial, outcome);
+        const std::size_t generations_before = generations_shown;
         ++done;
         if (outcome.status != TrialStatus::ok) ++failed;
         // The search closes a generation when its last result arrives: one line per generation.
@@ -296,6 +328,7 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
               g.best_so_far, g.failed);
           generation_start = Clock::now();
         }
+        if (generations_shown > generations_before) save_snapshot();
         const auto best = search->best();
         // A line when the best improves, a trial fails, or progress_seconds have passed: a search
         // of thousands of function evaluations must not print thousands of lines.
@@ -320,8 +353,18 @@ void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topolo
             best ? params_string(search->space(), *best) : "",
             format_duration(left * per_trial / groups));
         std::fflush(stdout);
-      });
+      },
+      Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+  } catch (const Interrupted&) {
+    if (coordinator) {
+      save_snapshot();
+      snapshots->wait();
+    }
+    throw;
+  }
   if (coordinator) {
+    save_snapshot();
+    snapshots->wait();
     write_hpo_summary(output->dir() / "hpo_summary.json", *search, stats.wall_seconds);
     fmt::print("[hpo] {} trainings in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
                search->trainings(), format_duration(stats.wall_seconds), search->stop_reason(),

@@ -3,14 +3,14 @@
 #pragma once
 
 #include "core/config.hpp"
-#include "jobs/run_output.hpp"
-#include "parallel/topology.hpp"
+#include "jobs/stage_context.hpp"
 
 namespace strata {
 
 // Collective over the world. World rank 0 writes trials.csv, trials.jsonl and hpo_summary.json into
-// `output` (the run's directory; null on other ranks) and prints the search's progress.
-void hpo_stage(const Config& config, const HpoSpec& spec, const Topology& topology, int threads,
-               const RunOutput* output);
+// the run's directory and prints the search's progress. A search an earlier allocation stopped
+// goes on where it was: its journal is replayed and its unfinished trials resume from their own
+// checkpoints. A stop signal checkpoints the trials in flight and throws Interrupted.
+void hpo_stage(const StageContext& context, const HpoSpec& spec);
 
 }  // namespace strata

@@ -61,11 +61,11 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
   return output;
 }
 
-// Where the run as a whole stands: the stage it is in, and how many members its train stages
-// have (fixed by the first allocation). Saved in output.dir/checkpoints/run by world rank 0.
+// Where the run as a whole stands: the stage it is in, and the member groups of its first
+// allocation (StageContext::first_groups). Saved in output.dir/checkpoints/run by world rank 0.
 struct RunState {
   int stage = 0;
-  int members = 1;
+  int first_groups = 1;
 };
 
 RunState load_run_state(const RunOutput* top, const Communicator& world, int groups) {
@@ -79,7 +79,7 @@ RunState load_run_state(const RunOutput* top, const Communicator& world, int gro
       });
       if (loaded) {
         state.stage = static_cast<int>(loaded->state.get_int("run/stage"));
-        state.members = static_cast<int>(loaded->state.get_int("run/members"));
+        state.first_groups = static_cast<int>(loaded->state.get_int("run/first_groups"));
       }
     } catch (const DataError& e) {
       problem = e.what();
@@ -89,7 +89,7 @@ RunState load_run_state(const RunOutput* top, const Communicator& world, int gro
   if (!problem.empty()) throw DataError(problem);
   // Only rank 0 read them; the others hold 0, so the maximum is rank 0's value.
   state.stage = world.allreduce_max(world.rank() == 0 ? state.stage : 0);
-  state.members = world.allreduce_max(world.rank() == 0 ? state.members : 0);
+  state.first_groups = world.allreduce_max(world.rank() == 0 ? state.first_groups : 0);
   return state;
 }
 
@@ -98,7 +98,7 @@ void save_run_state(const RunOutput& top, const RunState& state, int stages) {
   StateDict dict;
   dict.put_int("run/stage", state.stage);
   dict.put_int("run/stages", stages);
-  dict.put_int("run/members", state.members);
+  dict.put_int("run/first_groups", state.first_groups);
   dict.put_text("meta/kind", "run");
   store.save(dict);
   store.wait();
@@ -154,10 +154,11 @@ int run_command(const RunOptions& options) {
     // it here, so that all ranks leave together with the same code.
     std::string stopped;
     try {
-      if (stage.kind == StageKind::train)
-        train_stage({config, topology, threads, state.stage, state.members, &signals});
-      if (stage.kind == StageKind::hpo)
-        hpo_stage(config, stage.hpo, topology, threads, top ? &*top : nullptr);
+      const StageContext context{config,       topology, threads,
+                                 state.stage,  state.first_groups, &signals,
+                                 top ? &*top : nullptr};
+      if (stage.kind == StageKind::train) train_stage(context);
+      if (stage.kind == StageKind::hpo) hpo_stage(context, stage.hpo);
     } catch (const Interrupted& e) {
       stopped = e.what();
     }
@@ -167,12 +168,12 @@ int run_command(const RunOptions& options) {
       std::fflush(stdout);
       return exit_checkpointed;
     }
-    if (world.rank() == 0) save_run_state(*top, {state.stage + 1, state.members}, stages);
+    if (world.rank() == 0) save_run_state(*top, {state.stage + 1, state.first_groups}, stages);
   }
   world.barrier();
   if (world.rank() == 0) {
     const std::string where =
-        state.members > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
+        state.first_groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
                           : config.output.dir;
     if (!has_search)
       fmt::print(

@@ -36,13 +36,13 @@ void print_conv_implementations(Model& model) {
       fmt::print("[kernels] {}: oneDNN {}\n", conv->name(), conv->implementation());
 }
 
-void train_member(const TrainStageContext& c, int member) {
+void train_member(const StageContext& c, int member) {
   const Topology& topology = c.topology;
   Config config = c.config;
   config.run.seed =
       derive_seed(c.config.run.seed, {seed_member, static_cast<std::uint64_t>(member)});
   const bool writes = topology.member().rank() == 0;
-  const std::string tag = c.members > 1 ? fmt::format("[m{}] ", member) : "";
+  const std::string tag = c.first_groups > 1 ? fmt::format("[m{}] ", member) : "";
   const Plan plan = plan_on_run_layout(config, topology.plan());
   const TrainingData data = load_training_data(config);
   std::optional<DataParallelSync> sync;
@@ -72,7 +72,7 @@ void train_member(const TrainStageContext& c, int member) {
   std::optional<RunOutput> output;
   const int epochs = config.training.epochs;
   if (writes) {
-    output.emplace(RunOutput::inside_checked_run(member_dir(c.config, c.members, member)));
+    output.emplace(RunOutput::inside_checked_run(member_dir(c.config, c.first_groups, member)));
     output->keep_metrics_before(trainer.position().epoch);
     fmt::print("{}[data] {} train / {} validation / {} test samples, shape {}, {} classes\n", tag,
                data.train.count(), data.validation.count(), data.test.count(),
@@ -127,12 +127,13 @@ std::filesystem::path member_dir(const Config& config, int members, int member) 
   return members > 1 ? dir / "members" / std::to_string(member) : dir;
 }
 
-void train_stage(const TrainStageContext& context) {
+void train_stage(const StageContext& context) {
   const int groups = context.topology.plan().groups, group = context.topology.coords().group;
-  if (group >= context.members && context.topology.member().rank() == 0)
+  const int members = context.first_groups;
+  if (group >= members && context.topology.member().rank() == 0)
     fmt::print("[g{}] idle in this stage: the run has {} member(s), fixed when it started\n", group,
-               context.members);
-  for (int member = group; member < context.members; member += groups)
+               members);
+  for (int member = group; member < members; member += groups)
     train_member(context, member);
 }
 

@@ -1,11 +1,13 @@
 #include "jobs/training_session.hpp"
 
+#include <csignal>
 #include <ctime>
 
 #include <fmt/format.h>
 
 #include "core/checkpoint_file.hpp"
 #include "core/errors.hpp"
+#include "jobs/fault_injection.hpp"
 #include "parallel/state_gather.hpp"
 
 namespace strata {
@@ -118,6 +120,10 @@ void TrainingSession::wait() {
 }
 
 void TrainingSession::at_step() {
+  const FaultPlan& fault = FaultPlan::from_environment();
+  const std::int64_t step = trainer_.position().global_step;
+  if (step == fault.kill_at_step) std::raise(SIGKILL);
+  if (step == fault.stop_at_step) std::raise(settings_.checkpoint.signal);
   if (work_.serve) work_.serve();
   unsigned mine = 0;
   if (signals_ != nullptr && signals_->requested()) mine |= stop_flag;

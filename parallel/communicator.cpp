@@ -34,12 +34,14 @@ MpiError::MpiError(std::string op, std::string communicator, int rank, int code,
 // ---------------------------------------------------------------- Request
 
 Request::Request(MPI_Request request, const char* op, std::string communicator, int rank,
-                 int expected_count, std::shared_ptr<Watchdog> watchdog, WaitInfo info)
+                 int expected_count, std::shared_ptr<Watchdog> watchdog, WaitInfo info,
+                 MPI_Datatype count_type)
     : request_(request),
       op_(op),
       communicator_(std::move(communicator)),
       rank_(rank),
       expected_count_(expected_count),
+      count_type_(count_type),
       watchdog_(std::move(watchdog)),
       info_(info) {}
 
@@ -49,6 +51,7 @@ Request::Request(Request&& other) noexcept
       communicator_(std::move(other.communicator_)),
       rank_(other.rank_),
       expected_count_(other.expected_count_),
+      count_type_(other.count_type_),
       watchdog_(std::move(other.watchdog_)),
       info_(other.info_) {}
 
@@ -62,6 +65,7 @@ Request& Request::operator=(Request&& other) noexcept {
   communicator_ = std::move(other.communicator_);
   rank_ = other.rank_;
   expected_count_ = other.expected_count_;
+  count_type_ = other.count_type_;
   watchdog_ = std::move(other.watchdog_);
   info_ = other.info_;
   return *this;
@@ -104,13 +108,14 @@ void Request::finish(int rc, bool completed, const MPI_Status& status) {
   }
   if (!completed || expected_count_ < 0) return;
   int received = 0;
-  const int count_rc = MPI_Get_count(&status, MPI_FLOAT, &received);
+  const int count_rc = MPI_Get_count(&status, count_type_, &received);
   if (count_rc != MPI_SUCCESS)
     throw MpiError("MPI_Get_count", communicator_, rank_, count_rc, mpi_error_text(count_rc));
   if (received != expected_count_)
     throw MpiError(op_, communicator_, rank_, MPI_ERR_COUNT,
-                   fmt::format("expected {} floats from rank {} (tag {}), received {}",
-                               expected_count_, status.MPI_SOURCE, status.MPI_TAG, received));
+                   fmt::format("expected {} {} from rank {} (tag {}), received {}",
+                               expected_count_, count_type_ == MPI_BYTE ? "bytes" : "floats",
+                               status.MPI_SOURCE, status.MPI_TAG, received));
 }
 
 void wait_all(std::span<Request> requests) {
@@ -461,6 +466,42 @@ Request Communicator::irecv(std::span<float> values, int source, int tag) const 
   MPI_Request r = MPI_REQUEST_NULL;
   check(MPI_Irecv(values.data(), n, MPI_FLOAT, source, tag, live(op), &r), op);
   return make_p2p_request(r, op, source, tag, false, n);
+}
+
+// ---- control messages
+
+Request Communicator::isend_bytes(std::span<const std::byte> bytes, int dest, int tag) const {
+  const char* op = "MPI_Isend";
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Isend(bytes.data(), count(bytes.size(), op), MPI_BYTE, dest, tag, live(op), &r), op);
+  return make_p2p_request(r, op, dest, tag, true, -1);
+}
+
+Request Communicator::irecv_bytes(std::span<std::byte> bytes, int source, int tag) const {
+  const char* op = "MPI_Irecv";
+  const int n = count(bytes.size(), op);
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Irecv(bytes.data(), n, MPI_BYTE, source, tag, live(op), &r), op);
+  return Request(r, op, name_, rank_, n, watchdog_, WaitInfo{op, 0, source, tag, false}, MPI_BYTE);
+}
+
+Request Communicator::ibroadcast_bytes(std::span<std::byte> bytes, int root) const {
+  const char* op = "MPI_Ibcast";
+  const int n = count(bytes.size(), op);
+  const MPI_Comm c = live(op);
+  MPI_Request r = MPI_REQUEST_NULL;
+  const std::int64_t call = enter();
+  check(MPI_Ibcast(bytes.data(), n, MPI_BYTE, root, c, &r), op);
+  return make_request(r, op, call);
+}
+
+bool Communicator::iprobe(int tag, int& source) const {
+  const char* op = "MPI_Iprobe";
+  int pending = 0;
+  MPI_Status status{};
+  check(MPI_Iprobe(MPI_ANY_SOURCE, tag, live(op), &pending, &status), op);
+  if (pending) source = status.MPI_SOURCE;
+  return pending != 0;
 }
 
 }  // namespace strata

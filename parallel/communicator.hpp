@@ -76,7 +76,8 @@ class Request {
  private:
   friend class Communicator;
   Request(MPI_Request request, const char* op, std::string communicator, int rank,
-          int expected_count, std::shared_ptr<Watchdog> watchdog, WaitInfo info);
+          int expected_count, std::shared_ptr<Watchdog> watchdog, WaitInfo info,
+          MPI_Datatype count_type = MPI_FLOAT);
   // Checks the outcome of MPI_Wait/MPI_Test; `completed` says whether `status` is meaningful.
   void finish(int rc, bool completed, const MPI_Status& status);
 
@@ -84,7 +85,8 @@ class Request {
   const char* op_ = "";       // a string literal such as "MPI_Iallreduce"
   std::string communicator_;  // for messages; the communicator may be freed before we complete
   int rank_ = -1;
-  int expected_count_ = -1;             // floats an irecv must receive; -1 when not checked
+  int expected_count_ = -1;             // elements an irecv must receive; -1 when not checked
+  MPI_Datatype count_type_ = MPI_FLOAT;  // what expected_count_ counts
   std::shared_ptr<Watchdog> watchdog_;  // null: no watchdog, plain MPI_Wait
   WaitInfo info_;                       // for the watchdog's report
 };
@@ -173,6 +175,14 @@ class Communicator {
   [[nodiscard]] Request isend(std::span<const float> values, int dest, int tag) const;
   // Like recv(): completing with a message of another length throws MpiError from wait()/test().
   [[nodiscard]] Request irecv(std::span<float> values, int source, int tag) const;
+
+  // ---- control messages (a search's requests and assignments): raw bytes of any type ----
+  [[nodiscard]] Request isend_bytes(std::span<const std::byte> bytes, int dest, int tag) const;
+  // Completes only with a message of exactly bytes.size() bytes (else MpiError).
+  [[nodiscard]] Request irecv_bytes(std::span<std::byte> bytes, int source, int tag) const;
+  [[nodiscard]] Request ibroadcast_bytes(std::span<std::byte> bytes, int root) const;
+  // Whether a message with `tag` from any rank waits to be received; sets `source` if so.
+  bool iprobe(int tag, int& source) const;
 
  private:
   // Takes ownership of `comm` without MPI calls, so that the destructor frees it if adopt() throws.

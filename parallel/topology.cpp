@@ -7,7 +7,7 @@
 namespace strata {
 
 Topology::Topology(const Communicator& world, const Plan& plan)
-    : plan_(plan), world_rank_(world.rank()), coords_(plan.coords(world.rank())) {
+    : world_(world), plan_(plan), world_rank_(world.rank()), coords_(plan.coords(world.rank())) {
   if (plan.world_size != world.size())
     throw std::invalid_argument(fmt::format("the plan is for {} ranks but the world has {}",
                                             plan.world_size, world.size()));

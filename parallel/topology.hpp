@@ -13,19 +13,22 @@ namespace strata {
 //   peers:  the ranks with the same (d, m) in every group (ordered by g) — exchanges models
 class Topology {
  public:
-  // Collective over `world`. Every rank must pass the same plan, made for world.size() ranks;
-  // a plan for another size throws std::invalid_argument on every rank before any split.
+  // Collective over `world`, which must outlive the topology. Every rank must pass the same plan,
+  // made for world.size() ranks; a plan for another size throws std::invalid_argument on every
+  // rank before any split.
   Topology(const Communicator& world, const Plan& plan);
 
   const Plan& plan() const { return plan_; }
   RankCoords coords() const { return coords_; }
   int world_rank() const { return world_rank_; }
+  const Communicator& world() const { return world_; }
   const Communicator& member() const { return member_; }
   const Communicator& data() const { return data_; }
   const Communicator& model() const { return model_; }
   const Communicator& peers() const { return peers_; }
 
  private:
+  const Communicator& world_;
   Plan plan_;
   int world_rank_;
   RankCoords coords_;

@@ -1,0 +1,47 @@
+#include "jobs/fault_injection.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
+namespace strata {
+
+namespace {
+
+FaultPlan parse(const char* text) {
+  FaultPlan plan;
+  if (text == nullptr || *text == '\0') return plan;
+  const std::string setting(text);
+  const auto equals = setting.find('=');
+  const std::string name = setting.substr(0, equals);
+  long long value = -1;
+  try {
+    if (equals == std::string::npos) throw std::invalid_argument("no value");
+    value = std::stoll(setting.substr(equals + 1));
+  } catch (const std::exception&) {
+    throw ConfigError(fmt::format("STRATA_FAULT='{}': expected name=number", setting));
+  }
+  if (name == "kill_at_step")
+    plan.kill_at_step = value;
+  else if (name == "stop_at_step")
+    plan.stop_at_step = value;
+  else if (name == "kill_in_write")
+    plan.kill_in_write = static_cast<int>(value);
+  else
+    throw ConfigError(fmt::format(
+        "STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, kill_in_write)",
+        setting));
+  return plan;
+}
+
+}  // namespace
+
+const FaultPlan& FaultPlan::from_environment() {
+  static const FaultPlan plan = parse(std::getenv("STRATA_FAULT"));
+  return plan;
+}
+
+}  // namespace strata

@@ -1,0 +1,19 @@
+// Faults the end-to-end tests inject at exact points that timing alone cannot hit (a kill in the
+// middle of a checkpoint write): STRATA_FAULT="kill_at_step=120", "stop_at_step=40" or
+// "kill_in_write=3". Unset in production; read once, never changed.
+#pragma once
+
+#include <cstdint>
+
+namespace strata {
+
+struct FaultPlan {
+  std::int64_t kill_at_step = -1;  // SIGKILL this process after this global training step
+  std::int64_t stop_at_step = -1;  // raise the stop signal after this global training step
+  int kill_in_write = -1;          // SIGKILL halfway through this process's n-th checkpoint write
+
+  // STRATA_FAULT parsed; an unknown or malformed setting throws ConfigError.
+  static const FaultPlan& from_environment();
+};
+
+}  // namespace strata

@@ -1,0 +1,25 @@
+// What every stage of `strata run` is handed: the config, the ranks' layout, and where the run
+// stands across allocations.
+#pragma once
+
+#include "core/config.hpp"
+#include "jobs/run_output.hpp"
+#include "jobs/stop_signals.hpp"
+#include "parallel/topology.hpp"
+
+namespace strata {
+
+struct StageContext {
+  const Config& config;
+  const Topology& topology;
+  int threads = 1;
+  int stage_index = 0;
+  // The number of member groups of the run's first allocation. It fixes what must not change
+  // when a restart has another number of ranks: a train stage's members (each its own training
+  // with seed derive(run.seed, member)), and the batch size of a random or grid search.
+  int first_groups = 1;
+  const StopSignals* signals = nullptr;
+  const RunOutput* output = nullptr;  // the run's directory, on world rank 0 only
+};
+
+}  // namespace strata

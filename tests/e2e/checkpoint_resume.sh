@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Checkpoint and restart on one decomposition: a training stopped by the signal mid-epoch, killed
+# with SIGKILL at many points (including in the middle of a checkpoint write) and resumed, ends
+# bit-identical to the same run uninterrupted: weights, optimizer state and every metrics row.
+STRATA="$1"
+source "$(dirname "$0")/lib.sh"
+cd "$work"
+data="$OLDPWD/data/fashion_mnist.h5"
+
+# 112 steps per epoch, 2 epochs; dropout, Adam and a cosine schedule: every kind of state.
+cat > run.yaml <<YAML
+run: {name: ckpt, seed: 5, threads: 2}
+data: {source: hdf5, path: $data, train_subset: 4000, test_subset: 1000}
+model:
+  layers:
+    - conv2d: {filters: 8, kernel: 5, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dense: {units: 32, init: glorot}
+    - dropout: {rate: 0.25}
+    - relu
+    - dense: {units: 10, init: glorot}
+training:
+  epochs: 2
+  local_batch: 32
+  optimizer: {type: adam, lr: 0.002}
+  schedule: {type: cosine}
+output: {dir: out, progress_seconds: 100}
+checkpoint: {every_steps: 25, keep: 3}
+YAML
+sed 's/dir: out,/dir: ref,/' run.yaml > ref.yaml
+
+expect_exit 0 'done' -- "$STRATA" run ref.yaml
+
+# The final weights and every metrics row but the wall-clock ones, for comparison with ref/.
+fingerprint() {
+  h5dump -d /weights/conv2d_0/weight -d /weights/dense_4/weight -d /weights/dense_7/bias "$1/weights.h5" | grep -v HDF5
+  /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    row = json.loads(line)
+    print({k: v for k, v in row.items() if k not in ("seconds", "samples_per_s")})' "$1/metrics.jsonl"
+}
+fingerprint ref > ref.txt
+[ -s ref.txt ] || { echo "FAIL: the uninterrupted run left no weights to compare with"; exit 1; }
+same_as_ref() {  # $1: what was done
+  if diff -q ref.txt <(fingerprint out) >/dev/null; then echo "ok: $1: identical to the uninterrupted run"
+  else echo "FAIL: $1: differs from the uninterrupted run"; diff ref.txt <(fingerprint out) | head -5; fails=$((fails + 1)); fi
+}
+
+# The stop signal mid-epoch: checkpoint, exit 75, and a resume that says from where.
+rm -rf out
+STRATA_FAULT=stop_at_step=150 expect_exit 75 'stopped by a signal at epoch 2 step 38.*exit 75' -- "$STRATA" run run.yaml
+expect_exit 0 'resume\] from .*ckpt-[0-9]+.h5: epoch 2/2 step 38/112 \(global step 150\)' -- "$STRATA" run run.yaml
+same_as_ref "signal at step 150"
+expect_exit 0 'every stage is done' -- "$STRATA" run run.yaml
+same_as_ref "a rerun of a finished run"
+
+# SIGKILL after a step, and in the middle of the n-th checkpoint write; each run resumed once.
+for fault in kill_at_step=1 kill_at_step=25 kill_at_step=26 kill_at_step=112 kill_at_step=113 \
+             kill_at_step=224 kill_in_write=1 kill_in_write=3 kill_in_write=5; do
+  rm -rf out
+  # (A subshell, so that the shell's "Killed" notice goes nowhere.)
+  (STRATA_FAULT=$fault timeout 120 "$STRATA" run run.yaml > kill.log 2>&1) 2>/dev/null
+  rc=$?
+  [ "$rc" = 137 ] || { echo "FAIL: $fault: exit $rc, expected 137 (SIGKILL)"; tail -3 kill.log; fails=$((fails + 1)); }
+  # No half-written file ever carries a final name.
+  if [ -n "$(find out -name 'ckpt-*.h5' -size -1k)" ]; then echo "FAIL: $fault: an empty checkpoint file"; fails=$((fails + 1)); fi
+  timeout 120 "$STRATA" run run.yaml > resume.log 2>&1 || { echo "FAIL: $fault: the resume failed"; tail -3 resume.log; fails=$((fails + 1)); }
+  same_as_ref "$fault, resumed ($(grep -o 'resume\] from [^:]*' resume.log | sed 's|.*/||' || echo 'from the start'))"
+done
+
+# Several interruptions of one run in a row, across both epochs.
+rm -rf out
+for fault in kill_at_step=30 stop_at_step=100 kill_in_write=2 kill_at_step=200; do
+  (STRATA_FAULT=$fault timeout 120 "$STRATA" run run.yaml > /dev/null 2>&1) 2>/dev/null
+done
+expect_exit 0 'done' -- "$STRATA" run run.yaml
+same_as_ref "four interruptions in a row"
+[ "$(wc -l < out/metrics.jsonl)" = 2 ] || { echo "FAIL: metrics.jsonl has $(wc -l < out/metrics.jsonl) rows"; fails=$((fails + 1)); }
+
+# Without checkpoints to resume from, a directory with results is not silently started over.
+rm -rf out/checkpoints
+expect_exit 2 'holds the results of a run but no checkpoints.*--fresh' -- "$STRATA" run run.yaml
+# A directory where a run failed before its first step (only plan.txt) does not block a rerun.
+rm -rf out && mkdir out && echo plan > out/plan.txt
+expect_exit 0 'done' -- "$STRATA" run run.yaml
+finish
