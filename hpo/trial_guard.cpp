@@ -52,6 +52,8 @@ TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
     return train();
   } catch (const Interrupted&) {
     throw;  // a stop signal, agreed on by the whole group: not the trial's failure
+  } catch (const DataError&) {
+    throw;  // a full disk or a damaged file: the job's trouble, not the trial's
   } catch (const DivergedError& e) {
     return failed(e.what());
   } catch (const ConfigError& e) {

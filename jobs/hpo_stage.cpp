@@ -166,6 +166,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     settings.checkpoint = c.config.checkpoint;
     settings.epochs = config.training.epochs;
     settings.label = fmt::format("trial {}: ", trial.id);
+    settings.checkpoint_last_epoch = false;
     settings.meta.put_text("kind", "trial");
     settings.meta.put_int("stage", c.stage_index);
     settings.meta.put_int("trial", trial.id);

@@ -85,7 +85,7 @@ void TrainingSession::run(int epochs, const ProgressCallback& on_progress,
   while (trainer_.position().epoch <= epochs) {
     const EpochMetrics m = trainer_.run_epoch(on_progress);
     if (on_epoch) on_epoch(m);
-    checkpoint();
+    if (m.epoch < epochs || settings_.checkpoint_last_epoch) checkpoint();
   }
 }
 

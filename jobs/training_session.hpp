@@ -23,6 +23,9 @@ struct SessionSettings {
   int epochs = 1;
   CheckpointConfig checkpoint;
   std::string label;  // how progress lines name this training: "", "[g1] ", "trial 17: "
+  // Whether the last epoch ends with a checkpoint too. A search trial's result goes straight to
+  // the coordinator, so that one would be written only to be deleted.
+  bool checkpoint_last_epoch = true;
   StateDict meta;     // scalars saved under meta/ that say what this training is (stage, member)
 };
 

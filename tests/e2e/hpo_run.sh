@@ -3,8 +3,8 @@
 # and hpo_summary.json: a function-objective search of 10 dimensions; a small Fashion-MNIST search
 # (subset, 1 epoch, population 4, 2 generations) on one-rank groups whose wide learning-rate range
 # makes some trials diverge; the same on D=2 groups with a searched local batch; with a
-# trial_timeout_s that stops every trial; on one D=2 x M=2 group; and one whose trial log cannot be
-# written (exit 3, no hang).
+# trial_timeout_s that stops every trial; on one D=2 x M=2 group; and one on a disk that fills up
+# (exit 3, no hang).
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -68,13 +68,20 @@ output: {dir: $work/fashion_m2}
 YAML
 expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
 
-# The trial log cannot be written (a full disk): rank 0 hits the error while serving other groups
-# in the middle of its own training. It stops the job with exit code 3, not a failed trial and a
-# hang.
-mkdir -p full_disk && ln -s /dev/full full_disk/trials.csv
-sed -e "s|dir: $work/fashion\$|dir: $work/full_disk|" -e 's/population: 4/population: 8/' fashion.yaml > full_disk.yaml
-grep -q "dir: $work/full_disk" full_disk.yaml || { echo "FAIL: full_disk.yaml has no output dir"; fails=$((fails + 1)); }
-expect_exit 3 'data error: cannot append to trials.csv' -- timeout 120 "$MPIEXEC" -n 4 "$STRATA" run full_disk.yaml
+# A full disk (a small tmpfs) in the middle of the search: rank 0 or a group's first rank hits the
+# error writing the trial log, a search snapshot or a trial's checkpoint, and the job stops with
+# exit code 3 and the reason, not a failed trial and a hang.
+mkdir -p "$work/disk"
+if mount -t tmpfs -o size=36k tmpfs "$work/disk" 2>mount.err; then
+  trap 'umount "$work/disk" 2>/dev/null; rm -rf "$work"' EXIT
+  sed -e "s|dir: $work/fashion\$|dir: $work/disk/full|" -e 's/population: 4/population: 8/' fashion.yaml > full_disk.yaml
+  grep -q "dir: $work/disk/full" full_disk.yaml || { echo "FAIL: full_disk.yaml has no output dir"; fails=$((fails + 1)); }
+  expect_exit 3 'data error: .*(No space left on device|disk full)' -- timeout 120 "$MPIEXEC" -n 4 "$STRATA" run full_disk.yaml
+  umount "$work/disk"
+else
+  echo "FAIL: cannot mount a small tmpfs for the full-disk search ($(cat mount.err)); it needs root"
+  fails=$((fails + 1))
+fi
 
 /usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
 import csv, json, sys
