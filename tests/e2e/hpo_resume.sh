@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A search resumes where it stopped, on any number of ranks: killed with SIGKILL mid-generation on 4
+# ranks and resumed on 2, or stopped by the requeue signal (exit 75 through mpiexec, trials in
+# flight checkpointed) and resumed on 3, it gives the trials of an uninterrupted run: the same ids,
+# generations, hyperparameters and fitnesses, and the same best.
+STRATA="$1"
+source "$(dirname "$0")/lib.sh"
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
+root="$PWD"
+cd "$work"
+
+# A genetic search of 3 generations of 8 on one-rank groups; trials checkpoint every 10 steps.
+sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: out|" \
+    -e 's/generations: 9/generations: 3/' -e 's/population: 10/population: 8/' \
+    -e '/target: /d' -e '/max_trainings: /d' -e 's/progress_seconds: 10/progress_seconds: 100/' \
+    -e 's/train_subset: 20000/train_subset: 6000/' -e 's/test_subset: 2000/test_subset: 500/' \
+    -e 's/batch: {choice: \[16, 32, 64, 128, 256, 512\]}/batch: {choice: [16, 32]}/' \
+    "$root/configs/fashion_hpo.yaml" > search.yaml
+printf 'checkpoint: {every_steps: 10}\n' >> search.yaml
+grep -q 'generations: 3' search.yaml && grep -q 'choice: \[16, 32\]' search.yaml ||
+  { echo "FAIL: configs/fashion_hpo.yaml no longer matches this test's edits"; exit 1; }
+sed 's/dir: out/dir: ref/' search.yaml > ref.yaml
+expect_exit 0 '\[hpo\] 22 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
+
+# trials.csv without the columns that depend on timing and on which group ran a trial, by trial id.
+trials_of() {
+  /usr/bin/python3 - "$1/trials.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for r in sorted(rows, key=lambda r: int(r["trial"])):
+    print({k: v for k, v in r.items() if k not in ("seconds", "ended_s", "member_group")})
+PY
+}
+best_of() { /usr/bin/python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["best"]; print(b["trial"], b["fitness"], b["params"])' "$1/hpo_summary.json"; }
+trials_of ref > ref.txt
+best_of ref > ref_best.txt
+[ "$(wc -l < ref.txt)" = 22 ] || { echo "FAIL: the reference search has $(wc -l < ref.txt) trials"; exit 1; }
+same_search() {  # $1: what was done
+  if diff -q ref.txt <(trials_of out) >/dev/null && diff -q ref_best.txt <(best_of out) >/dev/null; then
+    echo "ok: $1: the same 22 trials and best as the uninterrupted search"
+  else
+    echo "FAIL: $1: the trials differ from the uninterrupted search"; diff ref.txt <(trials_of out) | head -6
+    fails=$((fails + 1))
+  fi
+}
+rows() { [ -f out/trials.csv ] && echo $(( $(wc -l < out/trials.csv) - 1 )) || echo 0; }
+
+# SIGKILL on 4 ranks once generation 1 has begun (10 results in), resumed on 2 ranks.
+("$MPIEXEC" -n 4 "$STRATA" run search.yaml > killed.log 2>&1) 2>/dev/null &
+for _ in $(seq 600); do [ "$(rows)" -ge 10 ] && break; sleep 0.05; done
+pkill -KILL -f "strata run search.yaml"
+wait
+echo "killed after $(rows) results"
+[ "$(rows)" -lt 22 ] || { echo "FAIL: the search ended before it was killed"; fails=$((fails + 1)); }
+expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed from the journal' -- "$MPIEXEC" -n 2 "$STRATA" run search.yaml
+same_search "killed on 4 ranks, resumed on 2"
+
+# The requeue signal to mpiexec mid-search: every group checkpoints its trial, exit 75; resumed on 3
+# ranks, the trials in flight go on from their own checkpoints.
+rm -rf out
+"$MPIEXEC" -n 4 "$STRATA" run search.yaml > stopped.log 2>&1 &
+launcher=$!
+for _ in $(seq 600); do [ "$(rows)" -ge 6 ] && break; sleep 0.05; done
+kill -USR1 "$launcher"
+wait "$launcher"
+rc=$?
+if [ "$rc" = 75 ] && grep -q 'the search stopped on a signal.*exit 75' stopped.log; then echo "ok: mpiexec exited 75 after $(rows) results"
+else echo "FAIL: after the signal mpiexec exited $rc, expected 75"; tail -3 stopped.log; fails=$((fails + 1)); fi
+expect_exit 0 '\[resume\] trial [0-9]+: from .*trial[0-9]+/ckpt-' -- "$MPIEXEC" -n 3 "$STRATA" run search.yaml
+same_search "stopped by the signal on 4 ranks, resumed on 3"
+finish
