@@ -396,36 +396,38 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
   Evaluation e;
   e.count = set.count();
   if (e.count == 0) return e;
-  // Each replica evaluates its share of the rows, and its workers split that share.
+  // The rows go in fixed chunks of eval_batch, chunk c to replica c mod D and there to worker
+  // (c / D) mod threads. Each chunk's sums land in their own slot and are added in chunk order,
+  // so the result is the same to the bit on any number of replicas and threads: strata predict on
+  // one rank reproduces what a run reported.
+  const std::int64_t chunks = (e.count + eval_batch - 1) / eval_batch;
+  std::vector<double> sums(static_cast<std::size_t>(2 * chunks), 0.0);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
-  const auto [mine_begin, mine_end] = share(e.count, replicas_count_, replica);
   const int threads = pool_.size();
   pool_.run([&](int i) {
-    auto [begin, end] = share(mine_end - mine_begin, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
-    w.loss_sum = 0.0;
-    w.correct = 0;
     std::vector<std::int64_t> rows;
-    for (std::int64_t first = mine_begin + begin; first < mine_begin + end; first += eval_batch) {
-      const std::int64_t last = std::min(first + eval_batch, mine_begin + end);
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      if (c % replicas_count_ != replica || (c / replicas_count_) % threads != i) continue;
+      const std::int64_t first = c * eval_batch, last = std::min(first + eval_batch, e.count);
       rows.resize(static_cast<std::size_t>(last - first));
       for (std::int64_t r = first; r < last; ++r) rows[static_cast<std::size_t>(r - first)] = r;
       gather_batch(set, rows, w.images, w.labels);
       const Tensor& logits = replicas_[static_cast<std::size_t>(i)].forward(w.images, false);
-      w.loss_sum += softmax_cross_entropy(logits, w.labels, w.grad_logits) *
-                    static_cast<double>(last - first);
-      w.correct += count_correct(logits, w.labels);
+      sums[static_cast<std::size_t>(2 * c)] =
+          softmax_cross_entropy(logits, w.labels, w.grad_logits) * static_cast<double>(last - first);
+      sums[static_cast<std::size_t>(2 * c + 1)] = static_cast<double>(count_correct(logits, w.labels));
       if (i == 0 && evaluation_hook_) evaluation_hook_();  // worker 0 is the calling thread
     }
   });
-  std::array<double, 2> stats{0.0, 0.0};
-  for (const auto& w : workers_) {
-    stats[0] += w.loss_sum;
-    stats[1] += static_cast<double>(w.correct);
+  sum_over_replicas(sums);
+  double loss = 0.0, correct = 0.0;
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    loss += sums[static_cast<std::size_t>(2 * c)];
+    correct += sums[static_cast<std::size_t>(2 * c + 1)];
   }
-  sum_over_replicas(stats);
-  e.loss = stats[0] / static_cast<double>(e.count);
-  e.accuracy = stats[1] / static_cast<double>(e.count);
+  e.loss = loss / static_cast<double>(e.count);
+  e.accuracy = correct / static_cast<double>(e.count);
   return e;
 }
 

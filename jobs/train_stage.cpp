@@ -44,7 +44,9 @@ void train_member(const StageContext& c, int member) {
   const bool writes = topology.member().rank() == 0;
   const std::string tag = c.first_groups > 1 ? fmt::format("[m{}] ", member) : "";
   const Plan plan = plan_on_run_layout(config, topology.plan());
-  const TrainingData data = load_training_data(config);
+  // The data split comes from the run's seed, not the member's: every member, and strata predict
+  // on a member's weights, sees the same validation hold-out and normalisation.
+  const TrainingData data = load_training_data(c.config);
   std::optional<DataParallelSync> sync;
   if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
   const bool split_model = plan.model > 1;

@@ -261,3 +261,25 @@ training: {{epochs: 1, local_batch: 32, optimizer: {{type: sgd, lr: 0.1, momentu
   // 7 steps of 32: only the rows of the batches were read, none twice.
   CHECK(b.train.reader->rows_read() == tb.steps_per_epoch() * 32);
 }
+
+TEST_CASE("evaluation gives the same loss and accuracy to the bit on any number of threads",
+          "[trainer]") {
+  Config config = small_config();
+  config.data.synthetic.test = 1100;  // five evaluation chunks, the last one short
+  const TrainingData data = load_training_data(config);
+  Trainer trained(config, build_model(config, data), data, standalone_plan(config), 2);
+  trained.run_epoch({});
+  std::vector<Evaluation> results;
+  for (const int threads : {1, 2, 3}) {
+    Trainer other(config, build_model(config, data), data, standalone_plan(config), threads);
+    StateDict state;
+    trained.save_state(state);
+    other.load_state(state);
+    results.push_back(other.evaluate(data.test));
+  }
+  for (const auto& r : results) {
+    CHECK(r.loss == results.front().loss);
+    CHECK(r.accuracy == results.front().accuracy);
+  }
+  CHECK(results.front().accuracy > 0.5);
+}
