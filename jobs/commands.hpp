@@ -18,6 +18,12 @@ int import_idx_command(const std::string& dir, const std::string& out_path);
 // Prints the decomposition for `ranks` ranks without starting them; ranks_per_node 0: one node.
 int plan_command(const std::string& config_path, int ranks, int ranks_per_node);
 
+// Prints what a checkpoint file holds (stage, generation, epoch and step, the decomposition it was
+// written on, tensors and bytes) after verifying every checksum; for a directory (a run's output
+// directory), every checkpoint under it. Damage is a DataError for a file, exit code 3 for a
+// directory.
+int inspect_command(const std::string& path);
+
 // Formats seconds as "1h02m", "3m12s" or "42s" for progress lines.
 std::string format_duration(double seconds);
 // The thread count a rank uses: `requested` if positive, else the cores this process may run on.

@@ -36,8 +36,8 @@ namespace {
 int dispatch(int argc, char** argv, int world_size) {
   CLI::App app{
       "strata: batch deep-learning jobs on supercomputers. One MPI binary, configured in YAML.\n"
-      "Exit codes: 0 done, 2 usage or config error, 3 data or weights file error, 1 internal error "
-      "or diverged "
+      "Exit codes: 0 done, 2 usage or config error, 3 data, weights or checkpoint error, 75 "
+      "stopped by a signal after a checkpoint (requeue to resume), 1 internal error or diverged "
       "training."};
   app.set_version_flag("--version", "strata 0.1.0");
   app.require_subcommand(1);
@@ -81,6 +81,16 @@ int dispatch(int argc, char** argv, int world_size) {
                    "Ranks per node (default: STRATA_RANKS_PER_NODE, else all on one node)")
       ->check(CLI::Range(1, 1 << 24));
 
+  std::string inspect_path;
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect",
+      "Show what a checkpoint holds (stage, generation, epoch and step, the decomposition it was "
+      "written on, tensors) and verify its checksums; exit 3 if any is damaged");
+  inspect_cmd
+      ->add_option("checkpoint", inspect_path,
+                   "A checkpoint file (ckpt-*.h5), or a run's output directory for all of them")
+      ->required();
+
   std::string idx_dir, idx_out;
   auto* data_cmd = app.add_subcommand("data", "Dataset tools");
   data_cmd->require_subcommand(1);
@@ -98,16 +108,18 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
-  if (world_size > 1 && (*predict_cmd || *import_cmd)) {
+  if (world_size > 1 && (*predict_cmd || *import_cmd || *inspect_cmd)) {
     throw strata::ConfigError(
         fmt::format("strata {} runs on one rank, but was started on {}; start it without mpiexec "
                     "or with mpiexec -n 1",
-                    *predict_cmd ? "predict" : "data import-idx", world_size));
+                    *predict_cmd ? "predict" : *inspect_cmd ? "inspect" : "data import-idx",
+                    world_size));
   }
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
   if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node);
+  if (*inspect_cmd) return strata::inspect_command(inspect_path);
   return strata::exit_usage;
 }
 

@@ -48,6 +48,9 @@ restore() { rm -rf out && cp -a base out; }
 # The newest cut in half: reported, and the one before it used.
 restore
 truncate -s 200000 "$(newest)"
+expect_exit 3 "$(basename "$(newest)")  DAMAGED: .*(truncated|damaged)" -- "$STRATA" inspect out
+expect_exit 3 'truncated' -- "$STRATA" inspect "$(newest)"
+expect_exit 0 'stage 0 member 0: epoch 2/2 step 13, global step 125; written on G 1 x D 1 x M 1, K 1, 2 thread\(s\), global batch 32' -- "$STRATA" inspect "$(ls "$ckpts"/ckpt-*.h5 | tail -2 | head -1)"
 expect_exit 0 "skipping a damaged checkpoint: .*$(basename "$(newest)").*(truncated|damaged)" -- "$STRATA" run run.yaml
 same_as_ref "truncated newest checkpoint"
 
@@ -65,6 +68,7 @@ with open(path, "r+b") as f:
     f.write(bytes([byte[0] ^ 0x04]))
 print("flipped the byte at", offset + 1000)
 PY
+expect_exit 3 'optimizer/first_moment/dense_4/weight: checksum mismatch' -- "$STRATA" inspect "$(newest)"
 expect_exit 0 'skipping a damaged checkpoint: .*optimizer/first_moment/dense_4/weight: checksum mismatch' -- "$STRATA" run run.yaml
 same_as_ref "flipped byte in the newest checkpoint"
 
