@@ -24,6 +24,20 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node);
 // directory.
 int inspect_command(const std::string& path);
 
+struct SbatchOptions {
+  std::string config_path;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::string time;       // --time, as Slurm takes it; empty: the partition's default
+  std::string partition;  // empty: the default partition
+  int signal_margin_s = 300;
+};
+
+// Prints a Slurm job script for the config on nodes x ranks_per_node ranks (planned first, so a
+// layout that cannot work is a config error here, not in the queue), running it through
+// jobs/slurm/strata_step.sh with requeue on exit 75.
+int sbatch_command(const SbatchOptions& options);
+
 // Formats seconds as "1h02m", "3m12s" or "42s" for progress lines.
 std::string format_duration(double seconds);
 // The thread count a rank uses: `requested` if positive, else the cores this process may run on.

@@ -91,6 +91,25 @@ int dispatch(int argc, char** argv, int world_size) {
                    "A checkpoint file (ckpt-*.h5), or a run's output directory for all of them")
       ->required();
 
+  strata::SbatchOptions sbatch;
+  auto* sbatch_cmd = app.add_subcommand(
+      "sbatch",
+      "Print a Slurm job script for CONFIG on --nodes N: sized with the planner, requeued from "
+      "its checkpoint on exit 75 (pipe it to sbatch)");
+  sbatch_cmd->add_option("config", sbatch.config_path, "YAML run configuration")->required();
+  sbatch_cmd->add_option("--nodes", sbatch.nodes, "Nodes of the job")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  sbatch_cmd->add_option("--ranks-per-node", sbatch.ranks_per_node, "MPI ranks per node (default 1)")
+      ->check(CLI::Range(1, 4096));
+  sbatch_cmd->add_option("--time", sbatch.time, "Time limit, as sbatch --time takes it (e.g. 2:00:00)");
+  sbatch_cmd->add_option("--partition", sbatch.partition, "Slurm partition");
+  sbatch_cmd
+      ->add_option("--signal-margin", sbatch.signal_margin_s,
+                   "Seconds before the time limit at which Slurm sends the requeue signal "
+                   "(default 300)")
+      ->check(CLI::Range(10, 86400));
+
   std::string idx_dir, idx_out;
   auto* data_cmd = app.add_subcommand("data", "Dataset tools");
   data_cmd->require_subcommand(1);
@@ -108,11 +127,14 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
-  if (world_size > 1 && (*predict_cmd || *import_cmd || *inspect_cmd)) {
+  if (world_size > 1 && (*predict_cmd || *import_cmd || *inspect_cmd || *sbatch_cmd)) {
     throw strata::ConfigError(
         fmt::format("strata {} runs on one rank, but was started on {}; start it without mpiexec "
                     "or with mpiexec -n 1",
-                    *predict_cmd ? "predict" : *inspect_cmd ? "inspect" : "data import-idx",
+                    *predict_cmd   ? "predict"
+                    : *inspect_cmd ? "inspect"
+                    : *sbatch_cmd  ? "sbatch"
+                                   : "data import-idx",
                     world_size));
   }
   if (*run_cmd) return strata::run_command(run);
@@ -120,6 +142,7 @@ int dispatch(int argc, char** argv, int world_size) {
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
   if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node);
   if (*inspect_cmd) return strata::inspect_command(inspect_path);
+  if (*sbatch_cmd) return strata::sbatch_command(sbatch);
   return strata::exit_usage;
 }
 

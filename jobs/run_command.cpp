@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <optional>
 
@@ -104,13 +105,37 @@ void save_run_state(const RunOutput& top, const RunState& state, int stages) {
   store.wait();
 }
 
+// Under Slurm: the job's identity in the log, and a step launched without MPI (srun --mpi=none
+// starts N one-rank worlds that would each train alone) refused.
+void check_slurm_step(const Communicator& world) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr) return;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "-");
+  };
+  const std::string tasks = env("SLURM_NTASKS");
+  if (world.size() == 1 && tasks != "-" && tasks != "1")
+    throw ConfigError(fmt::format(
+        "Slurm started {} tasks (SLURM_NTASKS) but MPI sees a world of 1 rank (SLURM_PROCID {}): "
+        "launch the step with MPI, e.g. srun --mpi=pmi2",
+        tasks, env("SLURM_PROCID")));
+  if (world.rank() == 0)
+    fmt::print("[slurm] job {} restart {}, SLURM_PROCID {} of SLURM_NTASKS {}\n", job,
+               env("SLURM_RESTART_COUNT") == "-" ? "0" : env("SLURM_RESTART_COUNT"),
+               env("SLURM_PROCID"), tasks);
+}
+
 }  // namespace
 
 int run_command(const RunOptions& options) {
   // Loading the config needs no MPI; it gives the world (and every communicator split from it)
   // its stall watchdog.
   const Config config = load_config(options.config_path);
+  // Handlers first: a stop signal that comes while the world is set up is kept, not fatal.
+  const StopSignals signals(config.checkpoint.signal);
   const Communicator world = Communicator::world(config.parallel.watchdog_s);
+  check_slurm_step(world);
   // Every rank reads the same config, so every rank stops here alike, before any collective.
   const bool has_search = std::any_of(config.stages.begin(), config.stages.end(),
                                       [](const StageSpec& s) { return s.kind == StageKind::hpo; });
@@ -147,7 +172,6 @@ int run_command(const RunOptions& options) {
       save_run_state(*top, state, stages);
     std::fflush(stdout);
   }
-  const StopSignals signals(config.checkpoint.signal);
   for (; state.stage < stages; ++state.stage) {
     const StageSpec& stage = config.stages[static_cast<std::size_t>(state.stage)];
     // A stop signal ends the stage early on every group that is still training; the others learn

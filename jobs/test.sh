@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The same set-up as jobs/quickstart.sh, then every test (unit, MPI, end-to-end) through CTest.
+# The same set-up as jobs/quickstart.sh (plus the Slurm daemons), then every test (unit, MPI,
+# end-to-end, checkpoint/restart, a one-node Slurm) through CTest.
 # Extra arguments go to ctest, e.g. jobs/test.sh -L unit  or  jobs/test.sh -R config
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-jobs/setup.sh
+# The job-script test starts a real one-node Slurm: install its daemons too.
+STRATA_INSTALL_ARGS="${STRATA_INSTALL_ARGS:---with-slurm}" jobs/setup.sh
 source jobs/env.sh
 build="${STRATA_BUILD_DIR:-build}"
 echo "== strata tests"
