@@ -1,0 +1,180 @@
+// Checkpoint cost, measured the way `strata run` checkpoints (TrainingSession: state snapshot,
+// shards gathered, the HDF5 image encoded on the training thread, the write in the background):
+//   - write MB/s, snapshot to durable file (fsync and rename included), against `dd conv=fsync` of
+//     the same bytes to the same directory;
+//   - read MB/s of read_checkpoint (every checksum verified) against `dd` reading the file;
+//   - the training pause per checkpoint, against the step time, and as a share of training time
+//     at one checkpoint a minute.
+// Usage: strata_bench_checkpoint cnn DIR [ROUNDS]          (1 rank: the Fashion CNN)
+//        mpiexec -n 2 strata_bench_checkpoint big DIR [ROUNDS]   (a ~100M-parameter MLP, M=2)
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/checkpoint_file.hpp"
+#include "core/trainer.hpp"
+#include "jobs/training_session.hpp"
+#include "parallel/model_parallel_layers.hpp"
+#include "parallel/planner.hpp"
+#include "tests/bench/bench_util.hpp"
+
+using namespace strata;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The Fashion CNN of configs/fashion_cnn.yaml (317 066 parameters, SGD with momentum).
+const char* const cnn_yaml = R"(run: {name: bench_cnn, seed: 1, threads: 1}
+data: {source: synthetic, synthetic: {train: 8192, test: 64, classes: 10, channels: 1, height: 28, width: 28}}
+model:
+  layers:
+    - conv2d: {filters: 32, kernel: 5, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - conv2d: {filters: 64, kernel: 5, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dense: {units: 256, init: glorot}
+    - relu
+    - dense: {units: 10, init: glorot}
+training: {epochs: 1000, local_batch: 64, optimizer: {type: sgd, lr: 0.01, momentum: 0.9}}
+)";
+
+// 101.6 million parameters in two column -> row pairs, split over M=2 shards, with Adam: a 1.2 GB
+// checkpoint (weights and both moments).
+const char* const big_yaml = R"(run: {name: bench_big, seed: 1, threads: 1}
+data: {source: synthetic, synthetic: {train: 4096, test: 64, classes: 10, channels: 1, height: 28, width: 28}}
+model:
+  layers:
+    - flatten
+    - dense: {units: 12288, init: glorot, split: column}
+    - relu
+    - dense: {units: 4096, init: glorot, split: row}
+    - relu
+    - dense: {units: 8192, init: glorot, split: column}
+    - relu
+    - dense: {units: 1024, init: glorot, split: row}
+    - relu
+    - dense: {units: 10, init: glorot}
+training: {epochs: 1000, local_batch: 32, optimizer: {type: adam, lr: 0.0001}}
+parallel: {model: 2, max_global_batch: 32}
+)";
+
+// Seconds `command` takes through the shell.
+double shell_seconds(const std::string& command) {
+  const auto t0 = Clock::now();
+  if (std::system(command.c_str()) != 0) fmt::print(stderr, "warning: '{}' failed\n", command);
+  return since(t0);
+}
+
+struct StopAfter {};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  {
+    const std::string which = argc > 1 ? argv[1] : "cnn";
+    const std::filesystem::path dir = argc > 2 ? argv[2] : "/tmp/strata-bench-checkpoint";
+    const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
+    const Communicator world = Communicator::world();
+    const Config config = parse_config(which == "big" ? big_yaml : cnn_yaml, which + ".yaml");
+    PlanRequest request;
+    request.world_size = world.size();
+    request.local_batch = config.training.local_batch;
+    request.max_global_batch = config.training.local_batch;
+    request.fixed_model = config.parallel.model;
+    const Plan plan = make_plan(request);
+    const Topology topology(world, plan);
+    const TrainingData data = load_training_data(config);
+    Trainer trainer(config,
+                    build_model(config, data,
+                                plan.model > 1 ? model_parallel_factory(topology.model(), "big")
+                                               : LayerFactory{}),
+                    data, plan, 1);
+    const bool root = world.rank() == 0;
+    if (root) std::filesystem::create_directories(dir);
+    world.barrier();
+    SessionSettings settings;
+    settings.checkpoint_dir = dir / which;
+    settings.checkpoint.keep = 2;
+    TrainingSession session(trainer, topology, nullptr, settings);
+
+    // Step times: a few steps, stopped by a hook that counts them.
+    std::vector<double> step_seconds;
+    auto train_steps = [&](int steps) {
+      int done = 0;
+      auto last = Clock::now();
+      trainer.set_step_hook([&] {
+        step_seconds.push_back(since(last));
+        last = Clock::now();
+        if (++done == steps) throw StopAfter{};
+      });
+      try {
+        while (true) trainer.run_epoch({});
+      } catch (const StopAfter&) {
+      }
+    };
+    train_steps(3);  // warm-up
+    step_seconds.clear();
+
+    std::vector<double> pauses, writes, dd_writes, reads, dd_reads;
+    std::size_t bytes = 0;
+    for (int round = 0; round < rounds; ++round) {
+      train_steps(3);
+      world.barrier();
+      const auto t0 = Clock::now();
+      session.checkpoint();
+      // Rank 0 also encodes the image: the longest pause, and the one every rank waits for at the
+      // next collective.
+      const double pause = since(t0);
+      session.wait();
+      world.barrier();
+      writes.push_back(since(t0));
+      if (!root) continue;
+      pauses.push_back(pause);
+      const auto files = CheckpointStore(settings.checkpoint_dir, 2).list();
+      bytes = std::filesystem::file_size(files.back());
+      const std::string dd_file = (dir / "dd.bin").string();
+      dd_writes.push_back(shell_seconds(fmt::format(
+          "dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none", dd_file, (bytes >> 20) + 1)));
+      const auto r0 = Clock::now();
+      const StateDict state = read_checkpoint(files.back().string());
+      reads.push_back(since(r0));
+      dd_reads.push_back(shell_seconds(
+          fmt::format("dd if={} of=/dev/null bs=1M status=none", files.back().string())));
+      std::filesystem::remove(dd_file);
+    }
+    if (root) {
+      const double mb = static_cast<double>(bytes) / 1e6, step = bench::median(step_seconds);
+      const double pause = bench::median(pauses);
+      const double write = mb / bench::median(writes), dd_write = mb / bench::median(dd_writes);
+      const double read = mb / bench::median(reads), dd_read = mb / bench::median(dd_reads);
+      fmt::print("{} ({} parameters, {} rank(s), M = {}): checkpoint {:.1f} MB, {}; medians of {} rounds\n",
+                 which, trainer.model().parameter_count() * plan.model, world.size(), plan.model,
+                 mb, bench::cpu_model(), rounds);
+      fmt::print("| model | checkpoint MB | write MB/s | dd write MB/s | ratio | read MB/s | dd read MB/s | ratio "
+                 "| pause s | step s | pause / step | pause at 1/min |\n");
+      fmt::print("| {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} | {:.3f} | {:.3f} | {:.2f} | {:.2f}% |\n",
+                 which, mb, write, dd_write, write / dd_write, read, dd_read, read / dd_read, pause,
+                 step, pause / step, 100.0 * pause / 60.0);
+      std::filesystem::remove_all(settings.checkpoint_dir);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}
