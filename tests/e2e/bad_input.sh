@@ -43,4 +43,14 @@ expect_exit 3 'train-images-idx3-ubyte.gz' -- "$STRATA" data import-idx broken_i
 
 expect_exit 2 'config' -- "$STRATA" run
 expect_exit 2 'subcommand is required' -- "$STRATA" --no-such-flag
+# A Slurm step launched without MPI (srun --mpi=none): every task would train alone.
+write_synthetic_config "$work/slurm_out" > slurm.yaml
+SLURM_JOB_ID=7 SLURM_NTASKS=4 SLURM_PROCID=2 expect_exit 2 'Slurm started 4 tasks \(SLURM_NTASKS\) but MPI sees a world of 1 rank.*srun --mpi=pmi2' -- "$STRATA" run slurm.yaml
+# A bad checkpoint section.
+write_synthetic_config "$work/ck_out" > ck.yaml
+printf 'checkpoint: {keep: 1}\n' >> ck.yaml
+expect_exit 2 'ck.yaml:[0-9]+:[0-9]+: checkpoint.keep: keep at least 2 checkpoints' -- "$STRATA" run ck.yaml
+write_synthetic_config "$work/ck_out" > ck2.yaml
+printf 'checkpoint: {signal: KILL}\n' >> ck2.yaml
+expect_exit 2 "ck2.yaml:[0-9]+:[0-9]+: checkpoint.signal: unknown signal 'KILL' \(known: USR1, USR2, TERM, INT, HUP\)" -- "$STRATA" run ck2.yaml
 finish

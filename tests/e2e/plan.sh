@@ -40,4 +40,17 @@ expect_exit 0 'models of search trials, at most: 26100012 parameters, 298.7 MiB'
 sed 's/, split: column//; s/, split: row//' searched.yaml > unsplit.yaml
 expect_exit 2 'unsplit.yaml:[0-9]+:[0-9]+: parallel.memory_per_rank_mib: the model needs 79.0 MiB, which does not fit 50.0 MiB per rank even split 4 ways: 79.0 MiB of it is in layers not marked `split`' -- \
   "$STRATA" plan unsplit.yaml --ranks 4
+# strata sbatch: a job script planned for nodes x ranks per node, requeued on exit 75.
+expect_exit 0 '#SBATCH --ntasks-per-node=2' -- "$STRATA" sbatch plan.yaml --nodes 4 --ranks-per-node 2 --time 1:00:00
+"$STRATA" sbatch plan.yaml --nodes 4 --ranks-per-node 2 --time 1:00:00 --partition batch > job.sh
+for line in '#SBATCH --nodes=4' '#SBATCH --time=1:00:00' '#SBATCH --partition=batch' '#SBATCH --requeue' \
+            '#SBATCH --open-mode=append' '#SBATCH --signal=B:USR1@300' "#SBATCH --chdir=$work" \
+            '# 8 ranks = G 4 member groups x D 2 data replicas' "jobs/slurm/strata_step.sh run $work/plan.yaml"; do
+  grep -qF -- "$line" job.sh || { echo "FAIL: the sbatch script lacks '$line'"; fails=$((fails + 1)); }
+done
+bash -n job.sh || { echo "FAIL: the sbatch script is not valid bash"; fails=$((fails + 1)); }
+sed 's/^output:/checkpoint: {signal: USR2}\noutput:/' plan.yaml > usr2.yaml
+expect_exit 0 '#SBATCH --signal=B:USR2@600' -- "$STRATA" sbatch usr2.yaml --nodes 1 --signal-margin 600
+expect_exit 2 'parallel.model: 3 ranks cannot be split into model groups of 3 shards|8 ranks cannot' -- \
+  "$STRATA" sbatch bad_model.yaml --nodes 4 --ranks-per-node 2
 finish
