@@ -36,8 +36,8 @@ class Descriptor {
 };
 
 [[noreturn]] void fail(const std::filesystem::path& path, const char* what, int error) {
-  throw DataError(fmt::format("cannot write {}: {} failed: {}", path.string(), what,
-                              std::strerror(error)));
+  throw DataError(
+      fmt::format("cannot write {}: {} failed: {}", path.string(), what, std::strerror(error)));
 }
 
 void sync_directory(const std::filesystem::path& path) {

@@ -48,8 +48,8 @@ bool reserved(const std::string& object, const std::string& name) {
 }  // namespace
 
 std::uint32_t tensor_crc32(const std::vector<float>& values) {
-  return static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(values.data()),
-                                            values.size() * sizeof(float)));
+  return static_cast<std::uint32_t>(
+      crc32_z(0, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float)));
 }
 
 std::vector<char> encode_checkpoint(const StateDict& state) {
@@ -87,16 +87,16 @@ StateDict read_checkpoint(const std::string& path) {
   std::vector<float> values;
   for (const auto& dataset : file.datasets()) {
     if (!file.has_attr(dataset, crc_attribute))
-      throw DataError(fmt::format("{}: dataset {} has no {} attribute", path, dataset,
-                                  crc_attribute));
+      throw DataError(
+          fmt::format("{}: dataset {} has no {} attribute", path, dataset, crc_attribute));
     const Shape shape = file.shape(dataset);
     file.read_f32(dataset, values);
     const auto expected = file.read_attr_int(dataset, crc_attribute);
     if (tensor_crc32(values) != static_cast<std::uint32_t>(expected))
-      throw DataError(fmt::format("{}: dataset {}: checksum mismatch (crc32 {:08x}, recorded "
-                                  "{:08x}): the data is corrupt",
-                                  path, dataset, tensor_crc32(values),
-                                  static_cast<std::uint32_t>(expected)));
+      throw DataError(
+          fmt::format("{}: dataset {}: checksum mismatch (crc32 {:08x}, recorded "
+                      "{:08x}): the data is corrupt",
+                      path, dataset, tensor_crc32(values), static_cast<std::uint32_t>(expected)));
     state.put_tensor(dataset.substr(1), values, shape, ShardSpec::whole_tensor(shape));
   }
   std::vector<std::string> owners = file.groups();
@@ -117,9 +117,10 @@ StateDict read_checkpoint(const std::string& path) {
     }
   const auto recorded = file.read_attr_int("/", scalars_crc_attribute);
   if (scalars_crc32(state.scalars()) != static_cast<std::uint32_t>(recorded))
-    throw DataError(fmt::format("{}: the checksum over its attributes does not match: the "
-                                "metadata is corrupt",
-                                path));
+    throw DataError(
+        fmt::format("{}: the checksum over its attributes does not match: the "
+                    "metadata is corrupt",
+                    path));
   return state;
 }
 

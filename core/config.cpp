@@ -414,7 +414,8 @@ CheckpointConfig parse_checkpoint(const MapReader& m) {
   read(m, "keep", c.keep, at_least_1);
   // One checkpoint alone would be lost to a crash while it is being replaced by the next.
   if (c.keep < 2)
-    if (auto k = m.get("keep")) k->fail("keep at least 2 checkpoints, so that a crash during a write leaves one");
+    if (auto k = m.get("keep"))
+      k->fail("keep at least 2 checkpoints, so that a crash during a write leaves one");
   read(m, "signal", c.signal, signal_choices, "signal");
   for (const auto& choice : signal_choices)
     if (choice.value == c.signal) c.signal_name = std::string(choice.name);
@@ -571,7 +572,7 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
     root.fail(fmt::format("expected a map of sections at the top level, got {}", root.found()));
 
   const MapReader top(root);
-  static constexpr std::string_view known[] = {"run",    "data",       "model",  "training",
+  static constexpr std::string_view known[] = {"run",      "data",   "model",      "training",
                                                "parallel", "output", "checkpoint", "stages"};
   top.allow_only(known);
   // Stages first: an hpo stage defines the search parameters the other sections may refer to.

@@ -386,21 +386,26 @@ void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> r
   for (std::size_t i = 0; i < rows.size();) {
     std::size_t j = i + 1;
     while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
-    if (rows[i] < 0 || rows[j - 1] >= static_cast<std::int64_t>(dims[0]) || (i > 0 && rows[i] <= rows[i - 1]))
-      fail(path(), what, fmt::format("row {} is out of range for {} rows, or the rows are not ascending",
-                                     rows[i], dims[0]));
+    if (rows[i] < 0 || rows[j - 1] >= static_cast<std::int64_t>(dims[0]) ||
+        (i > 0 && rows[i] <= rows[i - 1]))
+      fail(path(), what,
+           fmt::format("row {} is out of range for {} rows, or the rows are not ascending", rows[i],
+                       dims[0]));
     start[0] = static_cast<hsize_t>(rows[i]);
     block[0] = static_cast<hsize_t>(j - i);
-    if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, start.data(), nullptr, block.data(), nullptr) < 0)
+    if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, start.data(), nullptr, block.data(),
+                            nullptr) < 0)
       fail_hdf5(path(), what, "cannot select rows");
     i = j;
   }
   std::vector<hsize_t> memory_dims = dims;
   memory_dims[0] = rows.size();
-  Handle memory_space(H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(), nullptr),
-                      H5Sclose);
+  Handle memory_space(
+      H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(), nullptr),
+      H5Sclose);
   if (!memory_space.valid()) fail_hdf5(path(), what, "cannot create a memory dataspace");
-  if (H5Dread(dataset.get(), H5T_NATIVE_UINT8, memory_space.get(), file_space.get(), H5P_DEFAULT, out.data()) < 0)
+  if (H5Dread(dataset.get(), H5T_NATIVE_UINT8, memory_space.get(), file_space.get(), H5P_DEFAULT,
+              out.data()) < 0)
     fail_hdf5(path(), what, fmt::format("cannot read {} rows (damaged file?)", rows.size()));
 }
 
@@ -476,7 +481,8 @@ double File::read_attr_real(const std::string& object, const std::string& name) 
   Handle attribute = open_attribute(*this, object, name);
   require_single_value(*this, what, attribute.get());
   double value = 0.0;
-  if (H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) fail_hdf5(path_, what, "cannot read");
+  if (H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0)
+    fail_hdf5(path_, what, "cannot read");
   return value;
 }
 
@@ -503,9 +509,13 @@ Listing list_objects(const File& file) {
 
 }  // namespace
 
-std::vector<std::string> File::datasets() const { return list_objects(*this).datasets; }
+std::vector<std::string> File::datasets() const {
+  return list_objects(*this).datasets;
+}
 
-std::vector<std::string> File::groups() const { return list_objects(*this).groups; }
+std::vector<std::string> File::groups() const {
+  return list_objects(*this).groups;
+}
 
 std::vector<std::pair<std::string, H5T_class_t>> File::attributes(const std::string& object) const {
   Handle owner = open_object(*this, object);

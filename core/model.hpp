@@ -13,7 +13,8 @@ namespace strata {
 
 // Makes the layer for specs[index] when a caller wants its own kind (model-parallel layers from
 // parallel/), or returns null to take the built-in one.
-using LayerFactory = std::function<std::unique_ptr<Layer>(const std::vector<LayerSpec>& specs, std::size_t index)>;
+using LayerFactory =
+    std::function<std::unique_ptr<Layer>(const std::vector<LayerSpec>& specs, std::size_t index)>;
 
 class Model {
  public:
@@ -21,7 +22,8 @@ class Model {
   // `init_seed`. Throws ConfigError naming `config_file`, the layer's line and column, and the
   // shape problem; the last layer must produce `num_classes` logits.
   Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
-        std::uint64_t init_seed, const std::string& config_file = "", const LayerFactory& factory = {});
+        std::uint64_t init_seed, const std::string& config_file = "",
+        const LayerFactory& factory = {});
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
   ~Model();
@@ -37,7 +39,8 @@ class Model {
 
   // Gives every noisy layer (dropout) its own stream derived from `seed`.
   void reseed_noise(std::uint64_t seed);
-  // Tells noisy layers which samples the next training forward pass sees (Layer::set_noise_position).
+  // Tells noisy layers which samples the next training forward pass sees
+  // (Layer::set_noise_position).
   void set_noise_position(std::uint64_t step, std::uint64_t first_sample);
 
   // Another model of the same layers (made by the same factory) with this one's parameters and

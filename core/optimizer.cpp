@@ -40,9 +40,10 @@ void Optimizer::load_state(const StateDict& in, const std::string& prefix,
                            const std::vector<Param>& params) {
   const std::string saved = in.get_text(prefix + "/kind");
   if (saved != kind())
-    throw DataError(fmt::format("the checkpoint holds {} optimizer state, but the config trains "
-                                "with {}",
-                                saved, kind()));
+    throw DataError(
+        fmt::format("the checkpoint holds {} optimizer state, but the config trains "
+                    "with {}",
+                    saved, kind()));
   steps_ = in.get_int(prefix + "/steps");
   for (auto [name, list] : buffers()) {
     ensure_buffers(*list, params);

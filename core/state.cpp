@@ -50,8 +50,8 @@ const StateTensor& StateDict::tensor(const std::string& key) const {
   return it->second;
 }
 
-void StateDict::read_tensor(const std::string& key, std::span<float> local, const Shape& local_shape,
-                            const ShardSpec& shard) const {
+void StateDict::read_tensor(const std::string& key, std::span<float> local,
+                            const Shape& local_shape, const ShardSpec& shard) const {
   const StateTensor& stored = tensor(key);
   if (stored.shard.whole != shard.whole)
     throw DataError(fmt::format("tensor {} has shape {} but {} is needed", key,

@@ -155,9 +155,10 @@ void Trainer::load_state(const StateDict& in) {
   p.epoch_seconds = in.get_real("trainer/epoch_seconds");
   if (p.epoch < 1 || p.epoch_step < 0 || p.epoch_step > steps_per_epoch_ ||
       p.global_step != (p.epoch - 1) * steps_per_epoch_ + p.epoch_step)
-    throw DataError(fmt::format("the checkpoint's position (epoch {}, step {}, global step {}) "
-                                "is inconsistent",
-                                p.epoch, p.epoch_step, p.global_step));
+    throw DataError(
+        fmt::format("the checkpoint's position (epoch {}, step {}, global step {}) "
+                    "is inconsistent",
+                    p.epoch, p.epoch_step, p.global_step));
   position_ = p;
   EpochMetrics e;
   e.epoch = static_cast<int>(in.get_int("trainer/last_epoch/epoch"));
@@ -363,8 +364,13 @@ EpochMetrics Trainer::run_epoch(const ProgressCallback& on_progress) {
       const double elapsed = seconds_since(resumed);
       const auto done_here = static_cast<double>(pos.epoch_step - first_step);
       const auto seen = static_cast<double>(pos.epoch_step * global_batch_);
-      TrainProgress p{pos.epoch,         epochs, pos.epoch_step, steps_per_epoch_,
-                      pos.loss_sum / seen, lr,   done_here * static_cast<double>(global_batch_) / elapsed,
+      TrainProgress p{pos.epoch,
+                      epochs,
+                      pos.epoch_step,
+                      steps_per_epoch_,
+                      pos.loss_sum / seen,
+                      lr,
+                      done_here * static_cast<double>(global_batch_) / elapsed,
                       0.0};
       const double steps_left =
           static_cast<double>((epochs - pos.epoch + 1) * steps_per_epoch_ - pos.epoch_step);
@@ -415,8 +421,10 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
       gather_batch(set, rows, w.images, w.labels);
       const Tensor& logits = replicas_[static_cast<std::size_t>(i)].forward(w.images, false);
       sums[static_cast<std::size_t>(2 * c)] =
-          softmax_cross_entropy(logits, w.labels, w.grad_logits) * static_cast<double>(last - first);
-      sums[static_cast<std::size_t>(2 * c + 1)] = static_cast<double>(count_correct(logits, w.labels));
+          softmax_cross_entropy(logits, w.labels, w.grad_logits) *
+          static_cast<double>(last - first);
+      sums[static_cast<std::size_t>(2 * c + 1)] =
+          static_cast<double>(count_correct(logits, w.labels));
       if (i == 0 && evaluation_hook_) evaluation_hook_();  // worker 0 is the calling thread
     }
   });

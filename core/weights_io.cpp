@@ -9,16 +9,20 @@
 namespace strata {
 
 namespace {
-std::string dataset_name(const std::string& param) { return "/weights/" + param; }
+std::string dataset_name(const std::string& param) {
+  return "/weights/" + param;
+}
 }  // namespace
 
-void save_weights(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& named) {
+void save_weights(const std::string& path,
+                  const std::vector<std::pair<std::string, Tensor>>& named) {
   // Built in memory and renamed into place, so that a full disk never leaves half a file under
   // the final name.
   auto file = h5::File::create_in_memory(path);
   file.write_attr_string("/", "format", "strata-weights");
   file.write_attr_int("/", "format_version", 1);
-  for (const auto& [name, tensor] : named) file.write_f32(dataset_name(name), tensor.shape(), tensor.data());
+  for (const auto& [name, tensor] : named)
+    file.write_f32(dataset_name(name), tensor.shape(), tensor.data());
   write_file_atomically(path, file.image());
 }
 

@@ -18,8 +18,8 @@ namespace strata {
 //    one-rank group any std::exception, fail the trial. On a group of several ranks any other
 //    exception is rethrown, naming the trial: its peers may be waiting in a collective that it
 //    will never enter, so only stopping the job is safe. Interrupted (a stop signal the group
-//    agreed on), DataError (a full disk, a damaged checkpoint) and what is not a std::exception (such as the scheduler's signal that the
-//    coordinator failed) pass through untouched.
+//    agreed on), DataError (a full disk, a damaged checkpoint) and what is not a std::exception
+//    (such as the scheduler's signal that the coordinator failed) pass through untouched.
 TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
                                const std::function<void()>& build,
                                const std::function<TrialOutcome()>& train);

@@ -54,7 +54,8 @@ namespace {
 std::string csv_header(const SearchSpace& space) {
   std::string header = "trial,generation,deme,member_group";
   for (const auto& p : space.params) header += ',' + csv_field(p.name);
-  return header + ",global_batch,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
+  return header +
+         ",global_batch,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
 }
 
 // A CSV row from the JSON row, so that the two files always say the same.
@@ -62,16 +63,17 @@ std::string csv_row(const SearchSpace& space, const nlohmann::json& row) {
   auto number = [](const nlohmann::json& v) {
     return v.is_number() ? fmt::format("{}", v.get<double>()) : std::string();
   };
-  std::string line = fmt::format("{},{},{},{}", row["trial"].get<int>(), row["generation"].get<int>(),
-                                 row["deme"].get<int>(), row["member_group"].get<int>());
+  std::string line =
+      fmt::format("{},{},{},{}", row["trial"].get<int>(), row["generation"].get<int>(),
+                  row["deme"].get<int>(), row["member_group"].get<int>());
   for (const auto& p : space.params)
     line += ',' + csv_field(row["params"].value(p.name, std::string()));
   line += ',' + (row["global_batch"].is_number() ? fmt::format("{}", row["global_batch"].get<int>())
-                                                  : std::string());
-  line += fmt::format(",{},{},{},{:.3f},{:.3f},{},{}\n", number(row["fitness"]),
-                      number(row["val_accuracy"]), number(row["test_accuracy"]),
-                      row["seconds"].get<double>(), row["ended_s"].get<double>(),
-                      row["status"].get<std::string>(), csv_field(row["reason"].get<std::string>()));
+                                                 : std::string());
+  line += fmt::format(
+      ",{},{},{},{:.3f},{:.3f},{},{}\n", number(row["fitness"]), number(row["val_accuracy"]),
+      number(row["test_accuracy"]), row["seconds"].get<double>(), row["ended_s"].get<double>(),
+      row["status"].get<std::string>(), csv_field(row["reason"].get<std::string>()));
   return line;
 }
 

@@ -280,8 +280,9 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
     }
   stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (interrupted || (coordinator && coord->stopping()))
-    throw Interrupted("the search stopped on a signal; its unfinished trials resume from their "
-                      "checkpoints");
+    throw Interrupted(
+        "the search stopped on a signal; its unfinished trials resume from their "
+        "checkpoints");
   return stats;
 }
 

@@ -64,9 +64,10 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     }
   }
   if (files.empty()) return std::nullopt;
-  throw DataError(fmt::format("{}: none of the {} checkpoints is valid; not starting over (move "
-                              "the directory aside or pass --fresh):{}",
-                              dir_.string(), files.size(), reasons));
+  throw DataError(
+      fmt::format("{}: none of the {} checkpoints is valid; not starting over (move "
+                  "the directory aside or pass --fresh):{}",
+                  dir_.string(), files.size(), reasons));
 }
 
 CheckpointTiming CheckpointStore::save(const StateDict& whole) {
@@ -80,8 +81,8 @@ CheckpointTiming CheckpointStore::save(const StateDict& whole) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw DataError(fmt::format("cannot create checkpoint directory {}: {}", dir_.string(),
-                                ec.message()));
+    throw DataError(
+        fmt::format("cannot create checkpoint directory {}: {}", dir_.string(), ec.message()));
   const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
   const bool killed = ++writes_ == FaultPlan::from_environment().kill_in_write;
   writer_ = std::thread([this, path, killed, bytes = std::move(bytes)] {

@@ -176,10 +176,11 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     if (spec.trial_timeout_s > 0)
       work.over_limit = [&] { return seconds_since(start) > spec.trial_timeout_s; };
     work.stop_over_limit = [&] {
-      throw TrialOverTime(fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
-                                      "trial_timeout_s {}",
-                                      trainer->position().epoch, config.training.epochs,
-                                      seconds_since(start), spec.trial_timeout_s));
+      throw TrialOverTime(
+          fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
+                      "trial_timeout_s {}",
+                      trainer->position().epoch, config.training.epochs, seconds_since(start),
+                      spec.trial_timeout_s));
     };
     session.emplace(*trainer, topology, c.signals, std::move(settings), std::move(work));
   };
@@ -274,9 +275,10 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
       search->replay(results);
       done = static_cast<int>(results.size());
       for (const auto& [id, fitness] : results) failed += std::isnan(fitness) ? 1 : 0;
-      fmt::print("[resume] hpo: {} trials replayed from the journal ({} failed), {} to run again "
-                 "from their checkpoints or their start\n",
-                 results.size(), failed, search->unfinished().size());
+      fmt::print(
+          "[resume] hpo: {} trials replayed from the journal ({} failed), {} to run again "
+          "from their checkpoints or their start\n",
+          results.size(), failed, search->unfinished().size());
     }
     fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
                to_string(spec.algorithm), space.params.size(), groups);
@@ -305,57 +307,58 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
   SchedulerStats stats;
   try {
     stats = run_trials(
-      topology, *search,
-      [&](const Trial& trial, const std::function<void()>& serve) {
-        return config.objective
-                   ? evaluate_function(*config.objective, config.run.seed, trial, serve)
-                   : train_trial(c, spec, space, *data, trial, serve);
-      },
-      [&](const Trial& trial, const TrialOutcome& outcome) {
-        log->append(trial, outcome);
-        const std::size_t generations_before = generations_shown;
-        ++done;
-        if (outcome.status != TrialStatus::ok) ++failed;
-        // The search closes a generation when its last result arrives: one line per generation.
-        // Random and grid batches are no generations: their progress lines suffice.
-        if (spec.algorithm != SearchAlgorithm::genetic)
-          generations_shown = search->history().size();
-        for (; generations_shown < search->history().size(); ++generations_shown) {
-          const GenerationStats& g = search->history()[generations_shown];
+        topology, *search,
+        [&](const Trial& trial, const std::function<void()>& serve) {
+          return config.objective
+                     ? evaluate_function(*config.objective, config.run.seed, trial, serve)
+                     : train_trial(c, spec, space, *data, trial, serve);
+        },
+        [&](const Trial& trial, const TrialOutcome& outcome) {
+          log->append(trial, outcome);
+          const std::size_t generations_before = generations_shown;
+          ++done;
+          if (outcome.status != TrialStatus::ok) ++failed;
+          // The search closes a generation when its last result arrives: one line per generation.
+          // Random and grid batches are no generations: their progress lines suffice.
+          if (spec.algorithm != SearchAlgorithm::genetic)
+            generations_shown = search->history().size();
+          for (; generations_shown < search->history().size(); ++generations_shown) {
+            const GenerationStats& g = search->history()[generations_shown];
+            fmt::print(
+                "[hpo] generation {}/{} done in {:.1f}s: best {:.4g}, mean {:.4g}, best so far "
+                "{:.4g}, {} failed\n",
+                g.generation + 1, spec.generations, seconds_since(generation_start), g.best, g.mean,
+                g.best_so_far, g.failed);
+            generation_start = Clock::now();
+          }
+          if (generations_shown > generations_before) save_snapshot();
+          const auto best = search->best();
+          // A line when the best improves, a trial fails, or progress_seconds have passed: a search
+          // of thousands of function evaluations must not print thousands of lines.
+          const bool improved = best && (!best_shown || *best_shown != best->id);
+          if (!improved && outcome.status == TrialStatus::ok &&
+              seconds_since(last_print) < config.output.progress_seconds)
+            return;
+          last_print = Clock::now();
+          if (best) best_shown = best->id;
+          const double per_trial = seconds_since(start) / done;
+          const int left = std::max(0, planned - done);
+          const std::string which = spec.algorithm == SearchAlgorithm::genetic
+                                        ? fmt::format("gen {}/{} trial {}", trial.generation + 1,
+                                                      spec.generations, trial.id)
+                                        : fmt::format("trial {}/{}", trial.id + 1, planned);
           fmt::print(
-              "[hpo] generation {}/{} done in {:.1f}s: best {:.4g}, mean {:.4g}, best so far "
-              "{:.4g}, {} failed\n",
-              g.generation + 1, spec.generations, seconds_since(generation_start), g.best, g.mean,
-              g.best_so_far, g.failed);
-          generation_start = Clock::now();
-        }
-        if (generations_shown > generations_before) save_snapshot();
-        const auto best = search->best();
-        // A line when the best improves, a trial fails, or progress_seconds have passed: a search
-        // of thousands of function evaluations must not print thousands of lines.
-        const bool improved = best && (!best_shown || *best_shown != best->id);
-        if (!improved && outcome.status == TrialStatus::ok &&
-            seconds_since(last_print) < config.output.progress_seconds)
-          return;
-        last_print = Clock::now();
-        if (best) best_shown = best->id;
-        const double per_trial = seconds_since(start) / done;
-        const int left = std::max(0, planned - done);
-        const std::string which = spec.algorithm == SearchAlgorithm::genetic
-                                      ? fmt::format("gen {}/{} trial {}", trial.generation + 1,
-                                                    spec.generations, trial.id)
-                                      : fmt::format("trial {}/{}", trial.id + 1, planned);
-        fmt::print(
-            "[hpo] {} on group {}: {} {} in {:.1f}s | {} done, {} failed | best {} ({}) | ETA {}\n",
-            which, outcome.member_group, to_string(outcome.status),
-            outcome.status == TrialStatus::ok ? fmt::format("{:.4g}", outcome.fitness)
-                                              : outcome.reason,
-            outcome.seconds, done, failed, best ? fmt::format("{:.4g}", best->fitness) : "none",
-            best ? params_string(search->space(), *best) : "",
-            format_duration(left * per_trial / groups));
-        std::fflush(stdout);
-      },
-      Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+              "[hpo] {} on group {}: {} {} in {:.1f}s | {} done, {} failed | best {} ({}) | ETA "
+              "{}\n",
+              which, outcome.member_group, to_string(outcome.status),
+              outcome.status == TrialStatus::ok ? fmt::format("{:.4g}", outcome.fitness)
+                                                : outcome.reason,
+              outcome.seconds, done, failed, best ? fmt::format("{:.4g}", best->fitness) : "none",
+              best ? params_string(search->space(), *best) : "",
+              format_duration(left * per_trial / groups));
+          std::fflush(stdout);
+        },
+        Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
   } catch (const Interrupted&) {
     if (coordinator) {
       save_snapshot();

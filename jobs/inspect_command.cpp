@@ -40,14 +40,14 @@ std::string summary_line(const StateDict& s) {
     return fmt::format("search of stage {}: {} results, {} generations complete",
                        scalar_or(s, "meta/stage", "?"), s.get_int("search/reported"),
                        scalar_or(s, "meta/generation", "?"));
-  const std::string who = kind == "trial"
-                              ? fmt::format("trial {} (generation {})", scalar_or(s, "meta/trial", "?"),
-                                            scalar_or(s, "meta/generation", "?"))
-                              : fmt::format("member {}", scalar_or(s, "meta/member", "?"));
+  const std::string who =
+      kind == "trial" ? fmt::format("trial {} (generation {})", scalar_or(s, "meta/trial", "?"),
+                                    scalar_or(s, "meta/generation", "?"))
+                      : fmt::format("member {}", scalar_or(s, "meta/member", "?"));
   const std::int64_t epoch = s.get_int("meta/epoch"), epochs = s.get_int("meta/epochs");
-  const std::string where =
-      epoch > epochs ? fmt::format("training complete ({} epochs)", epochs)
-                     : fmt::format("epoch {}/{} step {}", epoch, epochs, s.get_int("meta/epoch_step"));
+  const std::string where = epoch > epochs ? fmt::format("training complete ({} epochs)", epochs)
+                                           : fmt::format("epoch {}/{} step {}", epoch, epochs,
+                                                         s.get_int("meta/epoch_step"));
   return fmt::format(
       "stage {} {}: {}, global step {}; written on G {} x D {} x M {}, K {}, {} thread(s), global "
       "batch {}",
@@ -60,11 +60,11 @@ void print_file(const fs::path& path) {
   const StateDict s = read_checkpoint(path.string());
   std::size_t bytes = 0;
   for (const auto& [key, t] : s.tensors()) bytes += t.values.size() * sizeof(float);
-  fmt::print("{}\n  {}\n  {} tensors, {:.2f} MiB; {} values; format {} version {}; every checksum "
-             "holds\n",
-             path.string(), summary_line(s), s.tensors().size(),
-             static_cast<double>(bytes) / (1 << 20), s.scalars().size(), checkpoint_format,
-             checkpoint_format_version);
+  fmt::print(
+      "{}\n  {}\n  {} tensors, {:.2f} MiB; {} values; format {} version {}; every checksum "
+      "holds\n",
+      path.string(), summary_line(s), s.tensors().size(), static_cast<double>(bytes) / (1 << 20),
+      s.scalars().size(), checkpoint_format, checkpoint_format_version);
   std::vector<std::pair<std::size_t, std::string>> largest;
   for (const auto& [key, t] : s.tensors()) largest.emplace_back(t.values.size(), key);
   std::sort(largest.rbegin(), largest.rend());

@@ -100,9 +100,11 @@ int dispatch(int argc, char** argv, int world_size) {
   sbatch_cmd->add_option("--nodes", sbatch.nodes, "Nodes of the job")
       ->required()
       ->check(CLI::Range(1, 1 << 20));
-  sbatch_cmd->add_option("--ranks-per-node", sbatch.ranks_per_node, "MPI ranks per node (default 1)")
+  sbatch_cmd
+      ->add_option("--ranks-per-node", sbatch.ranks_per_node, "MPI ranks per node (default 1)")
       ->check(CLI::Range(1, 4096));
-  sbatch_cmd->add_option("--time", sbatch.time, "Time limit, as sbatch --time takes it (e.g. 2:00:00)");
+  sbatch_cmd->add_option("--time", sbatch.time,
+                         "Time limit, as sbatch --time takes it (e.g. 2:00:00)");
   sbatch_cmd->add_option("--partition", sbatch.partition, "Slurm partition");
   sbatch_cmd
       ->add_option("--signal-margin", sbatch.signal_margin_s,

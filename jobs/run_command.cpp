@@ -3,8 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include <fmt/format.h>
@@ -13,8 +13,8 @@
 #include "core/errors.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
-#include "jobs/commands.hpp"
 #include "jobs/checkpoint_store.hpp"
+#include "jobs/commands.hpp"
 #include "jobs/hpo_stage.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
@@ -178,8 +178,12 @@ int run_command(const RunOptions& options) {
     // it here, so that all ranks leave together with the same code.
     std::string stopped;
     try {
-      const StageContext context{config,       topology, threads,
-                                 state.stage,  state.first_groups, &signals,
+      const StageContext context{config,
+                                 topology,
+                                 threads,
+                                 state.stage,
+                                 state.first_groups,
+                                 &signals,
                                  top ? &*top : nullptr};
       if (stage.kind == StageKind::train) train_stage(context);
       if (stage.kind == StageKind::hpo) hpo_stage(context, stage.hpo);
@@ -198,7 +202,7 @@ int run_command(const RunOptions& options) {
   if (world.rank() == 0) {
     const std::string where =
         state.first_groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
-                          : config.output.dir;
+                               : config.output.dir;
     if (!has_search)
       fmt::print(
           "[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final "

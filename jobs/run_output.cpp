@@ -95,7 +95,8 @@ void RunOutput::append_metrics(const EpochMetrics& m) {
                                {"lr", m.lr}};
   metrics_ << line.dump() << '\n';
   metrics_.flush();
-  if (!metrics_) throw DataError(fmt::format("cannot append to {} (disk full?)", metrics_path().string()));
+  if (!metrics_)
+    throw DataError(fmt::format("cannot append to {} (disk full?)", metrics_path().string()));
 }
 
 }  // namespace strata

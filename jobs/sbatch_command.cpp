@@ -62,8 +62,8 @@ int sbatch_command(const SbatchOptions& o) {
   // Relative paths in the config (data, output.dir) resolve as they did where this was printed.
   script += fmt::format("#SBATCH --chdir={}\n", fs::current_path().string());
   script += "#SBATCH --requeue\n#SBATCH --open-mode=append\n";
-  script += fmt::format("#SBATCH --signal=B:{}@{}\n", config.checkpoint.signal_name,
-                        o.signal_margin_s);
+  script +=
+      fmt::format("#SBATCH --signal=B:{}@{}\n", config.checkpoint.signal_name, o.signal_margin_s);
   script += fmt::format("#SBATCH --output={}-%j.out\n", config.run.name);
   script += "#\n" + commented(describe(plan));
   script += fmt::format("exec {} run {}\n", (root / "jobs/slurm/strata_step.sh").string(),

@@ -50,18 +50,16 @@ void train_member(const StageContext& c, int member) {
   std::optional<DataParallelSync> sync;
   if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
   const bool split_model = plan.model > 1;
-  Trainer trainer(
-      config,
-      build_model(config, data,
-                  split_model ? model_parallel_factory(topology.model(), config.file)
-                              : LayerFactory{}),
-      data, plan, c.threads, sync ? &*sync : nullptr);
+  Trainer trainer(config,
+                  build_model(config, data,
+                              split_model ? model_parallel_factory(topology.model(), config.file)
+                                          : LayerFactory{}),
+                  data, plan, c.threads, sync ? &*sync : nullptr);
   if (sync) sync->attach(trainer.model().params());
 
   SessionSettings settings;
   settings.checkpoint_dir = std::filesystem::path(c.config.output.dir) / "checkpoints" /
-                            fmt::format("stage{}", c.stage_index) /
-                            fmt::format("member{}", member);
+                            fmt::format("stage{}", c.stage_index) / fmt::format("member{}", member);
   settings.checkpoint = config.checkpoint;
   settings.epochs = config.training.epochs;
   settings.label = tag;
@@ -95,9 +93,10 @@ void train_member(const StageContext& c, int member) {
       epochs,
       [&](const TrainProgress& p) {
         if (!writes) return;
-        fmt::print("{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n",
-                   tag, p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr,
-                   p.samples_per_s, format_duration(p.eta_seconds));
+        fmt::print(
+            "{}[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}\n", tag,
+            p.epoch, p.epochs, p.step, p.steps_per_epoch, p.loss, p.lr, p.samples_per_s,
+            format_duration(p.eta_seconds));
         std::fflush(stdout);
       },
       [&](const EpochMetrics& m) {
@@ -135,8 +134,7 @@ void train_stage(const StageContext& context) {
   if (group >= members && context.topology.member().rank() == 0)
     fmt::print("[g{}] idle in this stage: the run has {} member(s), fixed when it started\n", group,
                members);
-  for (int member = group; member < members; member += groups)
-    train_member(context, member);
+  for (int member = group; member < members; member += groups) train_member(context, member);
 }
 
 }  // namespace strata

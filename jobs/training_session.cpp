@@ -65,9 +65,10 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
   try {
     trainer_.load_state(state);
   } catch (const DataError& e) {
-    throw DataError(fmt::format("{}: {} (a checkpoint of another config? move {} aside or pass "
-                                "--fresh)",
-                                chosen, e.what(), settings_.checkpoint_dir.string()));
+    throw DataError(
+        fmt::format("{}: {} (a checkpoint of another config? move {} aside or pass "
+                    "--fresh)",
+                    chosen, e.what(), settings_.checkpoint_dir.string()));
   }
   if (leader()) {
     fmt::print("[resume] {}from {}: {}, written on G {} x D {} x M {} with {} thread(s)\n",
@@ -137,9 +138,9 @@ void TrainingSession::at_step() {
     const auto start = Clock::now();
     checkpoint();
     wait();
-    throw Interrupted(fmt::format(
-        "{}stopped by a signal at epoch {} step {}: checkpoint written in {:.2f} s",
-        settings_.label, p.epoch, p.epoch_step, seconds_since(start)));
+    throw Interrupted(
+        fmt::format("{}stopped by a signal at epoch {} step {}: checkpoint written in {:.2f} s",
+                    settings_.label, p.epoch, p.epoch_step, seconds_since(start)));
   }
   if (voted & limit_flag) work_.stop_over_limit();
   const int every = settings_.checkpoint.every_steps;

@@ -26,14 +26,15 @@ struct SessionSettings {
   // Whether the last epoch ends with a checkpoint too. A search trial's result goes straight to
   // the coordinator, so that one would be written only to be deleted.
   bool checkpoint_last_epoch = true;
-  StateDict meta;     // scalars saved under meta/ that say what this training is (stage, member)
+  StateDict meta;  // scalars saved under meta/ that say what this training is (stage, member)
 };
 
 // Work a caller adds at every step boundary, on every rank of the group.
 struct StepWork {
-  std::function<void()> serve;           // a coordinator's answers to other groups
-  std::function<bool()> over_limit;      // this rank's opinion that the training must stop
-  std::function<void()> stop_over_limit; // called (on every rank alike) once the group agrees; throws
+  std::function<void()> serve;       // a coordinator's answers to other groups
+  std::function<bool()> over_limit;  // this rank's opinion that the training must stop
+  std::function<void()>
+      stop_over_limit;  // called (on every rank alike) once the group agrees; throws
 };
 
 class TrainingSession {

@@ -113,9 +113,9 @@ void Request::finish(int rc, bool completed, const MPI_Status& status) {
     throw MpiError("MPI_Get_count", communicator_, rank_, count_rc, mpi_error_text(count_rc));
   if (received != expected_count_)
     throw MpiError(op_, communicator_, rank_, MPI_ERR_COUNT,
-                   fmt::format("expected {} {} from rank {} (tag {}), received {}",
-                               expected_count_, count_type_ == MPI_BYTE ? "bytes" : "floats",
-                               status.MPI_SOURCE, status.MPI_TAG, received));
+                   fmt::format("expected {} {} from rank {} (tag {}), received {}", expected_count_,
+                               count_type_ == MPI_BYTE ? "bytes" : "floats", status.MPI_SOURCE,
+                               status.MPI_TAG, received));
 }
 
 void wait_all(std::span<Request> requests) {

@@ -85,10 +85,10 @@ class Request {
   const char* op_ = "";       // a string literal such as "MPI_Iallreduce"
   std::string communicator_;  // for messages; the communicator may be freed before we complete
   int rank_ = -1;
-  int expected_count_ = -1;             // elements an irecv must receive; -1 when not checked
+  int expected_count_ = -1;              // elements an irecv must receive; -1 when not checked
   MPI_Datatype count_type_ = MPI_FLOAT;  // what expected_count_ counts
-  std::shared_ptr<Watchdog> watchdog_;  // null: no watchdog, plain MPI_Wait
-  WaitInfo info_;                       // for the watchdog's report
+  std::shared_ptr<Watchdog> watchdog_;   // null: no watchdog, plain MPI_Wait
+  WaitInfo info_;                        // for the watchdog's report
 };
 
 // Completes every request, in order. Waiting on them one by one cannot deadlock: all of them are

@@ -14,29 +14,30 @@ namespace strata {
 namespace {
 
 // Copies rows [first, first+count) of a row-major [rows, width] tensor into `to`.
-void copy_rows(const Tensor& from, std::int64_t width, std::int64_t first, std::int64_t count, Tensor& to) {
+void copy_rows(const Tensor& from, std::int64_t width, std::int64_t first, std::int64_t count,
+               Tensor& to) {
   std::copy(from.data() + first * width, from.data() + (first + count) * width, to.data());
 }
 
-// Gathers every shard's [batch, part] block over `model` into out [batch, shards*part], where shard m
-// fills columns [m*part, (m+1)*part): the layout the unsplit layer would have produced.
-void gather_columns(const Communicator& model, const Tensor& local, std::int64_t batch, std::int64_t part,
-                    Tensor& staging, Tensor& out) {
+// Gathers every shard's [batch, part] block over `model` into out [batch, shards*part], where shard
+// m fills columns [m*part, (m+1)*part): the layout the unsplit layer would have produced.
+void gather_columns(const Communicator& model, const Tensor& local, std::int64_t batch,
+                    std::int64_t part, Tensor& staging, Tensor& out) {
   const std::int64_t shards = model.size();
   staging.resize({shards, batch, part});
   model.allgather(local.values(), staging.values());
   for (std::int64_t m = 0; m < shards; ++m)
     for (std::int64_t b = 0; b < batch; ++b)
-      std::copy(staging.data() + (m * batch + b) * part, staging.data() + (m * batch + b + 1) * part,
-                out.data() + (b * shards + m) * part);
+      std::copy(staging.data() + (m * batch + b) * part,
+                staging.data() + (m * batch + b + 1) * part, out.data() + (b * shards + m) * part);
 }
 
 // The inverse view: this shard's columns of a [batch, shards*part] gradient.
 void slice_columns(const Tensor& whole, std::int64_t batch, std::int64_t part, std::int64_t shard,
                    std::int64_t shards, Tensor& local) {
   for (std::int64_t b = 0; b < batch; ++b)
-    std::copy(whole.data() + (b * shards + shard) * part, whole.data() + (b * shards + shard + 1) * part,
-              local.data() + b * part);
+    std::copy(whole.data() + (b * shards + shard) * part,
+              whole.data() + (b * shards + shard + 1) * part, local.data() + b * part);
 }
 
 // Row blocks of every shard, stacked in shard order: the whole tensor of a row split.
@@ -64,7 +65,11 @@ std::vector<Param> as_slices(std::vector<Param> params, const std::vector<Shape>
 
 ColumnParallelDense::ColumnParallelDense(std::string name, std::int64_t units, InitKind init,
                                          const Communicator& model, bool gather_output)
-    : Layer(name), units_(units), init_(init), model_(model), gather_output_(gather_output),
+    : Layer(name),
+      units_(units),
+      init_(init),
+      model_(model),
+      gather_output_(gather_output),
       local_(name, units / model.size(), init) {}
 
 Shape ColumnParallelDense::build(const Shape& input_shape) {
@@ -94,11 +99,13 @@ void ColumnParallelDense::forward(const Tensor& in, Tensor& out, bool training) 
   gather_columns(model_, local_out_, in.dim(0), units_ / model_.size(), gathered_, out);
 }
 
-void ColumnParallelDense::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) {
+void ColumnParallelDense::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                                   Tensor* grad_in) {
   const Tensor* local_grad = &grad_out;
   if (gather_output_) {
     local_grad_.resize({in.dim(0), units_ / model_.size()});
-    slice_columns(grad_out, in.dim(0), units_ / model_.size(), model_.rank(), model_.size(), local_grad_);
+    slice_columns(grad_out, in.dim(0), units_ / model_.size(), model_.rank(), model_.size(),
+                  local_grad_);
     local_grad = &local_grad_;
   }
   local_.backward(in, gather_output_ ? local_out_ : out, *local_grad, grad_in);
@@ -108,7 +115,8 @@ void ColumnParallelDense::backward(const Tensor& in, const Tensor& out, const Te
 
 std::vector<Tensor> ColumnParallelDense::full_params() {
   auto mine = local_.params();
-  return {gather_rows(model_, *mine[0].value, {units_, inputs_}), gather_rows(model_, *mine[1].value, {units_})};
+  return {gather_rows(model_, *mine[0].value, {units_, inputs_}),
+          gather_rows(model_, *mine[1].value, {units_})};
 }
 
 std::vector<Param> ColumnParallelDense::params() {
@@ -117,7 +125,8 @@ std::vector<Param> ColumnParallelDense::params() {
 
 // ---- row-parallel dense ----
 
-RowParallelDense::RowParallelDense(std::string name, std::int64_t units, InitKind init, const Communicator& model)
+RowParallelDense::RowParallelDense(std::string name, std::int64_t units, InitKind init,
+                                   const Communicator& model)
     : Layer(std::move(name)), units_(units), init_(init), model_(model) {}
 
 Shape RowParallelDense::build(const Shape& input_shape) {
@@ -136,7 +145,8 @@ void RowParallelDense::initialize(Rng& rng) {
   whole.initialize(rng);
   const auto all = whole.params();
   for (std::int64_t o = 0; o < units_; ++o)
-    std::copy(all[0].value->data() + o * inputs + first, all[0].value->data() + o * inputs + first + local_inputs_,
+    std::copy(all[0].value->data() + o * inputs + first,
+              all[0].value->data() + o * inputs + first + local_inputs_,
               weight_.data() + o * local_inputs_);
   std::copy(all[1].value->values().begin(), all[1].value->values().end(), bias_.values().begin());
 }
@@ -145,34 +155,36 @@ void RowParallelDense::forward(const Tensor& in, Tensor& out, bool /*training*/)
   const auto batch = static_cast<int>(in.dim(0));
   const auto n_in = static_cast<int>(local_inputs_), n_out = static_cast<int>(units_);
   out.resize({batch, units_});
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, in.data(), n_in, weight_.data(),
-              n_in, 0.0f, out.data(), n_out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, in.data(), n_in,
+              weight_.data(), n_in, 0.0f, out.data(), n_out);
   model_.allreduce_sum(out);
   // The bias is added once, after the reduce, not once per shard.
   for (int b = 0; b < batch; ++b)
     for (int o = 0; o < n_out; ++o) out[b * n_out + o] += bias_[o];
 }
 
-void RowParallelDense::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+void RowParallelDense::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
+                                Tensor* grad_in) {
   const auto batch = static_cast<int>(in.dim(0));
   const auto n_in = static_cast<int>(local_inputs_), n_out = static_cast<int>(units_);
   const float* dy = grad_out.data();
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dy, n_out, in.data(), n_in, 0.0f,
-              weight_grad_.data(), n_in);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dy, n_out,
+              in.data(), n_in, 0.0f, weight_grad_.data(), n_in);
   bias_grad_.fill(0.0f);
   for (int b = 0; b < batch; ++b)
     for (int o = 0; o < n_out; ++o) bias_grad_[o] += dy[b * n_out + o];
   if (grad_in != nullptr) {
     grad_in->resize(in.shape());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dy, n_out, weight_.data(),
-                n_in, 0.0f, grad_in->data(), n_in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dy, n_out,
+                weight_.data(), n_in, 0.0f, grad_in->data(), n_in);
   }
 }
 
 std::vector<Param> RowParallelDense::params() {
   // The bias is added once, after the reduce: every shard holds it whole.
-  return as_slices({{name() + "/weight", &weight_, &weight_grad_}, {name() + "/bias", &bias_, &bias_grad_}},
-                   {{units_, local_inputs_ * model_.size()}, {}}, 1, model_.rank(), model_.size());
+  return as_slices(
+      {{name() + "/weight", &weight_, &weight_grad_}, {name() + "/bias", &bias_, &bias_grad_}},
+      {{units_, local_inputs_ * model_.size()}, {}}, 1, model_.rank(), model_.size());
 }
 
 std::vector<Tensor> RowParallelDense::full_params() {
@@ -187,7 +199,8 @@ ChannelSplitConv2D::ChannelSplitConv2D(const LayerSpec& spec, const Communicator
     : Layer(spec.name),
       spec_(spec),
       model_(model),
-      local_(spec.name, spec.filters / model.size(), spec.kernel, spec.stride, spec.padding, spec.init) {}
+      local_(spec.name, spec.filters / model.size(), spec.kernel, spec.stride, spec.padding,
+             spec.init) {}
 
 Shape ChannelSplitConv2D::build(const Shape& input_shape) {
   input_shape_ = input_shape;
@@ -220,7 +233,8 @@ void ChannelSplitConv2D::forward(const Tensor& in, Tensor& out, bool training) {
   gather_columns(model_, local_plain_, batch, local_shape_[0] * plane, gathered_, out);
 }
 
-void ChannelSplitConv2D::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out, Tensor* grad_in) {
+void ChannelSplitConv2D::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
+                                  Tensor* grad_in) {
   const std::int64_t batch = in.dim(0), part = local_shape_[0] * local_shape_[1] * local_shape_[2];
   local_grad_plain_.resize(local_plain_.shape());
   slice_columns(grad_out, batch, part, model_.rank(), model_.size(), local_grad_plain_);
@@ -231,7 +245,8 @@ void ChannelSplitConv2D::backward(const Tensor& in, const Tensor& /*out*/, const
 
 std::vector<Tensor> ChannelSplitConv2D::full_params() {
   auto mine = local_.params();
-  return {gather_rows(model_, *mine[0].value, {spec_.filters, input_shape_[0], spec_.kernel, spec_.kernel}),
+  return {gather_rows(model_, *mine[0].value,
+                      {spec_.filters, input_shape_[0], spec_.kernel, spec_.kernel}),
           gather_rows(model_, *mine[1].value, {spec_.filters})};
 }
 
@@ -249,7 +264,8 @@ std::vector<std::pair<std::string, Tensor>> gather_full_weights(Model& model) {
       whole = conv->full_params();
     else
       for (const auto& p : params) whole.push_back(*p.value);
-    for (std::size_t k = 0; k < params.size(); ++k) named.emplace_back(params[k].name, std::move(whole[k]));
+    for (std::size_t k = 0; k < params.size(); ++k)
+      named.emplace_back(params[k].name, std::move(whole[k]));
   }
   return named;
 }
@@ -268,18 +284,22 @@ const LayerSpec* next_trainable(const std::vector<LayerSpec>& specs, std::size_t
 }  // namespace
 
 LayerFactory model_parallel_factory(const Communicator& model, const std::string& config_file) {
-  return [&model, config_file](const std::vector<LayerSpec>& specs, std::size_t i) -> std::unique_ptr<Layer> {
+  return [&model, config_file](const std::vector<LayerSpec>& specs,
+                               std::size_t i) -> std::unique_ptr<Layer> {
     const LayerSpec& s = specs[i];
     if (model.size() < 2 || s.split == SplitKind::none) return nullptr;
     const std::int64_t size = s.kind == LayerKind::conv2d ? s.filters : s.units;
     if (s.split == SplitKind::column && size % model.size() != 0)
-      throw ConfigError(fmt::format("{}:{}:{}: model.layers[{}] ({}): {} {} cannot be split evenly over M = {} shards",
-                                    config_file, s.mark.line, s.mark.column, i, s.name, size,
-                                    s.kind == LayerKind::conv2d ? "filters" : "units", model.size()));
+      throw ConfigError(fmt::format(
+          "{}:{}:{}: model.layers[{}] ({}): {} {} cannot be split evenly over M = {} shards",
+          config_file, s.mark.line, s.mark.column, i, s.name, size,
+          s.kind == LayerKind::conv2d ? "filters" : "units", model.size()));
     if (s.kind == LayerKind::conv2d) return std::make_unique<ChannelSplitConv2D>(s, model);
-    if (s.split == SplitKind::row) return std::make_unique<RowParallelDense>(s.name, s.units, s.init, model);
+    if (s.split == SplitKind::row)
+      return std::make_unique<RowParallelDense>(s.name, s.units, s.init, model);
     const LayerSpec* next = next_trainable(specs, i);
-    const bool feeds_row = next != nullptr && next->kind == LayerKind::dense && next->split == SplitKind::row;
+    const bool feeds_row =
+        next != nullptr && next->kind == LayerKind::dense && next->split == SplitKind::row;
     return std::make_unique<ColumnParallelDense>(s.name, s.units, s.init, model, !feeds_row);
   };
 }

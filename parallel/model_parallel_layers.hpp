@@ -1,4 +1,5 @@
-// Megatron-style model-parallel layers: each of the M ranks of a `model` communicator holds one shard.
+// Megatron-style model-parallel layers: each of the M ranks of a `model` communicator holds one
+// shard.
 #pragma once
 
 #include <memory>
@@ -17,13 +18,14 @@ namespace strata {
 // layer is row-split the output stays partitioned ([B, U/M]); otherwise it is gathered to [B, U].
 class ColumnParallelDense final : public Layer {
  public:
-  ColumnParallelDense(std::string name, std::int64_t units, InitKind init, const Communicator& model,
-                      bool gather_output);
+  ColumnParallelDense(std::string name, std::int64_t units, InitKind init,
+                      const Communicator& model, bool gather_output);
   const char* kind() const override { return "dense/column"; }
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
   std::vector<Param> params() override;
   // The unsplit weight and bias, assembled from every shard. Collective over `model`.
   std::vector<Tensor> full_params();
@@ -47,7 +49,8 @@ class RowParallelDense final : public Layer {
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
   std::vector<Param> params() override;
   std::vector<Tensor> full_params();  // collective over `model`
 
@@ -67,7 +70,8 @@ class ChannelSplitConv2D final : public Layer {
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
-  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor* grad_in) override;
+  void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                Tensor* grad_in) override;
   std::vector<Param> params() override;
   std::vector<Tensor> full_params();  // collective over `model`
 

@@ -19,9 +19,9 @@ StateDict gather_whole_state(const StateDict& local, const Communicator& model) 
     const auto axis = static_cast<std::size_t>(t.shard.axis);
     const std::int64_t extent = t.local_shape.at(axis), full = t.shard.whole.at(axis);
     if (extent * model.size() != full || t.shard.offset != extent * model.rank())
-      throw std::invalid_argument(fmt::format(
-          "gather_whole_state: {} is slice [{}, {}) of {} on shard {} of {}", key, t.shard.offset,
-          t.shard.offset + extent, full, model.rank(), model.size()));
+      throw std::invalid_argument(
+          fmt::format("gather_whole_state: {} is slice [{}, {}) of {} on shard {} of {}", key,
+                      t.shard.offset, t.shard.offset + extent, full, model.rank(), model.size()));
     blocks.resize(t.values.size() * static_cast<std::size_t>(model.size()));
     model.allgather(t.values, blocks);
     std::int64_t outer = 1, inner = 1;

@@ -1,5 +1,6 @@
 // The ranks of a group agreeing, step by step, on flags any of them raised (a stop signal, a
-// trial over its time limit, a checkpoint due by the clock), without a blocking collective per step.
+// trial over its time limit, a checkpoint due by the clock), without a blocking collective per
+// step.
 #pragma once
 
 #include <array>

@@ -150,8 +150,9 @@ int main(int argc, char** argv) {
       const auto files = CheckpointStore(settings.checkpoint_dir, 2).list();
       bytes = std::filesystem::file_size(files.back());
       const std::string dd_file = (dir / "dd.bin").string();
-      dd_writes.push_back(shell_seconds(fmt::format(
-          "dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none", dd_file, (bytes >> 20) + 1)));
+      dd_writes.push_back(
+          shell_seconds(fmt::format("dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none",
+                                    dd_file, (bytes >> 20) + 1)));
       const auto r0 = Clock::now();
       const StateDict state = read_checkpoint(files.back().string());
       reads.push_back(since(r0));
@@ -164,14 +165,20 @@ int main(int argc, char** argv) {
       const double pause = bench::median(pauses);
       const double write = mb / bench::median(writes), dd_write = mb / bench::median(dd_writes);
       const double read = mb / bench::median(reads), dd_read = mb / bench::median(dd_reads);
-      fmt::print("{} ({} parameters, {} rank(s), M = {}): checkpoint {:.1f} MB, {}; medians of {} rounds\n",
-                 which, trainer.model().parameter_count() * plan.model, world.size(), plan.model,
-                 mb, bench::cpu_model(), rounds);
-      fmt::print("| model | checkpoint MB | write MB/s | dd write MB/s | ratio | read MB/s | dd read MB/s | ratio "
-                 "| pause s | step s | pause / step | pause at 1/min |\n");
-      fmt::print("| {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} | {:.3f} | {:.3f} | {:.2f} | {:.2f}% |\n",
-                 which, mb, write, dd_write, write / dd_write, read, dd_read, read / dd_read, pause,
-                 step, pause / step, 100.0 * pause / 60.0);
+      fmt::print(
+          "{} ({} parameters, {} rank(s), M = {}): checkpoint {:.1f} MB, {}; medians of {} "
+          "rounds\n",
+          which, trainer.model().parameter_count() * plan.model, world.size(), plan.model, mb,
+          bench::cpu_model(), rounds);
+      fmt::print(
+          "| model | checkpoint MB | write MB/s | dd write MB/s | ratio | read MB/s | dd read MB/s "
+          "| ratio "
+          "| pause s | step s | pause / step | pause at 1/min |\n");
+      fmt::print(
+          "| {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} | {:.3f} | {:.3f} | "
+          "{:.2f} | {:.2f}% |\n",
+          which, mb, write, dd_write, write / dd_write, read, dd_read, read / dd_read, pause, step,
+          pause / step, 100.0 * pause / 60.0);
       std::filesystem::remove_all(settings.checkpoint_dir);
     }
   }

@@ -115,7 +115,8 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
                  strata::standalone_plan(parallel_config), 1);
   }
   strata::DataParallelSync sync(world, o.bucket_mib);
-  strata::Trainer parallel(parallel_config, strata::build_model(parallel_config, data), data, strata::standalone_plan(parallel_config, sync.replicas()), 1, &sync);
+  strata::Trainer parallel(parallel_config, strata::build_model(parallel_config, data), data,
+                           strata::standalone_plan(parallel_config, sync.replicas()), 1, &sync);
   sync.attach(parallel.model().params());
   if (parallel.global_batch() != batch || (root && reference->global_batch() != batch))
     throw std::logic_error("the two sides do not train the same global batch");

@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
       const Config config = bench_config(batch);
       const TrainingData data = load_training_data(config);
       std::optional<Trainer> single;
-      if (world.rank() == 0) single.emplace(config, build_model(config, data), data, standalone_plan(config), 1);
-      Trainer split(config, build_model(config, data, model_parallel_factory(world, config.file)), data, standalone_plan(config), 1);
+      if (world.rank() == 0)
+        single.emplace(config, build_model(config, data), data, standalone_plan(config), 1);
+      Trainer split(config, build_model(config, data, model_parallel_factory(world, config.file)),
+                    data, standalone_plan(config), 1);
       std::vector<double> one, two;
       for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
         if (world.rank() == 0) {

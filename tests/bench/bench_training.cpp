@@ -173,7 +173,8 @@ std::vector<double> measure_strata(const ModelCase& model, int batch,
                                    const strata::TrainingData& data, const Options& o,
                                    std::string& conv_impls) {
   const strata::Config config = bench_config(model.layers, batch);
-  strata::Trainer trainer(config, strata::build_model(config, data), data, strata::standalone_plan(config), o.threads);
+  strata::Trainer trainer(config, strata::build_model(config, data), data,
+                          strata::standalone_plan(config), o.threads);
   int epoch = 0;
   double last = 0.0, warm = 0.0;
   while (warm < o.warmup_seconds || epoch < 1)

@@ -185,7 +185,8 @@ TEST_CASE("a trainer refuses the state of another global batch, model or optimiz
   Config wider = config;
   wider.layers[1].units = 20;
   Trainer other_model(wider, build_model(wider, data), data, standalone_plan(wider), 1);
-  CHECK_THROWS_WITH(other_model.load_state(saved), Contains("weights/fc1/weight has shape [16,36] but [20,36]"));
+  CHECK_THROWS_WITH(other_model.load_state(saved),
+                    Contains("weights/fc1/weight has shape [16,36] but [20,36]"));
   Config adam = config;
   adam.training.optimizer.kind = OptimizerKind::adam;
   adam.training.optimizer.momentum = 0.0;
@@ -196,7 +197,8 @@ TEST_CASE("a trainer refuses the state of another global batch, model or optimiz
 TEST_CASE("a checkpoint file keeps every tensor and scalar exactly", "[state][checkpoint]") {
   testing::TempDir dir;
   StateDict state;
-  state.put_tensor("weights/fc/weight", Tensor({2, 2}, std::vector<float>{1.5f, -2.0f, 1e-30f, 3.25f}));
+  state.put_tensor("weights/fc/weight",
+                   Tensor({2, 2}, std::vector<float>{1.5f, -2.0f, 1e-30f, 3.25f}));
   state.put_tensor("optimizer/momentum/fc/weight", Tensor({4}, std::vector<float>{0, 1, 2, 3}));
   state.put_int("trainer/global_step", 1234567890123);
   state.put_int("weights/drop/key", -7);
@@ -249,10 +251,12 @@ TEST_CASE("a damaged checkpoint is reported with the file and the reason", "[sta
   }
 }
 
-TEST_CASE("an atomic write leaves no file under the final name when it fails", "[state][checkpoint]") {
+TEST_CASE("an atomic write leaves no file under the final name when it fails",
+          "[state][checkpoint]") {
   testing::TempDir dir;
   const std::string target = dir.file("no/such/dir/w.h5");
-  CHECK_THROWS_WITH(write_text_atomically(target, "x"), Contains("cannot write") && Contains("w.h5"));
+  CHECK_THROWS_WITH(write_text_atomically(target, "x"),
+                    Contains("cannot write") && Contains("w.h5"));
   CHECK_FALSE(std::filesystem::exists(target));
   write_text_atomically(dir.file("a.txt"), "first");
   write_text_atomically(dir.file("a.txt"), "second");

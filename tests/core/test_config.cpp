@@ -315,7 +315,8 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   const std::string model = "model: {layers: [relu]}\n";
   SECTION("top level") {
     CHECK(error_of(model + "trainig: {epochs: 2}\n") ==
-          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, checkpoint, "
+          "t.yaml:2:1: trainig: unknown key (known: run, data, model, training, parallel, output, "
+          "checkpoint, "
           "stages)");
   }
   SECTION("in a section") {
@@ -329,7 +330,8 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   }
   SECTION("in a layer's parameters") {
     CHECK(error_of("model:\n  layers:\n    - dense: {units: 10, filters: 3}\n") ==
-          "t.yaml:3:26: model.layers[0].dense.filters: unknown key (known: units, init, split, name)");
+          "t.yaml:3:26: model.layers[0].dense.filters: unknown key (known: units, init, split, "
+          "name)");
     CHECK(error_of("model:\n  layers:\n    - relu\n    - relu: {alpha: 0.1}\n") ==
           "t.yaml:4:14: model.layers[1].relu.alpha: unknown key (known: name)");
   }
@@ -498,8 +500,10 @@ parallel:
   CHECK_THAT(
       error_of(model + "parallel: {lr_scaling: sqrt}\n"),
       Catch::Contains("parallel.lr_scaling: unknown lr_scaling 'sqrt' (known: linear, none)"));
-  CHECK(parse_config(with_data(model + "parallel: {accumulate: auto}\n"), "t.yaml").parallel.accumulate == 0);
-  CHECK(parse_config(with_data(model + "parallel: {accumulate: 3}\n"), "t.yaml").parallel.accumulate == 3);
+  CHECK(parse_config(with_data(model + "parallel: {accumulate: auto}\n"), "t.yaml")
+            .parallel.accumulate == 0);
+  CHECK(parse_config(with_data(model + "parallel: {accumulate: 3}\n"), "t.yaml")
+            .parallel.accumulate == 3);
   CHECK(defaults.parallel.accumulate == 1);
   CHECK_THAT(error_of(model + "parallel: {accumulate: 0}\n"),
              Catch::Contains("parallel.accumulate: expected a positive integer, got 0"));
@@ -515,10 +519,14 @@ parallel:
 
 TEST_CASE("data.read chooses memory or shards", "[config]") {
   const std::string model = "model: {layers: [flatten, {dense: {units: 3}}]}\n";
-  CHECK(parse_config(model + "data: {path: d.h5, read: shards}\n", "t.yaml").data.read == strata::DataRead::shards);
-  CHECK(parse_config(model + "data: {path: d.h5}\n", "t.yaml").data.read == strata::DataRead::memory);
-  CHECK_THAT(error_of(model + "data: {source: synthetic, read: shards}\n"),
-             Catch::Contains("t.yaml:2:33: data.read: shards reads an HDF5 file; synthetic data lives in memory"));
+  CHECK(parse_config(model + "data: {path: d.h5, read: shards}\n", "t.yaml").data.read ==
+        strata::DataRead::shards);
+  CHECK(parse_config(model + "data: {path: d.h5}\n", "t.yaml").data.read ==
+        strata::DataRead::memory);
+  CHECK_THAT(
+      error_of(model + "data: {source: synthetic, read: shards}\n"),
+      Catch::Contains(
+          "t.yaml:2:33: data.read: shards reads an HDF5 file; synthetic data lives in memory"));
 }
 
 TEST_CASE("layer splits parse and a row split must follow a column split", "[config]") {
@@ -537,8 +545,10 @@ TEST_CASE("layer splits parse and a row split must follow a column split", "[con
   CHECK(c.layers[2].split == strata::SplitKind::column);
   CHECK(c.layers[5].split == strata::SplitKind::row);
   CHECK(error_of("model:\n  layers:\n    - flatten\n    - dense: {units: 4, split: row}\n") ==
-        "t.yaml:4:7: model.layers[1]: split: row needs a dense layer with split: column before it, with only "
+        "t.yaml:4:7: model.layers[1]: split: row needs a dense layer with split: column before it, "
+        "with only "
         "activations or dropout between");
-  CHECK_THAT(error_of("model:\n  layers:\n    - conv2d: {filters: 4, kernel: 3, split: row}\n"),
-             Catch::Contains("model.layers[0].conv2d.split: unknown split 'row' (known: none, column)"));
+  CHECK_THAT(
+      error_of("model:\n  layers:\n    - conv2d: {filters: 4, kernel: 3, split: row}\n"),
+      Catch::Contains("model.layers[0].conv2d.split: unknown split 'row' (known: none, column)"));
 }

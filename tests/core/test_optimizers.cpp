@@ -297,7 +297,8 @@ TEST_CASE("optimizer state saves the step count and every moving buffer", "[opti
     opt.save_state(state, "opt", p.list());
     CHECK(state.get_int("opt/steps") == 1);
     CHECK(state.get_text("opt/kind") == "sgd");
-    const auto v0 = saved(state, "momentum", p.list()[0]), v1 = saved(state, "momentum", p.list()[1]);
+    const auto v0 = saved(state, "momentum", p.list()[0]),
+               v1 = saved(state, "momentum", p.list()[1]);
     REQUIRE(v0.size() == 6);
     REQUIRE(v1.size() == 2);
     // PyTorch seeds the buffer with d = g + wd * w (the weights before the step).

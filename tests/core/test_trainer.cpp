@@ -118,7 +118,8 @@ TEST_CASE("two trainers with the same config and threads give bit-identical weig
   config.layers.insert(config.layers.begin() + 3,
                        layer(LayerKind::dropout, "drop"));  // the noise is seeded too
   const TrainingData data = load_training_data(config);
-  Trainer a(config, build_model(config, data), data, standalone_plan(config), 2), b(config, build_model(config, data), data, standalone_plan(config), 2);
+  Trainer a(config, build_model(config, data), data, standalone_plan(config), 2),
+      b(config, build_model(config, data), data, standalone_plan(config), 2);
   CHECK(snapshot(a.model()) == snapshot(b.model()));
   const auto ma = a.run_epoch({}), mb = b.run_epoch({});
   CHECK(snapshot(a.model()) == snapshot(b.model()));
@@ -136,7 +137,8 @@ TEST_CASE("two trainers with the same config and threads give bit-identical weig
 TEST_CASE("one and two threads give the same weights up to summation order", "[trainer]") {
   const Config config = small_config();  // no dropout: each replica would draw its own masks
   const TrainingData data = load_training_data(config);
-  Trainer one(config, build_model(config, data), data, standalone_plan(config), 1), two(config, build_model(config, data), data, standalone_plan(config), 2);
+  Trainer one(config, build_model(config, data), data, standalone_plan(config), 1),
+      two(config, build_model(config, data), data, standalone_plan(config), 2);
   REQUIRE(two.threads() == 2);
   one.run_epoch({});
   two.run_epoch({});
@@ -206,7 +208,8 @@ training:
   parts.parallel.accumulate = 4;
   const TrainingData data = load_training_data(whole);
   for (int threads : {1, 2}) {
-    Trainer a(whole, build_model(whole, data), data, standalone_plan(whole), threads), b(parts, build_model(parts, data), data, standalone_plan(parts), threads);
+    Trainer a(whole, build_model(whole, data), data, standalone_plan(whole), threads),
+        b(parts, build_model(parts, data), data, standalone_plan(parts), threads);
     REQUIRE(b.global_batch() == 64);
     REQUIRE(b.steps_per_epoch() == a.steps_per_epoch());
     const auto ma = a.run_epoch({}), mb = b.run_epoch({});
@@ -250,7 +253,8 @@ training: {{epochs: 1, local_batch: 32, optimizer: {{type: sgd, lr: 0.1, momentu
   CHECK(a.mean == b.mean);
   CHECK(a.stddev == b.stddev);
   CHECK(a.validation.labels == b.validation.labels);
-  Trainer ta(in_memory, build_model(in_memory, a), a, standalone_plan(in_memory), 2), tb(sharded, build_model(sharded, b), b, standalone_plan(sharded), 2);
+  Trainer ta(in_memory, build_model(in_memory, a), a, standalone_plan(in_memory), 2),
+      tb(sharded, build_model(sharded, b), b, standalone_plan(sharded), 2);
   const auto ma = ta.run_epoch({}), mb = tb.run_epoch({});
   CHECK(ma.train_loss == mb.train_loss);
   CHECK(ma.test_accuracy == mb.test_accuracy);

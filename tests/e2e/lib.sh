@@ -27,6 +27,25 @@ finish() {
   echo "all checks passed"
 }
 
+# metrics.jsonl of run directory $1 without the wall-clock fields, one row per line.
+metrics_without_timing() {
+  /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    print({k: v for k, v in json.loads(line).items() if k not in ("seconds", "samples_per_s")})' "$1/metrics.jsonl"
+}
+
+# trials.csv of run directory $1 by trial id, without the columns that depend on timing and on
+# which member group ran a trial.
+trials_without_timing() {
+  /usr/bin/python3 - "$1/trials.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for r in sorted(rows, key=lambda r: int(r["trial"])):
+    print({k: v for k, v in r.items() if k not in ("seconds", "ended_s", "member_group")})
+PY
+}
+
 # A small synthetic config; $1 = output dir, $2 = extra YAML appended under training (optional).
 write_synthetic_config() {
   cat <<YAML

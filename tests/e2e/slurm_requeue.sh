@@ -59,20 +59,12 @@ grep -q '\[resume\] hpo: [0-9]* trials replayed' job.out || { echo "FAIL: the se
 
 # The same search uninterrupted, outside Slurm: the same trials, ids to fitnesses, and the same best.
 expect_exit 0 'done' -- "$MPIEXEC" -n 2 "$STRATA" run ref.yaml
-trials_of() {
-  /usr/bin/python3 - "$1/trials.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-for r in sorted(rows, key=lambda r: int(r["trial"])):
-    print({k: v for k, v in r.items() if k not in ("seconds", "ended_s", "member_group")})
-PY
-}
-if [ -s ref/trials.csv ] && diff -q <(trials_of ref) <(trials_of out) >/dev/null &&
+if [ -s ref/trials.csv ] && diff -q <(trials_without_timing ref) <(trials_without_timing out) >/dev/null &&
    diff -q <(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best"])' ref/hpo_summary.json) \
            <(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best"])' out/hpo_summary.json) >/dev/null; then
   echo "ok: the requeued job's $(($(wc -l < out/trials.csv) - 1)) trials and best equal the uninterrupted run's"
 else
-  echo "FAIL: the requeued job's trials differ from the uninterrupted run's"; diff <(trials_of ref) <(trials_of out) | head -5
+  echo "FAIL: the requeued job's trials differ from the uninterrupted run's"; diff <(trials_without_timing ref) <(trials_without_timing out) | head -5
   fails=$((fails + 1))
 fi
 finish

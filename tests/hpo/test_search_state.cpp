@@ -125,7 +125,8 @@ TEST_CASE("random and grid searches restore their position", "[hpo][search][stat
   CHECK(b.best()->id == a.best()->id);
   // The trials not yet reported are handed out again, with the genomes a gave them.
   for (const Trial& t : b.unfinished())
-    if (t.id < static_cast<int>(a.trials().size())) CHECK(t.genome == a.trials()[static_cast<std::size_t>(t.id)].genome);
+    if (t.id < static_cast<int>(a.trials().size()))
+      CHECK(t.genome == a.trials()[static_cast<std::size_t>(t.id)].genome);
 
   GridSearch g(space, GridConfig{3, 2, 0, std::nullopt, Direction::minimize});
   run_until(g, 7);

@@ -96,7 +96,8 @@ Plan plan_for(int ranks, int model) {
   return make_plan(request);
 }
 
-double largest_relative_difference(const StateDict& a, const StateDict& b, const std::string& prefix) {
+double largest_relative_difference(const StateDict& a, const StateDict& b,
+                                   const std::string& prefix) {
   double worst = 0.0, scale = 0.0;
   for (const auto& [key, t] : a.tensors()) {
     if (!key.starts_with(prefix)) continue;
@@ -135,7 +136,8 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   const StateDict uninterrupted = original.whole_state(written_on);
 
   for (const int ranks : {2, 1}) {
-    const Communicator sub = world.split(world.rank() < ranks ? 0 : MPI_UNDEFINED, world.rank(), "sub");
+    const Communicator sub =
+        world.split(world.rank() < ranks ? 0 : MPI_UNDEFINED, world.rank(), "sub");
     if (world.rank() < ranks) {
       const Plan plan = plan_for(ranks, ranks == 2 ? 2 : 1);
       REQUIRE(plan.data == 1);
@@ -143,7 +145,8 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       const Topology topology(sub, plan);
       Replica resumed(config, data, topology, plan);
       const StateDict before = resumed.whole_state(topology);
-      REQUIRE(before.tensor("weights/dense_4/weight").values != saved.tensor("weights/dense_4/weight").values);
+      REQUIRE(before.tensor("weights/dense_4/weight").values !=
+              saved.tensor("weights/dense_4/weight").values);
       resumed.trainer->load_state(read_checkpoint(path));
       const StateDict loaded = resumed.whole_state(topology);
       INFO("resumed on " << ranks << " rank(s)");
@@ -156,8 +159,10 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       train_until(*resumed.trainer, 8);
       const StateDict after = resumed.whole_state(topology);
       const double weights = largest_relative_difference(uninterrupted, after, "weights/");
-      WARN("resumed on " << ranks << " rank(s): after 5 more steps the weights differ from the "
-                            "uninterrupted D=2 x M=2 run by " << weights << " of the largest");
+      WARN("resumed on " << ranks
+                         << " rank(s): after 5 more steps the weights differ from the "
+                            "uninterrupted D=2 x M=2 run by "
+                         << weights << " of the largest");
       CHECK(weights < 1e-5);
     }
     world.barrier();
@@ -172,7 +177,8 @@ TEST_CASE("gather_whole_state assembles row and column slices", "[mpi][checkpoin
   const int n = world.size(), r = world.rank();
   local.put_tensor("rows", std::vector<float>{10.0f * r, 10.0f * r + 1, 10.0f * r + 2}, {1, 3},
                    ShardSpec{{n, 3}, 0, r});
-  local.put_tensor("columns", std::vector<float>{1.0f * r, 100.0f + r}, {2, 1}, ShardSpec{{2, n}, 1, r});
+  local.put_tensor("columns", std::vector<float>{1.0f * r, 100.0f + r}, {2, 1},
+                   ShardSpec{{2, n}, 1, r});
   local.put_int("steps", 7);
   const StateDict whole = gather_whole_state(local, world);
   std::vector<float> rows, columns(static_cast<std::size_t>(2 * n));

@@ -56,7 +56,8 @@ std::vector<float> train_epoch(const Config& config, const Communicator* data, d
   const TrainingData set = load_training_data(config);
   std::optional<DataParallelSync> sync;
   if (data != nullptr) sync.emplace(*data, bucket_mib);
-  Trainer trainer(config, build_model(config, set), set, standalone_plan(config, sync ? sync->replicas() : 1), 1, sync ? &*sync : nullptr);
+  Trainer trainer(config, build_model(config, set), set,
+                  standalone_plan(config, sync ? sync->replicas() : 1), 1, sync ? &*sync : nullptr);
   if (sync) sync->attach(trainer.model().params());
   trainer.run_epoch({});
   return flat_weights(trainer.model());
@@ -134,7 +135,8 @@ TEST_CASE("buckets follow bucket_mib", "[mpi][data_parallel]") {
   CHECK(small.bucket_count() < params.size());
 }
 
-TEST_CASE("each data rank reads only its shard of every global batch from the file", "[mpi][data_parallel][shards]") {
+TEST_CASE("each data rank reads only its shard of every global batch from the file",
+          "[mpi][data_parallel][shards]") {
   const Communicator world = Communicator::world();
   const Communicator data = world.split(world.rank() / 2, world.rank(), "data");
   std::string path;
@@ -154,13 +156,15 @@ TEST_CASE("each data rank reads only its shard of every global batch from the fi
   memory_config.data.path = path;
   Config shard_config = memory_config;
   shard_config.data.read = DataRead::shards;
-  const TrainingData in_memory = load_training_data(memory_config), sharded = load_training_data(shard_config);
+  const TrainingData in_memory = load_training_data(memory_config),
+                     sharded = load_training_data(shard_config);
 
   std::vector<std::vector<float>> weights;
   for (const TrainingData* set : {&in_memory, &sharded}) {
     DataParallelSync sync(data, 25.0);
     const Config& config = set == &in_memory ? memory_config : shard_config;
-    Trainer trainer(config, build_model(config, *set), *set, standalone_plan(config, sync.replicas()), 1, &sync);
+    Trainer trainer(config, build_model(config, *set), *set,
+                    standalone_plan(config, sync.replicas()), 1, &sync);
     sync.attach(trainer.model().params());
     trainer.run_epoch({});
     weights.push_back(flat_weights(trainer.model()));

@@ -1,6 +1,6 @@
-// Model parallelism is the serial computation: M=2 shards (a column->row dense pair and a conv split
-// by output channel) give the loss and gradients of M=1, each shard holding half of the split weights;
-// and D=2 x M=2 on 4 ranks trains to the weights of 1 rank.
+// Model parallelism is the serial computation: M=2 shards (a column->row dense pair and a conv
+// split by output channel) give the loss and gradients of M=1, each shard holding half of the split
+// weights; and D=2 x M=2 on 4 ranks trains to the weights of 1 rank.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -49,19 +49,25 @@ struct Slice {
 
 std::vector<float> take(const Tensor& whole, const Slice& s) {
   std::vector<float> out;
-  if (!s.by_column) return {whole.data() + s.first * s.width, whole.data() + (s.first + s.count) * s.width};
+  if (!s.by_column)
+    return {whole.data() + s.first * s.width, whole.data() + (s.first + s.count) * s.width};
   for (std::int64_t r = 0; r < whole.size() / s.width; ++r)
-    out.insert(out.end(), whole.data() + r * s.width + s.first, whole.data() + r * s.width + s.first + s.count);
+    out.insert(out.end(), whole.data() + r * s.width + s.first,
+               whole.data() + r * s.width + s.first + s.count);
   return out;
 }
 
 // The slice of each of the serial model's parameters that shard m of 2 holds, in params() order.
 std::vector<Slice> shard_slices(int m) {
   return {
-      {false, 1 * 3 * 3, 16 * m, 16}, {false, 1, 16 * m, 16},  // conv weight rows, bias
-      {false, 512, 12 * m, 12},       {false, 1, 12 * m, 12},  // column dense: rows of [24, 512]
-      {true, 24, 12 * m, 12},         {false, 1, 0, 16},       // row dense: columns of [16, 24]; whole bias
-      {false, 16, 0, 4},              {false, 1, 0, 4},        // last dense: not split
+      {false, 1 * 3 * 3, 16 * m, 16},
+      {false, 1, 16 * m, 16},  // conv weight rows, bias
+      {false, 512, 12 * m, 12},
+      {false, 1, 12 * m, 12},  // column dense: rows of [24, 512]
+      {true, 24, 12 * m, 12},
+      {false, 1, 0, 16},  // row dense: columns of [16, 24]; whole bias
+      {false, 16, 0, 4},
+      {false, 1, 0, 4},  // last dense: not split
   };
 }
 
@@ -75,7 +81,9 @@ double worst_difference(const std::vector<float>& a, const std::vector<float>& b
   return worst / scale;
 }
 
-std::vector<float> values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+std::vector<float> values(const Tensor& t) {
+  return {t.values().begin(), t.values().end()};
+}
 
 }  // namespace
 
@@ -85,7 +93,8 @@ TEST_CASE("M=2 gives the loss and gradients of M=1", "[mpi][model_parallel]") {
   REQUIRE(model.size() == 2);
   const Config config = parse_config(split_model_yaml, "mp.yaml");
   Model serial(config.layers, {1, 10, 10}, 4, 77, config.file);
-  Model split(config.layers, {1, 10, 10}, 4, 77, config.file, model_parallel_factory(model, config.file));
+  Model split(config.layers, {1, 10, 10}, 4, 77, config.file,
+              model_parallel_factory(model, config.file));
   CHECK(std::string(split.layer(0).kind()) == "conv2d/column");
 
   // The same draws made both models: each shard holds its slice of the serial weights.
@@ -109,8 +118,10 @@ TEST_CASE("M=2 gives the loss and gradients of M=1", "[mpi][model_parallel]") {
   serial.backward(x, g_serial);
   split.backward(x, g_split);
   for (std::size_t k = 0; k < serial_params.size(); ++k) {
-    const double worst = worst_difference(values(*split_params[k].grad), take(*serial_params[k].grad, slices[k]));
-    INFO(serial_params[k].name << ": largest gradient difference relative to the largest gradient " << worst);
+    const double worst =
+        worst_difference(values(*split_params[k].grad), take(*serial_params[k].grad, slices[k]));
+    INFO(serial_params[k].name << ": largest gradient difference relative to the largest gradient "
+                               << worst);
     CHECK(worst < 1e-5);
   }
 }
@@ -120,14 +131,17 @@ TEST_CASE("with M=2 each rank holds half of the split layers' weights", "[mpi][m
   const Communicator model = world.split(world.rank() / 2, world.rank(), "model");
   const Config config = parse_config(split_model_yaml, "mp.yaml");
   Model serial(config.layers, {1, 10, 10}, 4, 77, config.file);
-  Model split(config.layers, {1, 10, 10}, 4, 77, config.file, model_parallel_factory(model, config.file));
+  Model split(config.layers, {1, 10, 10}, 4, 77, config.file,
+              model_parallel_factory(model, config.file));
   auto serial_params = serial.params(), split_params = split.params();
   std::int64_t serial_split_bytes = 0, shard_split_bytes = 0;
-  for (std::size_t k : {0u, 1u, 2u, 3u, 4u}) {  // the split tensors (the row layer's bias stays whole)
+  for (std::size_t k :
+       {0u, 1u, 2u, 3u, 4u}) {  // the split tensors (the row layer's bias stays whole)
     serial_split_bytes += serial_params[k].value->size() * 4;
     shard_split_bytes += split_params[k].value->size() * 4;
   }
-  WARN("split layers' weights: " << serial_split_bytes << " bytes at M=1, " << shard_split_bytes << " per rank at M=2");
+  WARN("split layers' weights: " << serial_split_bytes << " bytes at M=1, " << shard_split_bytes
+                                 << " per rank at M=2");
   CHECK(shard_split_bytes * 2 == serial_split_bytes);
   CHECK(split.parameter_count() < serial.parameter_count());
 }
@@ -149,11 +163,14 @@ TEST_CASE("D=2 x M=2 on 4 ranks trains to the weights of 1 rank", "[mpi][model_p
   const Config serial_config = parse_config(split_model_yaml, "mp.yaml");  // batch 64, one rank
   const TrainingData data = load_training_data(serial_config);
 
-  Trainer serial(serial_config, build_model(serial_config, data), data, standalone_plan(serial_config), 1);
+  Trainer serial(serial_config, build_model(serial_config, data), data,
+                 standalone_plan(serial_config), 1);
   serial.run_epoch({});
   DataParallelSync sync(topology.data(), 25.0);
-  Trainer parallel(parallel_config, build_model(parallel_config, data, model_parallel_factory(topology.model(), "mp.yaml")),
-                   data, plan, 1, &sync);
+  Trainer parallel(
+      parallel_config,
+      build_model(parallel_config, data, model_parallel_factory(topology.model(), "mp.yaml")), data,
+      plan, 1, &sync);
   sync.attach(parallel.model().params());
   parallel.run_epoch({});
 
@@ -161,7 +178,8 @@ TEST_CASE("D=2 x M=2 on 4 ranks trains to the weights of 1 rank", "[mpi][model_p
   const auto slices = shard_slices(topology.coords().model);
   double worst = 0.0;
   for (std::size_t k = 0; k < serial_params.size(); ++k)
-    worst = std::max(worst, worst_difference(values(*parallel_params[k].value), take(*serial_params[k].value, slices[k])));
+    worst = std::max(worst, worst_difference(values(*parallel_params[k].value),
+                                             take(*serial_params[k].value, slices[k])));
   WARN("D=2 x M=2, 8 steps: largest weight difference relative to the largest weight " << worst);
   CHECK(worst < 1e-5);
 }
