@@ -73,6 +73,28 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const ch
   sync_directory(path);
 }
 
+void replace_atomically(const std::filesystem::path& path,
+                        const std::function<void(const std::filesystem::path& temporary)>& write) {
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  try {
+    write(temporary);
+  } catch (...) {
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  auto give_up = [&](const char* what) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    fail(path, what, error);
+  };
+  Descriptor fd(::open(temporary.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) give_up("open");
+  if (::fsync(fd.get()) != 0) give_up("fsync");
+  if (fd.close() != 0) give_up("close");
+  if (::rename(temporary.c_str(), path.c_str()) != 0) give_up("rename");
+  sync_directory(path);
+}
+
 void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
   write_file_atomically(path, std::span<const char>(text.data(), text.size()));
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -13,5 +14,10 @@ namespace strata {
 // removed on failure.
 void write_file_atomically(const std::filesystem::path& path, std::span<const char> bytes);
 void write_text_atomically(const std::filesystem::path& path, const std::string& text);
+// The same for a file that `write` creates itself at the temporary path it is given (an HDF5 file
+// written by the library): then fsync, rename, fsync of the directory. Whatever `write` throws is
+// rethrown after the temporary file is removed.
+void replace_atomically(const std::filesystem::path& path,
+                        const std::function<void(const std::filesystem::path& temporary)>& write);
 
 }  // namespace strata

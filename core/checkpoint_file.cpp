@@ -4,9 +4,11 @@
 
 #include <bit>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5_file.hpp"
 
@@ -52,26 +54,46 @@ std::uint32_t tensor_crc32(const std::vector<float>& values) {
       crc32_z(0, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float)));
 }
 
-std::vector<char> encode_checkpoint(const StateDict& state) {
-  auto file = h5::File::create_in_memory("checkpoint");
-  file.write_attr_string("/", "format", checkpoint_format);
-  file.write_attr_int("/", "format_version", checkpoint_format_version);
-  for (const auto& [key, tensor] : state.tensors()) {
+void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
+                      const std::function<void(std::size_t, std::size_t)>& progress) {
+  for (const auto& [key, tensor] : state.tensors())
     if (tensor.shard.axis >= 0)
       throw std::invalid_argument(fmt::format("checkpoint: tensor {} is a slice, not whole", key));
-    const std::string path = fmt::format("/{}", key);
-    file.write_f32(path, tensor.local_shape, tensor.values.data());
-    file.write_attr_int(path, crc_attribute, tensor_crc32(tensor.values));
-  }
-  for (const auto& [key, value] : state.scalars()) {
-    const auto [owner, name] = owner_and_name(key);
-    file.create_group(owner);
-    if (const auto* i = std::get_if<std::int64_t>(&value)) file.write_attr_int(owner, name, *i);
-    if (const auto* d = std::get_if<double>(&value)) file.write_attr_real(owner, name, *d);
-    if (const auto* s = std::get_if<std::string>(&value)) file.write_attr_string(owner, name, *s);
-  }
-  file.write_attr_int("/", scalars_crc_attribute, scalars_crc32(state.scalars()));
-  return file.image();
+  // The checksums are computed on a thread of their own while the data goes to disk.
+  std::vector<std::uint32_t> crcs;
+  std::thread checksums([&] {
+    for (const auto& entry : state.tensors()) crcs.push_back(tensor_crc32(entry.second.values));
+  });
+  struct Joiner {
+    std::thread& thread;
+    ~Joiner() {
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{checksums};
+  replace_atomically(path, [&](const std::filesystem::path& temporary) {
+    h5::File::write_new(temporary.string(), [&](h5::File& file) {
+      file.write_attr_string("/", "format", checkpoint_format);
+      file.write_attr_int("/", "format_version", checkpoint_format_version);
+      std::size_t done = 0;
+      for (const auto& [key, tensor] : state.tensors()) {
+        file.write_f32(fmt::format("/{}", key), tensor.local_shape, tensor.values.data());
+        if (progress) progress(++done, state.tensors().size());
+      }
+      checksums.join();
+      std::size_t k = 0;
+      for (const auto& entry : state.tensors())
+        file.write_attr_int(fmt::format("/{}", entry.first), crc_attribute, crcs[k++]);
+      for (const auto& [key, value] : state.scalars()) {
+        const auto [owner, name] = owner_and_name(key);
+        file.create_group(owner);
+        if (const auto* i = std::get_if<std::int64_t>(&value)) file.write_attr_int(owner, name, *i);
+        if (const auto* d = std::get_if<double>(&value)) file.write_attr_real(owner, name, *d);
+        if (const auto* s = std::get_if<std::string>(&value))
+          file.write_attr_string(owner, name, *s);
+      }
+      file.write_attr_int("/", scalars_crc_attribute, scalars_crc32(state.scalars()));
+    });
+  });
 }
 
 StateDict read_checkpoint(const std::string& path) {
@@ -84,20 +106,26 @@ StateDict read_checkpoint(const std::string& path) {
     throw DataError(fmt::format("{}: checkpoint format version {}, this strata reads version {}",
                                 path, version, checkpoint_format_version));
   StateDict state;
-  std::vector<float> values;
+  std::vector<std::pair<std::string, std::uint32_t>> recorded_crcs;
   for (const auto& dataset : file.datasets()) {
     if (!file.has_attr(dataset, crc_attribute))
       throw DataError(
           fmt::format("{}: dataset {} has no {} attribute", path, dataset, crc_attribute));
-    const Shape shape = file.shape(dataset);
-    file.read_f32(dataset, values);
-    const auto expected = file.read_attr_int(dataset, crc_attribute);
-    if (tensor_crc32(values) != static_cast<std::uint32_t>(expected))
+    // Read straight into the state's own buffer: no second copy of a large model.
+    StateTensor& t = state.tensors()[dataset.substr(1)];
+    t.local_shape = file.shape(dataset);
+    t.shard = ShardSpec::whole_tensor(t.local_shape);
+    file.read_f32(dataset, t.values);
+    recorded_crcs.emplace_back(
+        dataset, static_cast<std::uint32_t>(file.read_attr_int(dataset, crc_attribute)));
+  }
+  for (const auto& [dataset, expected] : recorded_crcs) {
+    const std::uint32_t actual = tensor_crc32(state.tensor(dataset.substr(1)).values);
+    if (actual != expected)
       throw DataError(
           fmt::format("{}: dataset {}: checksum mismatch (crc32 {:08x}, recorded "
                       "{:08x}): the data is corrupt",
-                      path, dataset, tensor_crc32(values), static_cast<std::uint32_t>(expected)));
-    state.put_tensor(dataset.substr(1), values, shape, ShardSpec::whole_tensor(shape));
+                      path, dataset, actual, expected));
   }
   std::vector<std::string> owners = file.groups();
   owners.insert(owners.begin(), "/");

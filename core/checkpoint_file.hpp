@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,12 +15,16 @@ namespace strata {
 inline constexpr const char* checkpoint_format = "strata-checkpoint";
 inline constexpr std::int64_t checkpoint_format_version = 1;
 
-// The bytes of an HDF5 file holding `state`: tensor "a/b/c" as float32 dataset /a/b/c with
-// attribute crc32, scalar "a/b/k" as attribute k of group /a/b. Every tensor must be whole.
-std::vector<char> encode_checkpoint(const StateDict& state);
+// Writes `state` as an HDF5 file at `path`: tensor "a/b/c" as float32 dataset /a/b/c with
+// attribute crc32, scalar "a/b/k" as attribute k of group /a/b. Every tensor must be whole. The
+// file is written under a temporary name, synced and renamed (replace_atomically); a failure
+// (a full disk) throws DataError and leaves nothing under `path`. Safe on a background thread:
+// each call into HDF5 takes the library lock. `progress(done, total)` follows each tensor.
+void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
+                      const std::function<void(std::size_t, std::size_t)>& progress = {});
 
-// Reads a checkpoint written by encode_checkpoint (through write_file_atomically) and verifies
-// its format, version and every checksum. Throws DataError naming the file and what is wrong.
+// Reads a checkpoint written by write_checkpoint and verifies its format, version and every
+// checksum. Throws DataError naming the file and what is wrong.
 StateDict read_checkpoint(const std::string& path);
 
 // CRC-32 (zlib's) of the tensor's bytes, as stored in its crc32 attribute.

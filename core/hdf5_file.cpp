@@ -1,8 +1,11 @@
 #include "core/hdf5_file.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -11,6 +14,14 @@
 #include "core/errors.hpp"
 
 namespace strata::h5 {
+
+std::recursive_mutex& library_mutex() {
+  // The HDF5 library of a parallel build is not thread-safe, and a checkpoint is written by a
+  // background thread while training may read its data file: every call strata makes into the
+  // library holds this lock, so calls from different threads never overlap.
+  static std::recursive_mutex mutex;
+  return mutex;
+}
 
 Handle& Handle::operator=(Handle&& other) noexcept {
   if (this != &other) {
@@ -22,7 +33,15 @@ Handle& Handle::operator=(Handle&& other) noexcept {
   return *this;
 }
 
+herr_t Handle::close() {
+  const std::lock_guard lock(library_mutex());
+  const herr_t status = id_ >= 0 && closer_ != nullptr ? closer_(id_) : 0;
+  id_ = -1;
+  return status;
+}
+
 void Handle::reset() {
+  const std::lock_guard lock(library_mutex());
   if (id_ >= 0 && closer_ != nullptr) closer_(id_);
   id_ = -1;
 }
@@ -45,6 +64,8 @@ std::string hdf5_error_detail() {
     return 0;
   };
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &detail);
+  // HDF5's descriptions may hold newlines (a write failure's time stamp): keep messages one line.
+  std::replace(detail.begin(), detail.end(), '\n', ' ');
   return detail;
 }
 
@@ -270,6 +291,7 @@ void read_rows(const File& file, const std::string& name, hid_t memory_type, Acc
 }  // namespace
 
 File File::create(const std::string& path) {
+  const std::lock_guard lock(library_mutex());
   silence_hdf5_error_printing();
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!file.valid()) {
@@ -281,28 +303,26 @@ File File::create(const std::string& path) {
   return File(path, std::move(file));
 }
 
-File File::create_in_memory(const std::string& name) {
-  silence_hdf5_error_printing();
-  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  // 1 MiB growth steps; nothing is written to disk (no backing store).
-  if (!access.valid() || H5Pset_fapl_core(access.get(), 1 << 20, 0) < 0)
-    fail_hdf5(name, "file", "cannot set up an in-memory file");
-  Handle file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), H5Fclose);
-  if (!file.valid()) fail_hdf5(name, "file", "cannot create in memory");
-  return File(name, std::move(file));
-}
-
-std::vector<char> File::image() {
-  flush();
-  const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
-  if (size < 0) fail_hdf5(path_, "file", "cannot size its image");
-  std::vector<char> bytes(static_cast<std::size_t>(size));
-  if (H5Fget_file_image(id(), bytes.data(), bytes.size()) != size)
-    fail_hdf5(path_, "file", "cannot copy its image");
-  return bytes;
+void File::write_new(const std::string& path, const std::function<void(File&)>& write) {
+  File file = create(path);
+  try {
+    write(file);
+    file.flush();
+  } catch (...) {
+    const std::lock_guard lock(library_mutex());
+    void* handle = nullptr;
+    if (H5Fget_vfd_handle(file.id(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr)
+      if (::ftruncate(*static_cast<int*>(handle), 0) != 0) {
+        // Nothing more to do: the close below may fail, and the error in flight says why.
+      }
+    file.file_.reset();
+    throw;
+  }
+  if (file.file_.close() < 0) fail_hdf5(path, "file", "cannot close (disk full?)");
 }
 
 File File::open_read(const std::string& path) {
+  const std::lock_guard lock(library_mutex());
   silence_hdf5_error_printing();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw DataError(fmt::format("{}: file not found", path));
@@ -320,6 +340,7 @@ File File::open_read(const std::string& path) {
 }
 
 bool File::exists(const std::string& object) const {
+  const std::lock_guard lock(library_mutex());
   // H5Lexists fails rather than answering "no" when a parent is missing, so walk down from the
   // root.
   std::string prefix;
@@ -339,6 +360,7 @@ bool File::exists(const std::string& object) const {
 }
 
 void File::create_group(const std::string& group) {
+  const std::lock_guard lock(library_mutex());
   if (exists(group)) return;
   Handle lcpl = link_creation_list(*this, group);
   Handle created(H5Gcreate2(id(), group.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
@@ -346,6 +368,7 @@ void File::create_group(const std::string& group) {
 }
 
 std::vector<std::int64_t> File::shape(const std::string& dataset) const {
+  const std::lock_guard lock(library_mutex());
   Handle opened = open_dataset(*this, dataset);
   Handle space(H5Dget_space(opened.get()), H5Sclose);
   if (!space.valid()) fail_hdf5(path_, "dataset " + dataset, "cannot read its dataspace");
@@ -355,21 +378,25 @@ std::vector<std::int64_t> File::shape(const std::string& dataset) const {
 
 void File::write_u8(const std::string& dataset, const std::vector<std::int64_t>& shape,
                     const std::uint8_t* values) {
+  const std::lock_guard lock(library_mutex());
   write_array(*this, dataset, shape, H5T_NATIVE_UINT8, H5T_STD_U8LE, values);
 }
 
 void File::write_f32(const std::string& dataset, const std::vector<std::int64_t>& shape,
                      const float* values) {
+  const std::lock_guard lock(library_mutex());
   write_array(*this, dataset, shape, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, values);
 }
 
 void File::read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, std::int64_t first,
                    std::int64_t count) const {
+  const std::lock_guard lock(library_mutex());
   read_rows(*this, dataset, H5T_NATIVE_UINT8, Accept::integers, out, first, count);
 }
 
 void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> rows,
                         std::vector<std::uint8_t>& out) const {
+  const std::lock_guard lock(library_mutex());
   const std::string what = "dataset " + name;
   Handle dataset = open_dataset(*this, name);
   Handle file_space(H5Dget_space(dataset.get()), H5Sclose);
@@ -411,10 +438,12 @@ void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> r
 
 void File::read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first,
                     std::int64_t count) const {
+  const std::lock_guard lock(library_mutex());
   read_rows(*this, dataset, H5T_NATIVE_FLOAT, Accept::numbers, out, first, count);
 }
 
 void File::write_attr_int(const std::string& object, const std::string& name, std::int64_t value) {
+  const std::lock_guard lock(library_mutex());
   Handle attribute = create_attribute(*this, object, name, H5T_STD_I64LE);
   if (H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value) < 0) {
     fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
@@ -423,6 +452,7 @@ void File::write_attr_int(const std::string& object, const std::string& name, st
 
 void File::write_attr_string(const std::string& object, const std::string& name,
                              const std::string& value) {
+  const std::lock_guard lock(library_mutex());
   const std::string what = fmt::format("attribute {} of {}", name, object);
   // Variable-length UTF-8, as h5py writes str attributes, so Python readers get str rather than
   // bytes.
@@ -437,6 +467,7 @@ void File::write_attr_string(const std::string& object, const std::string& name,
 }
 
 bool File::has_attr(const std::string& object, const std::string& name) const {
+  const std::lock_guard lock(library_mutex());
   if (!exists(object)) return false;
   Handle owner = open_object(*this, object);
   const htri_t present = H5Aexists(owner.get(), name.c_str());
@@ -446,6 +477,7 @@ bool File::has_attr(const std::string& object, const std::string& name) const {
 }
 
 std::int64_t File::read_attr_int(const std::string& object, const std::string& name) const {
+  const std::lock_guard lock(library_mutex());
   const std::string what = fmt::format("attribute {} of {}", name, object);
   Handle attribute = open_attribute(*this, object, name);
   Handle type(H5Aget_type(attribute.get()), H5Tclose);
@@ -458,6 +490,7 @@ std::int64_t File::read_attr_int(const std::string& object, const std::string& n
 }
 
 std::string File::read_attr_string(const std::string& object, const std::string& name) const {
+  const std::lock_guard lock(library_mutex());
   const std::string what = fmt::format("attribute {} of {}", name, object);
   Handle attribute = open_attribute(*this, object, name);
   Handle type(H5Aget_type(attribute.get()), H5Tclose);
@@ -471,12 +504,14 @@ std::string File::read_attr_string(const std::string& object, const std::string&
 }
 
 void File::write_attr_real(const std::string& object, const std::string& name, double value) {
+  const std::lock_guard lock(library_mutex());
   Handle attribute = create_attribute(*this, object, name, H5T_IEEE_F64LE);
   if (H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0)
     fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
 }
 
 double File::read_attr_real(const std::string& object, const std::string& name) const {
+  const std::lock_guard lock(library_mutex());
   const std::string what = fmt::format("attribute {} of {}", name, object);
   Handle attribute = open_attribute(*this, object, name);
   require_single_value(*this, what, attribute.get());
@@ -510,14 +545,17 @@ Listing list_objects(const File& file) {
 }  // namespace
 
 std::vector<std::string> File::datasets() const {
+  const std::lock_guard lock(library_mutex());
   return list_objects(*this).datasets;
 }
 
 std::vector<std::string> File::groups() const {
+  const std::lock_guard lock(library_mutex());
   return list_objects(*this).groups;
 }
 
 std::vector<std::pair<std::string, H5T_class_t>> File::attributes(const std::string& object) const {
+  const std::lock_guard lock(library_mutex());
   Handle owner = open_object(*this, object);
   std::vector<std::pair<std::string, H5T_class_t>> out;
   auto collect = [](hid_t location, const char* name, const H5A_info_t*, void* data) -> herr_t {
@@ -534,6 +572,7 @@ std::vector<std::pair<std::string, H5T_class_t>> File::attributes(const std::str
 }
 
 void File::flush() {
+  const std::lock_guard lock(library_mutex());
   if (H5Fflush(id(), H5F_SCOPE_LOCAL) < 0) fail_hdf5(path_, "file", "cannot flush (disk full?)");
 }
 

@@ -4,12 +4,18 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace strata::h5 {
+
+// Held by every call into the HDF5 library (it is not thread-safe): a background checkpoint write
+// and the training thread's data reads take turns, one library call at a time.
+std::recursive_mutex& library_mutex();
 
 // Owns one HDF5 identifier and closes it with the matching H5*close.
 class Handle {
@@ -25,6 +31,8 @@ class Handle {
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset();
+  // Closes now and returns what the closer returned (reset() ignores it).
+  herr_t close();
 
  private:
   hid_t id_ = -1;
@@ -35,11 +43,11 @@ class Handle {
 class File {
  public:
   static File create(const std::string& path);  // truncates
+  // Creates `path`, runs `write` on it, flushes and closes it. When anything fails (a full disk),
+  // the file is emptied before HDF5 closes it, so that the close has room for what it still
+  // writes: HDF5 1.10 otherwise keeps a file whose close failed and crashes at exit closing it.
+  static void write_new(const std::string& path, const std::function<void(File&)>& write);
   static File open_read(const std::string& path);
-  // A file that lives in memory only (HDF5's core driver); image() gives its bytes, so that they
-  // can be written to disk later without the HDF5 library. `name` is used in messages.
-  static File create_in_memory(const std::string& name);
-  std::vector<char> image();
 
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.get(); }

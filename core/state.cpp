@@ -41,7 +41,12 @@ void StateDict::put_tensor(const std::string& key, std::span<const float> local,
   if (static_cast<std::int64_t>(local.size()) != element_count(local_shape))
     throw std::invalid_argument(fmt::format("state {}: {} values for shape {}", key, local.size(),
                                             shape_string(local_shape)));
-  tensors_[key] = StateTensor{shard, local_shape, std::vector<float>(local.begin(), local.end())};
+  // An entry of this key from an earlier save keeps its buffer: a checkpoint every few minutes
+  // then copies into memory it already has instead of faulting in new pages.
+  StateTensor& t = tensors_[key];
+  t.shard = shard;
+  t.local_shape = local_shape;
+  t.values.assign(local.begin(), local.end());
 }
 
 const StateTensor& StateDict::tensor(const std::string& key) const {

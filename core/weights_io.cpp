@@ -16,14 +16,16 @@ std::string dataset_name(const std::string& param) {
 
 void save_weights(const std::string& path,
                   const std::vector<std::pair<std::string, Tensor>>& named) {
-  // Built in memory and renamed into place, so that a full disk never leaves half a file under
-  // the final name.
-  auto file = h5::File::create_in_memory(path);
-  file.write_attr_string("/", "format", "strata-weights");
-  file.write_attr_int("/", "format_version", 1);
-  for (const auto& [name, tensor] : named)
-    file.write_f32(dataset_name(name), tensor.shape(), tensor.data());
-  write_file_atomically(path, file.image());
+  // Written under a temporary name and renamed into place, so that a full disk never leaves half a
+  // file under the final name.
+  replace_atomically(path, [&](const std::filesystem::path& temporary) {
+    h5::File::write_new(temporary.string(), [&](h5::File& file) {
+      file.write_attr_string("/", "format", "strata-weights");
+      file.write_attr_int("/", "format_version", 1);
+      for (const auto& [name, tensor] : named)
+        file.write_f32(dataset_name(name), tensor.shape(), tensor.data());
+    });
+  });
 }
 
 void save_weights(const std::string& path, Model& model) {

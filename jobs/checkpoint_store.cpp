@@ -4,12 +4,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include "core/atomic_file.hpp"
 #include "core/checkpoint_file.hpp"
 #include "core/errors.hpp"
 #include "jobs/fault_injection.hpp"
@@ -70,31 +68,22 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
                   dir_.string(), files.size(), reasons));
 }
 
-CheckpointTiming CheckpointStore::save(const StateDict& whole) {
+void CheckpointStore::save(StateDict whole) {
   wait();
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<char> bytes = encode_checkpoint(whole);
-  CheckpointTiming timing;
-  timing.bytes = bytes.size();
-  timing.snapshot_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw DataError(
-        fmt::format("cannot create checkpoint directory {}: {}", dir_.string(), ec.message()));
+    throw DataError(fmt::format("cannot create checkpoint directory {}: {}", dir_.string(),
+                                ec.message()));
   const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
   const bool killed = ++writes_ == FaultPlan::from_environment().kill_in_write;
-  writer_ = std::thread([this, path, killed, bytes = std::move(bytes)] {
+  written_ = std::move(whole);
+  writer_ = std::thread([this, path, killed] {
     try {
-      if (killed) {
-        // A crash in the middle of the write: half the bytes under the temporary name.
-        std::ofstream(path.string() + ".tmp", std::ios::binary)
-            .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2))
-            .flush();
-        std::raise(SIGKILL);
-      }
-      write_file_atomically(path, bytes);
+      write_checkpoint(path, written_, [&](std::size_t done, std::size_t total) {
+        // A crash in the middle of the write: half the tensors in the temporary file.
+        if (killed && done == total / 2) std::raise(SIGKILL);
+      });
       const auto files = list();
       for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < files.size(); ++i) {
         std::error_code ignored;
@@ -104,7 +93,6 @@ CheckpointTiming CheckpointStore::save(const StateDict& whole) {
       error_ = std::current_exception();
     }
   });
-  return timing;
 }
 
 void CheckpointStore::wait() {

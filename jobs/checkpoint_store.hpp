@@ -19,11 +19,6 @@ struct LoadedCheckpoint {
   StateDict state;
 };
 
-struct CheckpointTiming {
-  double snapshot_seconds = 0.0;  // encoding on the calling thread: the pause training sees
-  std::size_t bytes = 0;
-};
-
 class CheckpointStore {
  public:
   CheckpointStore(std::filesystem::path dir, int keep);
@@ -40,12 +35,14 @@ class CheckpointStore {
   std::optional<LoadedCheckpoint> load_newest(
       const std::function<void(const std::string&)>& skipped) const;
 
-  // Encodes `whole` (tensors whole, as gather_whole_state gives them) on this thread, then writes
-  // it in the background under the next sequence number: temporary name, fsync, rename, and the
-  // oldest beyond `keep` removed. Waits for the previous write first, and rethrows its error.
-  CheckpointTiming save(const StateDict& whole);
+  // Writes `whole` (tensors whole, as gather_whole_state gives them) in the background under the
+  // next sequence number (write_checkpoint: temporary name, fsync, rename), then removes the
+  // oldest beyond `keep`. Waits for the previous write first, and rethrows its error.
+  void save(StateDict whole);
   // Waits for the write in flight; throws DataError if it failed.
   void wait();
+  // After wait(): the last state written, whose buffers the next snapshot can reuse.
+  StateDict take_buffers() { return std::move(written_); }
 
  private:
   std::filesystem::path dir_;
@@ -53,6 +50,7 @@ class CheckpointStore {
   std::int64_t next_sequence_ = 1;
   int writes_ = 0;
   std::thread writer_;
+  StateDict written_;  // what the writer thread writes; only it touches it until wait()
   std::exception_ptr error_;
 };
 

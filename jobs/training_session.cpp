@@ -94,10 +94,14 @@ void TrainingSession::checkpoint() {
   last_checkpoint_ = Clock::now();
   // Data replicas hold the same state: replica 0's shards save it.
   if (topology_.coords().data != 0) return;
-  StateDict local;
+  const Plan& plan = topology_.plan();
+  // The snapshot goes into the buffers of the last checkpoint (written by now: save() would wait
+  // for it anyway), so that it copies at memory speed instead of faulting in new pages.
+  if (leader()) store_.wait();
+  StateDict state = leader() ? store_.take_buffers() : std::move(gathered_);
+  StateDict& local = plan.model > 1 ? shard_state_ : state;
   trainer_.save_state(local);
   local.merge(settings_.meta, "meta");
-  const Plan& plan = topology_.plan();
   const TrainPosition& p = trainer_.position();
   local.put_int("meta/epoch", p.epoch);
   local.put_int("meta/epoch_step", p.epoch_step);
@@ -111,9 +115,11 @@ void TrainingSession::checkpoint() {
   local.put_int("meta/global_batch", trainer_.global_batch());
   local.put_int("meta/threads", trainer_.threads());
   local.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
-  const StateDict whole =
-      plan.model > 1 ? gather_whole_state(local, topology_.model()) : std::move(local);
-  if (leader()) store_.save(whole);
+  if (plan.model > 1) gather_whole_state(local, topology_.model(), state, gather_scratch_);
+  if (leader())
+    store_.save(std::move(state));
+  else
+    gathered_ = std::move(state);
 }
 
 void TrainingSession::wait() {

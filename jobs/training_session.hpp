@@ -69,6 +69,9 @@ class TrainingSession {
   StepWork work_;
   CheckpointStore store_;
   StepVote vote_;
+  StateDict shard_state_;  // a model-parallel shard's own state, reused
+  StateDict gathered_;     // the whole state on shards that do not write it, reused
+  std::vector<float> gather_scratch_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
 };
 

@@ -2,6 +2,8 @@
 // depend on the decomposition.
 #pragma once
 
+#include <vector>
+
 #include "core/state.hpp"
 #include "parallel/communicator.hpp"
 
@@ -12,5 +14,8 @@ namespace strata {
 // it with the same keys, in the same order (StateDict keeps them sorted). Each shard's slice must
 // start at rank x extent, as the split layers lay them out.
 StateDict gather_whole_state(const StateDict& local, const Communicator& model);
+// The same into `whole`, reusing its buffers (and `scratch`) from an earlier call.
+void gather_whole_state(const StateDict& local, const Communicator& model, StateDict& whole,
+                        std::vector<float>& scratch);
 
 }  // namespace strata

@@ -83,6 +83,15 @@ double shell_seconds(const std::string& command) {
 
 struct StopAfter {};
 
+// Drops the page cache, so that a read comes from the disk as it does in a new allocation; false
+// where that is not allowed (not root), and the reads then come from memory.
+bool drop_page_cache() {
+  std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("1\n", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,7 +99,7 @@ int main(int argc, char** argv) {
   {
     const std::string which = argc > 1 ? argv[1] : "cnn";
     const std::filesystem::path dir = argc > 2 ? argv[2] : "/tmp/strata-bench-checkpoint";
-    const int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
+    const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
     const Communicator world = Communicator::world();
     const Config config = parse_config(which == "big" ? big_yaml : cnn_yaml, which + ".yaml");
     PlanRequest request;
@@ -134,13 +143,23 @@ int main(int argc, char** argv) {
 
     std::vector<double> pauses, writes, dd_writes, reads, dd_reads;
     std::size_t bytes = 0;
+    bool cold = false;
     for (int round = 0; round < rounds; ++round) {
+      // dd writes the same bytes before strata's write in odd rounds and after it in even ones, so
+      // that neither always finds the disk busy with the other's write-back.
+      const std::string dd_file = (dir / "dd.bin").string();
+      auto dd_write = [&] {
+        dd_writes.push_back(shell_seconds(fmt::format(
+            "dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none", dd_file, bytes >> 20)));
+        std::filesystem::remove(dd_file);
+      };
+      if (root && round % 2 == 1) dd_write();
       train_steps(3);
       world.barrier();
       const auto t0 = Clock::now();
       session.checkpoint();
-      // Rank 0 also encodes the image: the longest pause, and the one every rank waits for at the
-      // next collective.
+      // Rank 0 gathers the whole state: the longest pause, and the one every rank waits for at
+      // the next collective.
       const double pause = since(t0);
       session.wait();
       world.barrier();
@@ -149,16 +168,14 @@ int main(int argc, char** argv) {
       pauses.push_back(pause);
       const auto files = CheckpointStore(settings.checkpoint_dir, 2).list();
       bytes = std::filesystem::file_size(files.back());
-      const std::string dd_file = (dir / "dd.bin").string();
-      dd_writes.push_back(
-          shell_seconds(fmt::format("dd if=/dev/zero of={} bs=1M count={} conv=fsync status=none",
-                                    dd_file, (bytes >> 20) + 1)));
+      if (round % 2 == 0) dd_write();
+      cold = drop_page_cache();
       const auto r0 = Clock::now();
       const StateDict state = read_checkpoint(files.back().string());
       reads.push_back(since(r0));
+      cold = drop_page_cache() && cold;
       dd_reads.push_back(shell_seconds(
           fmt::format("dd if={} of=/dev/null bs=1M status=none", files.back().string())));
-      std::filesystem::remove(dd_file);
     }
     if (root) {
       const double mb = static_cast<double>(bytes) / 1e6, step = bench::median(step_seconds);
@@ -166,10 +183,9 @@ int main(int argc, char** argv) {
       const double write = mb / bench::median(writes), dd_write = mb / bench::median(dd_writes);
       const double read = mb / bench::median(reads), dd_read = mb / bench::median(dd_reads);
       fmt::print(
-          "{} ({} parameters, {} rank(s), M = {}): checkpoint {:.1f} MB, {}; medians of {} "
-          "rounds\n",
-          which, trainer.model().parameter_count() * plan.model, world.size(), plan.model, mb,
-          bench::cpu_model(), rounds);
+          "{} ({} rank(s), M = {}): checkpoint {:.1f} MB, {}; medians of {} rounds; reads {}\n",
+          which, world.size(), plan.model, mb, bench::cpu_model(), rounds,
+          cold ? "from the disk (page cache dropped)" : "from the page cache (not root)");
       fmt::print(
           "| model | checkpoint MB | write MB/s | dd write MB/s | ratio | read MB/s | dd read MB/s "
           "| ratio "

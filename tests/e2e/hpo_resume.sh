@@ -57,6 +57,14 @@ wait "$launcher"
 rc=$?
 if [ "$rc" = 75 ] && grep -q 'the search stopped on a signal.*exit 75' stopped.log; then echo "ok: mpiexec exited 75 after $(rows) results"
 else echo "FAIL: after the signal mpiexec exited $rc, expected 75"; tail -3 stopped.log; fails=$((fails + 1)); fi
-expect_exit 0 '\[resume\] trial [0-9]+: from .*trial[0-9]+/ckpt-' -- "$MPIEXEC" -n 3 "$STRATA" run search.yaml
+expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed' -- "$MPIEXEC" -n 3 "$STRATA" run search.yaml
 same_search "stopped by the signal on 4 ranks, resumed on 3"
+
+# The signal to one rank alone, at step 40 of its trial: its group checkpoints the trial, the
+# coordinator stops the others as they ask, every rank exits 75, and the trial resumes from its
+# checkpoint (here on 2 ranks).
+rm -rf out
+STRATA_FAULT=stop_at_step=40 expect_exit 75 'the search stopped on a signal.*exit 75' -- "$MPIEXEC" -n 4 "$STRATA" run search.yaml
+expect_exit 0 '\[resume\] trial [0-9]+: from .*trial[0-9]+/ckpt-[0-9]+.h5: epoch 1/1 step 4[01]/' -- "$MPIEXEC" -n 2 "$STRATA" run search.yaml
+same_search "one rank signalled mid-trial, resumed on 2"
 finish

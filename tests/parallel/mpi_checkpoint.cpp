@@ -13,7 +13,6 @@
 
 #include <fmt/format.h>
 
-#include "core/atomic_file.hpp"
 #include "core/checkpoint_file.hpp"
 #include "core/trainer.hpp"
 #include "parallel/gradient_sync.hpp"
@@ -129,7 +128,7 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   std::string path;
   if (world.rank() == 0) {
     path = fmt::format("/tmp/strata-mpi-reshard-{}.h5", ::getpid());
-    write_file_atomically(path, encode_checkpoint(saved));
+    write_checkpoint(path, saved);
   }
   world.broadcast_string(path, 0);
   train_until(*original.trainer, 8);
