@@ -15,7 +15,7 @@ struct KernelReport {
 KernelReport kernel_report();
 
 // One thread per batch worker: BLAS and oneDNN run single-threaded inside each worker,
-// because two libraries' thread pools on the same cores spin against each other (NOTES.md).
+// because two libraries' thread pools on the same cores spin against each other.
 void use_single_threaded_kernels();
 
 }  // namespace strata

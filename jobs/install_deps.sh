@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs strata's Debian 12 build and run dependencies; the one place that does (DESIGN.md §9).
+# Installs strata's Debian 12 build and run dependencies; the one place that does.
 # On a machine where it cannot or should not install (not root, not Debian, Cray modules),
 # it installs nothing, names what is missing and how to point CMake at a site's own libraries.
 set -euo pipefail

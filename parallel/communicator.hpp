@@ -1,4 +1,4 @@
-// RAII over MPI communicators and requests (DESIGN.md §3, §4, §7).
+// RAII over MPI communicators and requests.
 //
 // Every communicator strata uses ("world", "member", "data", "model", "peers", ...) is a
 // Communicator that owns its MPI_Comm, returns MPI errors instead of aborting, and turns each
@@ -8,7 +8,7 @@
 //
 // Communicators and requests must be destroyed before MPI_Finalize.
 //
-// With a watchdog (WatchdogSettings::limit_s > 0, DESIGN.md §7; see parallel/watchdog.hpp) every
+// With a watchdog (WatchdogSettings::limit_s > 0; see parallel/watchdog.hpp) every
 // wait on an operation is watched: a rank that waits longer than the limit reports the operation
 // and the ranks that have not arrived. Blocking collectives and point-to-point calls then run as
 // their non-blocking version plus a watched wait; without one they are the plain blocking MPI

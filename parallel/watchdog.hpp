@@ -1,4 +1,4 @@
-// The stall watchdog (DESIGN.md §7): a rank that waits in one MPI operation longer than a limit
+// The stall watchdog: a rank that waits in one MPI operation longer than a limit
 // prints which operation, on which communicator, and which ranks of it have not arrived (like
 // Horovod's stall inspector), and then keeps waiting, reporting again every limit.
 //

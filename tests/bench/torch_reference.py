@@ -8,7 +8,7 @@ sides see the same machine load.
 
 Run it with Debian's interpreter (/usr/bin/python3, which has torch 1.13) under
 OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE: without them torch's MLP is 4-5x slower
-(NOTES.md, "Reference figures"), and the comparison would flatter strata.
+and the comparison would flatter strata.
 """
 
 import argparse
