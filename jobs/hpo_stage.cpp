@@ -276,9 +276,11 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
       done = static_cast<int>(results.size());
       for (const auto& [id, fitness] : results) failed += std::isnan(fitness) ? 1 : 0;
       fmt::print(
-          "[resume] hpo: {} trials replayed from the journal ({} failed), {} to run again "
-          "from their checkpoints or their start\n",
-          results.size(), failed, search->unfinished().size());
+          "[resume] hpo: {} trials replayed from the journal ({} failed), now in {} {}; {} to run "
+          "again from their checkpoints or their start\n",
+          results.size(), failed,
+          spec.algorithm == SearchAlgorithm::genetic ? "generation" : "batch",
+          search->history().size() + 1, search->unfinished().size());
     }
     fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
                to_string(spec.algorithm), space.params.size(), groups);

@@ -60,6 +60,19 @@ else echo "FAIL: after the signal mpiexec exited $rc, expected 75"; tail -3 stop
 expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed' -- "$MPIEXEC" -n 3 "$STRATA" run search.yaml
 same_search "stopped by the signal on 4 ranks, resumed on 3"
 
+# SIGTERM (what Slurm sends before SIGKILL, and on preemption) to mpiexec: the same, exit 75.
+rm -rf out
+"$MPIEXEC" -n 4 "$STRATA" run search.yaml > terminated.log 2>&1 &
+launcher=$!
+for _ in $(seq 600); do [ "$(rows)" -ge 3 ] && break; sleep 0.05; done
+kill -TERM "$launcher"
+wait "$launcher"
+rc=$?
+[ "$rc" = 75 ] && echo "ok: SIGTERM: mpiexec exited 75 after $(rows) results" ||
+  { echo "FAIL: after SIGTERM mpiexec exited $rc, expected 75"; tail -3 terminated.log; fails=$((fails + 1)); }
+expect_exit 0 'done' -- "$MPIEXEC" -n 4 "$STRATA" run search.yaml
+same_search "stopped by SIGTERM, resumed"
+
 # The signal to one rank alone, at step 40 of its trial: its group checkpoints the trial, the
 # coordinator stops the others as they ask, every rank exits 75, and the trial resumes from its
 # checkpoint (here on 2 ranks).
