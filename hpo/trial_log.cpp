@@ -51,6 +51,24 @@ const char* to_string(TrialStatus status) {
 
 namespace {
 
+// A parameter's value as JSON: a number for reals and integers, and for a choice whose value is
+// a number ("32"); otherwise the choice's text.
+nlohmann::json param_value(const ParamSpec& spec, double gene) {
+  const std::string text = describe_value(spec, gene);
+  if (spec.kind == ParamKind::integer) return static_cast<long long>(std::llround(gene));
+  if (spec.kind != ParamKind::choice) return gene;
+  const auto parsed = nlohmann::json::parse(text, nullptr, false);
+  return !parsed.is_discarded() && parsed.is_number() ? parsed : nlohmann::json(text);
+}
+
+// The CSV text of a JSON parameter value, as describe_value writes it.
+std::string param_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_integer()) return fmt::format("{}", value.get<long long>());
+  if (value.is_number()) return fmt::format("{}", value.get<double>());
+  return value.dump();
+}
+
 std::string csv_header(const SearchSpace& space) {
   std::string header = "trial,generation,deme,member_group";
   for (const auto& p : space.params) header += ',' + csv_field(p.name);
@@ -67,7 +85,7 @@ std::string csv_row(const SearchSpace& space, const nlohmann::json& row) {
       fmt::format("{},{},{},{}", row["trial"].get<int>(), row["generation"].get<int>(),
                   row["deme"].get<int>(), row["member_group"].get<int>());
   for (const auto& p : space.params)
-    line += ',' + csv_field(row["params"].value(p.name, std::string()));
+    line += ',' + csv_field(param_text(row["params"].value(p.name, nlohmann::json(""))));
   line += ',' + (row["global_batch"].is_number() ? fmt::format("{}", row["global_batch"].get<int>())
                                                  : std::string());
   line += fmt::format(
@@ -120,7 +138,7 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
   nlohmann::json params = nlohmann::json::object();
   for (std::size_t k = 0; k < space_.params.size(); ++k)
-    params[space_.params[k].name] = describe_value(space_.params[k], trial.genome[k]);
+    params[space_.params[k].name] = param_value(space_.params[k], trial.genome[k]);
   const nlohmann::json row = {
       {"trial", trial.id},
       {"generation", trial.generation},
@@ -156,7 +174,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search,
     nlohmann::json params = nlohmann::json::object();
     for (std::size_t k = 0; k < search.space().params.size(); ++k)
       params[search.space().params[k].name] =
-          describe_value(search.space().params[k], best->genome[k]);
+          param_value(search.space().params[k], best->genome[k]);
     summary["best"] = {{"trial", best->id},
                        {"generation", best->generation},
                        {"fitness", best->fitness},

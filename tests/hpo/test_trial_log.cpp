@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hpo/objectives.hpp"
@@ -100,4 +101,35 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   CHECK(summary["direction"] == "minimize");
   CHECK(summary["generations"].size() == search.history().size());
   CHECK(summary["trainings_to_target"].is_null() == !search.trainings_to_target().has_value());
+}
+
+TEST_CASE("parameters are JSON numbers where they are numbers", "[hpo][trial_log]") {
+  strata::testing::TempDir dir;
+  SearchSpace space;
+  space.params.push_back({"lr", ParamKind::log_uniform, 1e-4, 1.0, {}});
+  space.params.push_back({"units", ParamKind::integer, 16, 512, {}});
+  space.params.push_back({"batch", ParamKind::choice, 0.0, 0.0, {"16", "32"}});
+  space.params.push_back({"optimizer", ParamKind::choice, 0.0, 0.0, {"sgd", "adam"}});
+  RandomSearch search(space, RandomConfig{2, 2, std::nullopt, Direction::maximize, 3});
+  const auto batch = search.next_batch();
+  TrialLog log(dir.str(), search.space());
+  TrialOutcome o;
+  o.fitness = 0.5;
+  log.append(batch[0], o);
+  search.report(batch[0].id, 0.5);
+  search.report(batch[1].id, 0.25);
+  const auto row = nlohmann::json::parse(lines_of(dir.file("trials.jsonl"))[0]);
+  CHECK(row["params"]["lr"].is_number_float());
+  CHECK(row["params"]["lr"].get<double>() == batch[0].genome[0]);  // every bit
+  CHECK(row["params"]["units"].is_number_integer());
+  CHECK(row["params"]["batch"].is_number_integer());
+  CHECK(row["params"]["optimizer"].is_string());
+  // The CSV writes the same values as text.
+  const auto csv = lines_of(dir.file("trials.csv"));
+  CHECK(csv[1].find(fmt::format(",{},", batch[0].genome[0])) != std::string::npos);
+  write_hpo_summary(dir.file("hpo_summary.json"), search, 1.0);
+  std::ifstream in(dir.file("hpo_summary.json"));
+  const auto summary = nlohmann::json::parse(in);
+  CHECK(summary["best"]["params"]["lr"].is_number_float());
+  CHECK(summary["best"]["params"]["units"].is_number_integer());
 }
