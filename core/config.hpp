@@ -189,6 +189,7 @@ struct HpoSpec {
       false;  // a function objective is minimised unless `direction` says otherwise
   std::string fitness = "val_accuracy";  // val_accuracy | val_loss
   double trial_timeout_s = 0.0;          // 0 = no limit
+  int keep_top = 1;  // the weights of this many best trials are kept (trials/<id>/weights.h5)
 };
 
 struct StageSpec {
@@ -229,6 +230,12 @@ Config parse_config(const std::string& yaml_text, const std::string& file);
 // A search trial's config: `base` with every "$name" replaced by values.at(name), a YAML scalar
 // ("0.01", "32", "adam"). Throws ConfigError as parse_config does.
 Config instantiate(const Config& base, const std::map<std::string, std::string>& values);
+
+// The YAML text of a plain training config: `base` with every "$name" replaced by values.at(name),
+// no stages section (so one train stage), and output.dir set to `output_dir`. What a search
+// writes as best.yaml: runnable as it is with `strata run`.
+std::string trial_config_text(const Config& base, const std::map<std::string, std::string>& values,
+                              const std::string& output_dir);
 
 // The search space of the config's hpo stage, empty when it has none.
 const std::vector<SearchParamSpec>& search_space(const Config& config);

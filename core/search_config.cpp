@@ -108,7 +108,7 @@ HpoSpec parse_hpo(const MapReader& m) {
       "elites",         "demes",          "migration_interval", "migrants",    "blend_alpha",
       "crossover_rate", "mutation_sigma", "mutation_rate",      "patience",    "target",
       "max_trainings",  "trials",         "grid_points",        "fitness",     "direction",
-      "trial_timeout_s"};
+      "trial_timeout_s", "keep_top"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, algorithm_choices, "search algorithm");
@@ -144,6 +144,7 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "direction", h.maximize, direction_choices, "direction");
   h.direction_given = m.get("direction").has_value();
   read(m, "trial_timeout_s", h.trial_timeout_s, non_negative);
+  read(m, "keep_top", h.keep_top, at_least_1);
   // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
   // it): name the algorithm it belongs to.
   static constexpr std::string_view genetic_only[] = {
@@ -203,6 +204,17 @@ std::vector<std::string> probe_values(const SearchParamSpec& p) {
 }  // namespace strata::config_reader
 
 namespace strata {
+
+std::string trial_config_text(const Config& base, const std::map<std::string, std::string>& values,
+                              const std::string& output_dir) {
+  YAML::Node root = YAML::Load(base.text);
+  config_reader::substitute(root, values);
+  root.remove("stages");
+  root["output"]["dir"] = output_dir;
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
 
 const char* to_string(SearchAlgorithm algorithm) {
   for (const auto& c : config_reader::algorithm_choices)

@@ -164,6 +164,17 @@ std::optional<Trial> Search::best() const {
   return trials_[static_cast<std::size_t>(best_id_)];
 }
 
+std::vector<Trial> Search::top(int k) const {
+  std::vector<Trial> ok;
+  for (const Trial& t : trials_)
+    if (t.reported && !t.failed) ok.push_back(t);
+  std::stable_sort(ok.begin(), ok.end(), [&](const Trial& a, const Trial& b) {
+    return better(a.fitness, b.fitness, direction_);
+  });
+  if (static_cast<int>(ok.size()) > k) ok.resize(static_cast<std::size_t>(std::max(k, 0)));
+  return ok;
+}
+
 bool Search::meets_target(double fitness) const {
   if (!limits_.target || std::isnan(fitness)) return false;
   return direction_ == Direction::maximize ? fitness >= *limits_.target

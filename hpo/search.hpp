@@ -95,6 +95,8 @@ class Search {
   int trainings() const { return reported_; }
   // The best successful trial so far; the earliest one among equals.
   std::optional<Trial> best() const;
+  // The `k` best successful trials so far, best first; among equals the earliest first.
+  std::vector<Trial> top(int k) const;
   // Trainings up to and including the first trial that met the target, if one did.
   std::optional<int> trainings_to_target() const { return trainings_to_target_; }
   const std::vector<Trial>& trials() const { return trials_; }

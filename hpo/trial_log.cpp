@@ -162,7 +162,7 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
 }
 
 void write_hpo_summary(const std::filesystem::path& path, const Search& search,
-                       double wall_seconds) {
+                       double wall_seconds, const SearchResults* results) {
   nlohmann::json summary;
   summary["trainings"] = search.trainings();
   summary["wall_seconds"] = wall_seconds;
@@ -181,6 +181,22 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search,
                        {"params", params}};
   } else {
     summary["best"] = nullptr;
+  }
+  auto params_of = [&](const Trial& t) {
+    nlohmann::json params = nlohmann::json::object();
+    for (std::size_t k = 0; k < search.space().params.size(); ++k)
+      params[search.space().params[k].name] = param_value(search.space().params[k], t.genome[k]);
+    return params;
+  };
+  if (results != nullptr && search.best()) {
+    summary["best"]["config"] = results->best_config;
+    summary["best"]["weights"] = results->best_weights;
+    summary["top"] = nlohmann::json::array();
+    for (const Trial& t : search.top(results->keep_top))
+      summary["top"].push_back({{"trial", t.id},
+                                {"fitness", t.fitness},
+                                {"params", params_of(t)},
+                                {"weights", fmt::format("trials/{}/weights.h5", t.id)}});
   }
   summary["generations"] = nlohmann::json::array();
   for (const auto& g : search.history())

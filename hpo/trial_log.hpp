@@ -52,10 +52,17 @@ class TrialLog {
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };
 
+// What a search of trainings leaves for later use, relative to its output directory.
+struct SearchResults {
+  std::string best_config;   // best.yaml: a plain config with the best values substituted
+  std::string best_weights;  // the best trial's final weights
+  int keep_top = 0;          // the weights of this many best trials are kept, trials/<id>/weights.h5
+};
+
 // hpo_summary.json: the best individual and its parameters, fitness per generation (best, mean),
 // the trainings it took to reach the target (null if never), why the search stopped, and its wall
-// time.
+// time; with `results`, where best.yaml and the best weights are, and the top keep_top trials.
 void write_hpo_summary(const std::filesystem::path& path, const Search& search,
-                       double wall_seconds);
+                       double wall_seconds, const SearchResults* results = nullptr);
 
 }  // namespace strata

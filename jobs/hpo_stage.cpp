@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <span>
@@ -12,9 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "core/atomic_file.hpp"
 #include "core/errors.hpp"
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
+#include "core/weights_io.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
@@ -127,6 +130,24 @@ class TrialOverTime : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where a trial's own results go: its validation curve (metrics.jsonl) and, while it ranks among
+// the keep_top best, its final weights.
+std::filesystem::path trial_dir(const StageContext& c, int trial_id) {
+  return std::filesystem::path(c.config.output.dir) / "trials" / std::to_string(trial_id);
+}
+
+// The trial's final weights, whole (a model-parallel model is gathered over its shards), written
+// by the group's first rank.
+void save_trial_weights(Trainer& trainer, const Topology& topology,
+                        const std::filesystem::path& path) {
+  if (topology.plan().model > 1) {
+    const auto whole = gather_full_weights(trainer.model());
+    if (topology.member().rank() == 0) save_weights(path.string(), whole);
+  } else if (topology.member().rank() == 0) {
+    save_weights(path.string(), trainer.model());
+  }
+}
+
 std::filesystem::path trial_checkpoints(const StageContext& c, int trial_id) {
   return std::filesystem::path(c.config.output.dir) / "checkpoints" /
          fmt::format("stage{}", c.stage_index) / fmt::format("trial{}", trial_id);
@@ -184,31 +205,117 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     };
     session.emplace(*trainer, topology, c.signals, std::move(settings), std::move(work));
   };
+  const bool leader = topology.member().rank() == 0;
+  const std::filesystem::path results = trial_dir(c, trial.id);
+  // The trial's result goes into the search's journal: its checkpoints are no longer needed.
+  auto forget_checkpoints = [&] {
+    session->wait();
+    std::error_code ignored;
+    if (leader) std::filesystem::remove_all(trial_checkpoints(c, trial.id), ignored);
+  };
   auto train = [&] {
     TrialOutcome o;
+    std::optional<RunOutput> curve;  // the trial's validation curve, an epoch a line
     try {
       session->resume();
-      session->run(config.training.epochs, {}, {});
+      if (leader) {
+        curve.emplace(RunOutput::inside_checked_run(results));
+        curve->keep_metrics_before(trainer->position().epoch);
+      }
+      session->run(config.training.epochs, {}, [&](const EpochMetrics& m) {
+        if (curve) curve->append_metrics(m);
+      });
       const EpochMetrics& m = trainer->last_epoch();
       o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
       o.val_accuracy = m.val_accuracy;
       o.test_accuracy = m.test_accuracy;
+      save_trial_weights(*trainer, topology, results / "weights.h5");
     } catch (const TrialOverTime& e) {
       o.status = TrialStatus::timeout;
       o.reason = e.what();
+    } catch (const DivergedError&) {
+      forget_checkpoints();
+      throw;
+    } catch (const ConfigError&) {
+      forget_checkpoints();
+      throw;
     }
-    session->wait();
-    // The trial's result goes into the search's journal; its checkpoints are no longer needed.
-    if (topology.member().rank() == 0) {
-      std::error_code ignored;
-      std::filesystem::remove_all(trial_checkpoints(c, trial.id), ignored);
-    }
+    forget_checkpoints();
     return o;
   };
   TrialOutcome o = run_guarded_trial(topology.member(), trial.id, build, train);
   o.seconds = seconds_since(start);
   o.global_batch = global_batch;
   return o;
+}
+
+// The weights of the keep_top best trials stay in trials/<id>/weights.h5; a trial that drops out
+// of them loses its weights file (its curve stays).
+class KeptWeights {
+ public:
+  KeptWeights(std::filesystem::path trials, int keep) : trials_(std::move(trials)), keep_(keep) {}
+  // After the result of `trial_id` came in.
+  void update(const Search& search, int trial_id) {
+    const Trial& t = search.trials()[static_cast<std::size_t>(trial_id)];
+    on_disk_.insert(t.id);
+    prune(search);
+  }
+  // After a resumed search replayed its journal: every trial done may have weights.
+  void replayed(const Search& search) {
+    for (const Trial& t : search.trials())
+      if (t.reported) on_disk_.insert(t.id);
+    prune(search);
+  }
+
+ private:
+  void prune(const Search& search) {
+    std::set<int> kept;
+    for (const Trial& t : search.top(keep_)) kept.insert(t.id);
+    for (auto it = on_disk_.begin(); it != on_disk_.end();) {
+      if (kept.contains(*it)) {
+        ++it;
+        continue;
+      }
+      std::error_code ignored;
+      std::filesystem::remove(trials_ / std::to_string(*it) / "weights.h5", ignored);
+      it = on_disk_.erase(it);
+    }
+  }
+
+  std::filesystem::path trials_;
+  int keep_;
+  std::set<int> on_disk_;
+};
+
+// best.yaml (the config with the best values, runnable as it is) and best_weights.h5 in the
+// search's directory.
+SearchResults publish_best(const StageContext& c, const HpoSpec& spec, const Search& search) {
+  const Trial best = *search.best();
+  const std::filesystem::path dir(c.config.output.dir);
+  SearchResults results;
+  results.keep_top = spec.keep_top;
+  results.best_config = "best.yaml";
+  results.best_weights = "best_weights.h5";
+  const std::string text = fmt::format(
+      "# The best trial of the search in {} (trial {}, {} {}), as a plain config:\n"
+      "#   strata run {}\n"
+      "# trains it again from the start (with run.seed, not the trial's own seed). Its weights are\n"
+      "# in {}.\n",
+      dir.string(), best.id, spec.fitness, best.fitness, (dir / results.best_config).string(),
+      (dir / results.best_weights).string());
+  write_text_atomically(dir / results.best_config,
+                        text + trial_config_text(c.config, trial_values(search.space(), best),
+                                                 (dir / "best").string()));
+  const auto source = dir / "trials" / std::to_string(best.id) / "weights.h5";
+  std::error_code ec;
+  std::filesystem::copy_file(source, dir / "best_weights.h5.tmp",
+                             std::filesystem::copy_options::overwrite_existing, ec);
+  if (!ec) std::filesystem::rename(dir / "best_weights.h5.tmp", dir / results.best_weights, ec);
+  if (ec)
+    throw DataError(fmt::format("cannot copy the best trial's weights {} to {}: {}",
+                                source.string(), (dir / results.best_weights).string(),
+                                ec.message()));
+  return results;
 }
 
 // The trainings the search will run unless it stops early, for the ETA: elites are not trained
@@ -258,6 +365,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     data.emplace(load_training_data(config));  // one split for all trials, so fitnesses compare
   std::optional<TrialLog> log;
   std::optional<CheckpointStore> snapshots;
+  KeptWeights kept_weights(std::filesystem::path(config.output.dir) / "trials", spec.keep_top);
   int done = 0, failed = 0;
   if (coordinator) {
     // The journal of an earlier allocation (trials.jsonl, and the search's last snapshot) is
@@ -273,6 +381,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
         results.emplace(id, fitness);
     if (!results.empty()) {
       search->replay(results);
+      if (!config.objective) kept_weights.replayed(*search);
       done = static_cast<int>(results.size());
       for (const auto& [id, fitness] : results) failed += std::isnan(fitness) ? 1 : 0;
       fmt::print(
@@ -317,6 +426,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
         },
         [&](const Trial& trial, const TrialOutcome& outcome) {
           log->append(trial, outcome);
+          if (!config.objective) kept_weights.update(*search, trial.id);
           const std::size_t generations_before = generations_shown;
           ++done;
           if (outcome.status != TrialStatus::ok) ++failed;
@@ -371,10 +481,18 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
   if (coordinator) {
     save_snapshot();
     snapshots->wait();
-    write_hpo_summary(output->dir() / "hpo_summary.json", *search, stats.wall_seconds);
+    std::optional<SearchResults> results;
+    if (!config.objective && search->best()) results = publish_best(c, spec, *search);
+    write_hpo_summary(output->dir() / "hpo_summary.json", *search, stats.wall_seconds,
+                      results ? &*results : nullptr);
     fmt::print("[hpo] {} trainings in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
                search->trainings(), format_duration(stats.wall_seconds), search->stop_reason(),
                100.0 * stats.busy_seconds / std::max(stats.wall_seconds, 1e-9));
+    if (results)
+      fmt::print("[hpo] best: {}/{} (train it again: strata run {}), weights {}/{}\n",
+                 output->dir().string(), results->best_config,
+                 (output->dir() / results->best_config).string(), output->dir().string(),
+                 results->best_weights);
   }
 }
 

@@ -83,6 +83,13 @@ else
   fails=$((fails + 1))
 fi
 
+# best.yaml is a plain config that runs as it is, and predict on the best weights gives the best
+# trial's test accuracy.
+best_test=$(/usr/bin/python3 -c 'import json,sys; d=sys.argv[1]; b=json.load(open(d+"/hpo_summary.json"))["best"]["trial"]; print(repr([json.loads(l) for l in open(d+"/trials.jsonl") if json.loads(l)["trial"] == b][0]["test_accuracy"]))' "$work/fashion")
+expect_exit 0 "test accuracy $best_test " -- "$STRATA" predict "$work/fashion/best.yaml" "$work/fashion/best_weights.h5"
+grep -q '^stages' "$work/fashion/best.yaml" && { echo "FAIL: best.yaml still has a stages section"; fails=$((fails + 1)); }
+expect_exit 0 'epoch 1/1\] train loss' -- "$STRATA" run "$work/fashion/best.yaml"
+
 /usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
 import csv, json, sys
 work = sys.argv[1]
@@ -119,6 +126,19 @@ for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashio
         assert len(failed) < len(rows), "every trial failed"
         ok = [float(r["fitness"]) for r in rows if r["status"] == "ok"]
         assert max(ok) == summary["best"]["fitness"]
+        # Usable results: parameters as JSON numbers, a validation curve per trial, the best
+        # trial's weights kept (keep_top 1) and a best.yaml.
+        assert all(isinstance(l["params"]["lr"], float) and isinstance(l["params"]["units1"], int)
+                   and isinstance(l["params"]["batch"], int) for l in lines), lines[0]["params"]
+        for l in lines:
+            if l["status"] != "ok":
+                continue
+            curve = [json.loads(c) for c in open(f"{work}/{name}/trials/{l['trial']}/metrics.jsonl")]
+            assert [c["epoch"] for c in curve] == [1] and curve[0]["val_accuracy"] == l["val_accuracy"], (l["trial"], curve)
+        import os
+        kept = [t for t in range(len(rows)) if os.path.exists(f"{work}/{name}/trials/{t}/weights.h5")]
+        assert kept == [summary["best"]["trial"]], (kept, summary["best"]["trial"])
+        assert summary["best"]["config"] == "best.yaml" and summary["top"][0]["trial"] == kept[0]
     print(f"ok: {name}: {len(rows)} trials, {len(failed)} failed, best {summary['best']['fitness']:.4g}, "
           f"groups {sorted({r['member_group'] for r in rows})}")
 PY

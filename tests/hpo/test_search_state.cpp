@@ -182,3 +182,18 @@ TEST_CASE("the trial log resumes from its complete rows", "[hpo][trial_log][stat
   for (std::string line; std::getline(csv, line);) ++lines;
   CHECK(lines == 6);
 }
+
+TEST_CASE("top gives the k best successful trials, the earliest first among equals",
+          "[hpo][search]") {
+  const SearchSpace space = objective_space("sphere", 2);
+  RandomSearch search(space, RandomConfig{6, 6, std::nullopt, Direction::minimize, 1});
+  const auto batch = search.next_batch();
+  const double fitness[] = {3.0, 1.0, std::nan(""), 1.0, 0.5, 9.0};
+  for (const Trial& t : batch)
+    search.report(t.id, fitness[t.id], std::isnan(fitness[t.id]));
+  std::vector<int> ids;
+  for (const Trial& t : search.top(4)) ids.push_back(t.id);
+  CHECK(ids == std::vector<int>{4, 1, 3, 0});
+  CHECK(search.top(0).empty());
+  CHECK(search.top(100).size() == 5);  // the failed trial never ranks
+}
