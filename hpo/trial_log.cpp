@@ -161,8 +161,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
   if (!csv_ || !jsonl_) throw DataError("cannot append to trials.csv / trials.jsonl (disk full?)");
 }
 
-void write_hpo_summary(const std::filesystem::path& path, const Search& search,
-                       double wall_seconds, const SearchResults* results) {
+void write_hpo_summary(const std::filesystem::path& path, const Search& search, double wall_seconds,
+                       const SearchResults* results) {
   nlohmann::json summary;
   summary["trainings"] = search.trainings();
   summary["wall_seconds"] = wall_seconds;

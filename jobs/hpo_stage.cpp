@@ -4,9 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <thread>
@@ -299,7 +299,8 @@ SearchResults publish_best(const StageContext& c, const HpoSpec& spec, const Sea
   const std::string text = fmt::format(
       "# The best trial of the search in {} (trial {}, {} {}), as a plain config:\n"
       "#   strata run {}\n"
-      "# trains it again from the start (with run.seed, not the trial's own seed). Its weights are\n"
+      "# trains it again from the start (with run.seed, not the trial's own seed). Its weights "
+      "are\n"
       "# in {}.\n",
       dir.string(), best.id, spec.fitness, best.fitness, (dir / results.best_config).string(),
       (dir / results.best_weights).string());

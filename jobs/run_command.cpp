@@ -15,11 +15,11 @@
 #include "core/weights_io.hpp"
 #include "jobs/checkpoint_store.hpp"
 #include "jobs/commands.hpp"
-#include "jobs/hpo_stage.hpp"
+#include "jobs/artifacts.hpp"
+#include "jobs/stage.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/stop_signals.hpp"
-#include "jobs/train_stage.hpp"
 #include "parallel/topology.hpp"
 
 namespace strata {
@@ -67,10 +67,11 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
 struct RunState {
   int stage = 0;
   int first_groups = 1;
+  Artifacts artifacts;  // what the stages done so far published
 };
 
 RunState load_run_state(const RunOutput* top, const Communicator& world, int groups) {
-  RunState state{0, groups};
+  RunState state{0, groups, {}};
   std::string problem;
   if (top != nullptr) {
     try {
@@ -81,6 +82,7 @@ RunState load_run_state(const RunOutput* top, const Communicator& world, int gro
       if (loaded) {
         state.stage = static_cast<int>(loaded->state.get_int("run/stage"));
         state.first_groups = static_cast<int>(loaded->state.get_int("run/first_groups"));
+        state.artifacts.load_state(loaded->state, "run");
       }
     } catch (const DataError& e) {
       problem = e.what();
@@ -91,15 +93,18 @@ RunState load_run_state(const RunOutput* top, const Communicator& world, int gro
   // Only rank 0 read them; the others hold 0, so the maximum is rank 0's value.
   state.stage = world.allreduce_max(world.rank() == 0 ? state.stage : 0);
   state.first_groups = world.allreduce_max(world.rank() == 0 ? state.first_groups : 0);
+  state.artifacts.share(world, 0);
   return state;
 }
 
-void save_run_state(const RunOutput& top, const RunState& state, int stages) {
+// The run's state with `stage` as the stage to run next.
+void save_run_state(const RunOutput& top, int stage, const RunState& state, int stages) {
   CheckpointStore store(top.checkpoints_dir() / "run", 2);
   StateDict dict;
-  dict.put_int("run/stage", state.stage);
+  dict.put_int("run/stage", stage);
   dict.put_int("run/stages", stages);
   dict.put_int("run/first_groups", state.first_groups);
+  state.artifacts.save_state(dict, "run");
   dict.put_text("meta/kind", "run");
   store.save(dict);
   store.wait();
@@ -169,11 +174,12 @@ int run_command(const RunOptions& options) {
                  std::min(state.stage + 1, stages), stages,
                  state.stage >= stages ? " (every stage is done)" : "");
     else
-      save_run_state(*top, state, stages);
+      save_run_state(*top, state.stage, state, stages);
     std::fflush(stdout);
   }
+  const auto pipeline = make_stages(config);
   for (; state.stage < stages; ++state.stage) {
-    const StageSpec& stage = config.stages[static_cast<std::size_t>(state.stage)];
+    Stage& stage = *pipeline[static_cast<std::size_t>(state.stage)];
     // A stop signal ends the stage early on every group that is still training; the others learn
     // it here, so that all ranks leave together with the same code.
     std::string stopped;
@@ -185,8 +191,7 @@ int run_command(const RunOptions& options) {
                                  state.first_groups,
                                  &signals,
                                  top ? &*top : nullptr};
-      if (stage.kind == StageKind::train) train_stage(context);
-      if (stage.kind == StageKind::hpo) hpo_stage(context, stage.hpo);
+      stage.run(context, state.artifacts);
     } catch (const Interrupted& e) {
       stopped = e.what();
     }
@@ -196,7 +201,12 @@ int run_command(const RunOptions& options) {
       std::fflush(stdout);
       return exit_checkpointed;
     }
-    if (world.rank() == 0) save_run_state(*top, {state.stage + 1, state.first_groups}, stages);
+    // Later stages on every rank read what this one published (on world rank 0).
+    state.artifacts.share(world, 0);
+    if (world.rank() == 0) {
+      save_run_state(*top, state.stage + 1, state, stages);
+      state.artifacts.write(top->dir() / "artifacts.json");
+    }
   }
   world.barrier();
   if (world.rank() == 0) {

@@ -139,6 +139,8 @@ for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashio
         kept = [t for t in range(len(rows)) if os.path.exists(f"{work}/{name}/trials/{t}/weights.h5")]
         assert kept == [summary["best"]["trial"]], (kept, summary["best"]["trial"])
         assert summary["best"]["config"] == "best.yaml" and summary["top"][0]["trial"] == kept[0]
+        artifacts = json.load(open(f"{work}/{name}/artifacts.json"))
+        assert artifacts["hpo.best"] == summary["best"] and artifacts["hpo.top_k"] == summary["top"], artifacts
     print(f"ok: {name}: {len(rows)} trials, {len(failed)} failed, best {summary['best']['fitness']:.4g}, "
           f"groups {sorted({r['member_group'] for r in rows})}")
 PY

@@ -15,6 +15,9 @@ expect_exit 0 '4 ranks = G 2 member groups x D 2 data replicas x M 1 model shard
 for g in 0 1; do
   [ "$(wc -l < out/members/$g/metrics.jsonl)" = 1 ] || { echo "FAIL: members/$g/metrics.jsonl"; fails=$((fails + 1)); }
   [ -f out/members/$g/weights.h5 ] || { echo "FAIL: members/$g/weights.h5 missing"; fails=$((fails + 1)); }
+  # The stage publishes each member's weights for later stages (artifacts.json).
+  /usr/bin/python3 -c 'import json,sys; m=json.load(open("out/artifacts.json"))["train.model"]["members"][int(sys.argv[1])]; assert m["weights"] == f"members/{sys.argv[1]}/weights.h5", m' "$g" ||
+    { echo "FAIL: artifacts.json lacks member $g's weights"; fails=$((fails + 1)); }
 done
 grep -q 'group 1: ranks 2-3' out/plan.txt || { echo "FAIL: plan.txt lacks the group layout"; fails=$((fails + 1)); }
 # Each member has its own seed, so the two models differ.

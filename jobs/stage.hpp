@@ -1,0 +1,38 @@
+// A stage of `strata run` behind one interface: what it publishes for later stages, and running it
+// (resuming where an earlier allocation stopped it; its state lives in its trainings' checkpoints
+// and its search's journal).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "jobs/artifacts.hpp"
+#include "jobs/stage_context.hpp"
+
+namespace strata {
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  // The prefix of its artifacts: the stage kind ("train", "hpo"), with the stage's position for a
+  // kind that comes more than once ("train2").
+  const std::string& name() const { return name_; }
+  // The artifacts it will publish, known before anything runs.
+  virtual std::vector<std::string> publishes() const = 0;
+  // Collective over the world. Throws Interrupted after checkpointing on a stop signal. On world
+  // rank 0 it publishes its artifacts into `artifacts`.
+  virtual void run(const StageContext& context, Artifacts& artifacts) = 0;
+
+ protected:
+  explicit Stage(std::string name) : name_(std::move(name)) {}
+
+ private:
+  std::string name_;
+};
+
+// The stages of `config`, in order.
+std::vector<std::unique_ptr<Stage>> make_stages(const Config& config);
+
+}  // namespace strata
