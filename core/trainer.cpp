@@ -33,10 +33,13 @@ constexpr std::int64_t eval_batch = 256;
 namespace {
 
 // Goyal et al.: a k times larger global batch takes a k times larger rate (warm it up in the
-// schedule).
-double scaled_lr(const Config& config, int replicas) {
+// schedule). The config's rate is for one local batch, so k = K x D: a function of the global
+// batch alone, which a restart on another decomposition keeps.
+double scaled_lr(const Config& config, const Plan& plan) {
   const double lr = config.training.optimizer.lr;
-  return config.parallel.lr_scaling == LrScaling::linear ? lr * replicas : lr;
+  return config.parallel.lr_scaling == LrScaling::linear
+             ? lr * plan.global_batch() / plan.local_batch
+             : lr;
 }
 
 std::int64_t checked_steps_per_epoch(const Config& config, const TrainingData& data,
@@ -82,7 +85,7 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
       accumulate_(plan.accumulate),
       global_batch_(plan.global_batch()),
       steps_per_epoch_(checked_steps_per_epoch(config, data, global_batch_, plan)),
-      schedule_(config.training.schedule, scaled_lr(config, plan.data), steps_per_epoch_,
+      schedule_(config.training.schedule, scaled_lr(config, plan), steps_per_epoch_,
                 config.training.epochs) {
   if ((sync != nullptr ? sync->replicas() : 1) != plan.data || plan.accumulate < 1 ||
       plan.local_batch < 1)

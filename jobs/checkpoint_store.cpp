@@ -53,12 +53,21 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     const std::function<void(const std::string&)>& skipped) const {
   const auto files = list();
   std::string reasons;
+  std::vector<fs::path> damaged;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
     try {
-      return LoadedCheckpoint{*it, read_checkpoint(it->string())};
+      LoadedCheckpoint loaded{*it, read_checkpoint(it->string())};
+      // Damaged files are renamed aside (kept for a look) once a valid one is found: they must not
+      // count towards `keep`, or the next write would prune the last valid checkpoint.
+      for (const auto& file : damaged) {
+        std::error_code ignored;
+        fs::rename(file, file.string() + ".damaged", ignored);
+      }
+      return loaded;
     } catch (const DataError& e) {
       if (skipped) skipped(e.what());
       reasons += fmt::format("\n  {}", e.what());
+      damaged.push_back(*it);
     }
   }
   if (files.empty()) return std::nullopt;

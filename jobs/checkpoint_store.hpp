@@ -30,7 +30,8 @@ class CheckpointStore {
   // The checkpoint files present, oldest first (by sequence number; temporary files excluded).
   std::vector<std::filesystem::path> list() const;
   // The newest checkpoint that reads and verifies. Each newer one that does not is reported
-  // through `skipped` (file and reason) and passed over. nullopt when there is none; DataError
+  // through `skipped` (file and reason) and, once a valid one is found, renamed aside to
+  // <file>.damaged. nullopt when there is none; DataError
   // when there are some but none is valid: a run never silently starts over.
   std::optional<LoadedCheckpoint> load_newest(
       const std::function<void(const std::string&)>& skipped) const;

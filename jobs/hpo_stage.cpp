@@ -194,14 +194,15 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     settings.meta.put_int("generation", trial.generation);
     StepWork work;
     work.serve = serve;
+    // The time limit counts the trial's time in earlier allocations too.
     if (spec.trial_timeout_s > 0)
-      work.over_limit = [&] { return seconds_since(start) > spec.trial_timeout_s; };
+      work.over_limit = [&] { return session->elapsed_seconds() > spec.trial_timeout_s; };
     work.stop_over_limit = [&] {
       throw TrialOverTime(
           fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
                       "trial_timeout_s {}",
-                      trainer->position().epoch, config.training.epochs, seconds_since(start),
-                      spec.trial_timeout_s));
+                      trainer->position().epoch, config.training.epochs,
+                      session->elapsed_seconds(), spec.trial_timeout_s));
     };
     session.emplace(*trainer, topology, c.signals, std::move(settings), std::move(work));
   };
@@ -308,14 +309,14 @@ SearchResults publish_best(const StageContext& c, const HpoSpec& spec, const Sea
                         text + trial_config_text(c.config, trial_values(search.space(), best),
                                                  (dir / "best").string()));
   const auto source = dir / "trials" / std::to_string(best.id) / "weights.h5";
-  std::error_code ec;
-  std::filesystem::copy_file(source, dir / "best_weights.h5.tmp",
-                             std::filesystem::copy_options::overwrite_existing, ec);
-  if (!ec) std::filesystem::rename(dir / "best_weights.h5.tmp", dir / results.best_weights, ec);
-  if (ec)
-    throw DataError(fmt::format("cannot copy the best trial's weights {} to {}: {}",
-                                source.string(), (dir / results.best_weights).string(),
-                                ec.message()));
+  replace_atomically(dir / results.best_weights, [&](const std::filesystem::path& temporary) {
+    std::error_code ec;
+    std::filesystem::copy_file(source, temporary,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw DataError(fmt::format("cannot copy the best trial's weights {} to {}: {}",
+                                  source.string(), temporary.string(), ec.message()));
+  });
   return results;
 }
 

@@ -184,13 +184,23 @@ int run_command(const RunOptions& options) {
     // it here, so that all ranks leave together with the same code.
     std::string stopped;
     try {
-      const StageContext context{config,
+      // The first stage of a kind writes into output.dir, a later one into a subdirectory.
+      Config stage_config = config;
+      const bool own_dir = !stage.subdirectory().empty();
+      if (own_dir)
+        stage_config.output.dir =
+            (std::filesystem::path(config.output.dir) / stage.subdirectory()).string();
+      std::optional<RunOutput> stage_output;
+      if (top && own_dir)
+        stage_output.emplace(RunOutput::inside_checked_run(stage_config.output.dir));
+      const StageContext context{stage_config,
                                  topology,
                                  threads,
                                  state.stage,
                                  state.first_groups,
                                  &signals,
-                                 top ? &*top : nullptr};
+                                 stage_output ? &*stage_output : top ? &*top : nullptr,
+                                 config.output.dir};
       stage.run(context, state.artifacts);
     } catch (const Interrupted& e) {
       stopped = e.what();

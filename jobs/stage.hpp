@@ -19,6 +19,9 @@ class Stage {
   // The prefix of its artifacts: the stage kind ("train", "hpo"), with the stage's position for a
   // kind that comes more than once ("train2").
   const std::string& name() const { return name_; }
+  // Where its files go, under the run's output.dir: the directory itself for the first stage of a
+  // kind (""), a subdirectory named after the stage for the next ones.
+  std::string subdirectory() const { return first_of_kind_ ? "" : name_; }
   // The artifacts it will publish, known before anything runs.
   virtual std::vector<std::string> publishes() const = 0;
   // Collective over the world. Throws Interrupted after checkpointing on a stop signal. On world
@@ -26,10 +29,12 @@ class Stage {
   virtual void run(const StageContext& context, Artifacts& artifacts) = 0;
 
  protected:
-  explicit Stage(std::string name) : name_(std::move(name)) {}
+  Stage(std::string name, bool first_of_kind)
+      : name_(std::move(name)), first_of_kind_(first_of_kind) {}
 
  private:
   std::string name_;
+  bool first_of_kind_;
 };
 
 // The stages of `config`, in order.

@@ -2,6 +2,8 @@
 // stands across allocations.
 #pragma once
 
+#include <filesystem>
+
 #include "core/config.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/stop_signals.hpp"
@@ -10,6 +12,8 @@
 namespace strata {
 
 struct StageContext {
+  // The run's config with output.dir set to this stage's directory: the run's own directory for
+  // the first stage of a kind, <output.dir>/<stage name> for the next ones ("train2", "hpo2").
   const Config& config;
   const Topology& topology;
   int threads = 1;
@@ -19,7 +23,8 @@ struct StageContext {
   // with seed derive(run.seed, member)), and the batch size of a random or grid search.
   int first_groups = 1;
   const StopSignals* signals = nullptr;
-  const RunOutput* output = nullptr;  // the run's directory, on world rank 0 only
+  const RunOutput* output = nullptr;  // the stage's directory, on world rank 0 only
+  std::filesystem::path run_dir;      // the run's output.dir, to which artifact paths are relative
 };
 
 }  // namespace strata

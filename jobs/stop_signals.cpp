@@ -1,5 +1,6 @@
 #include "jobs/stop_signals.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -8,8 +9,10 @@ namespace strata {
 namespace {
 
 // A signal handler can reach nothing but static storage: this is the one process-wide flag, and
-// only StopSignals writes or reads it.
-volatile std::sig_atomic_t received_signal = 0;
+// only StopSignals writes or reads it. Lock-free, so that a handler running on any thread (worker,
+// checkpoint writer) and the main thread reading it do not race.
+std::atomic<int> received_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void record_signal(int signal) {
   received_signal = signal;

@@ -62,6 +62,8 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
   member.broadcast_string(chosen, 0);
   if (chosen.empty()) return std::nullopt;
   const StateDict state = read_checkpoint(chosen);
+  elapsed_before_ = state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
+  started_ = Clock::now();
   try {
     trainer_.load_state(state);
   } catch (const DataError& e) {
@@ -115,11 +117,16 @@ void TrainingSession::checkpoint() {
   local.put_int("meta/global_batch", trainer_.global_batch());
   local.put_int("meta/threads", trainer_.threads());
   local.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
+  local.put_real("meta/elapsed_seconds", elapsed_seconds());
   if (plan.model > 1) gather_whole_state(local, topology_.model(), state, gather_scratch_);
   if (leader())
     store_.save(std::move(state));
   else
     gathered_ = std::move(state);
+}
+
+double TrainingSession::elapsed_seconds() const {
+  return elapsed_before_ + seconds_since(started_);
 }
 
 void TrainingSession::wait() {

@@ -57,6 +57,8 @@ class TrainingSession {
   void checkpoint();
   // Waits for the checkpoint write in flight (on the group's first rank); throws its error.
   void wait();
+  // Seconds this training has run, over every allocation (saved with its checkpoints).
+  double elapsed_seconds() const;
 
  private:
   void at_step();
@@ -73,6 +75,8 @@ class TrainingSession {
   StateDict gathered_;     // the whole state on shards that do not write it, reused
   std::vector<float> gather_scratch_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  double elapsed_before_ = 0.0;  // in earlier allocations, as its checkpoint says
 };
 
 }  // namespace strata

@@ -201,6 +201,7 @@ training:
   epochs: 1
   local_batch: 64
   optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+parallel: {lr_scaling: none}
 )";
   const Config whole = parse_config(yaml, "acc.yaml");
   Config parts = whole;
@@ -286,4 +287,27 @@ TEST_CASE("evaluation gives the same loss and accuracy to the bit on any number 
     CHECK(r.accuracy == results.front().accuracy);
   }
   CHECK(results.front().accuracy > 0.5);
+}
+
+TEST_CASE("linear lr scaling follows the global batch, not the decomposition", "[trainer]") {
+  Config config;
+  config.file = "lr.yaml";
+  config.data.source = DataSource::synthetic;
+  config.data.synthetic = SyntheticSpec{1024, 64, 4, 1, 4, 4};
+  config.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc", 4)};
+  config.training.local_batch = 16;
+  config.training.optimizer.lr = 0.01;
+  config.stages = {StageSpec{}};
+  const TrainingData data = load_training_data(config);
+  // Global batch 64 as D=1 x K=4 and as D=4 x K=1 (the planner's two answers on 1 and 4 ranks):
+  // both take lr 0.01 x 64 / 16 = 0.04 at their first step.
+  Plan one_rank = standalone_plan(config);
+  one_rank.accumulate = 4;
+  Trainer trainer(config, build_model(config, data), data, one_rank, 1);
+  trainer.run_epoch({});
+  CHECK(trainer.last_epoch().lr == Approx(0.04));
+  config.parallel.lr_scaling = LrScaling::none;
+  Trainer unscaled(config, build_model(config, data), data, one_rank, 1);
+  unscaled.run_epoch({});
+  CHECK(unscaled.last_epoch().lr == Approx(0.01));
 }
