@@ -352,9 +352,18 @@ ScheduleSpec parse_schedule(const MapReader& m) {
 }
 
 TrainingConfig parse_training(const MapReader& m) {
-  static constexpr std::string_view known[] = {"epochs", "local_batch", "optimizer", "schedule"};
+  static constexpr std::string_view known[] = {"epochs", "local_batch", "optimizer", "schedule",
+                                               "freeze"};
   m.allow_only(known);
   TrainingConfig t;
+  if (auto f = m.get("freeze")) {
+    if (!f->node().IsSequence())
+      f->fail(fmt::format("expected a list of layer names, got {}", f->found()));
+    for (std::size_t i = 0; i < f->node().size(); ++i) {
+      const Reader name = f->item(i, f->node()[i]);
+      t.freeze.push_back({name.as_nonempty_string(), name.mark()});
+    }
+  }
   read(m, "epochs", t.epochs, at_least_1);
   read(m, "local_batch", t.local_batch, at_least_1);
   if (auto o = m.get("optimizer")) t.optimizer = parse_optimizer(MapReader(*o));
@@ -498,7 +507,22 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   // An objective needs no data; a model with layers does.
   if (auto d = top.get("data"); d || !config.objective)
     config.data = parse_data(MapReader(top.require("data")));
-  if (auto t = top.get("training")) config.training = parse_training(MapReader(*t));
+  if (auto t = top.get("training")) {
+    config.training = parse_training(MapReader(*t));
+    // Every frozen name is a layer of the model.
+    for (const auto& frozen : config.training.freeze) {
+      std::string known;
+      bool found = false;
+      for (const auto& layer : config.layers) {
+        found = found || layer.name == frozen.name;
+        known += (known.empty() ? "" : ", ") + layer.name;
+      }
+      if (!found)
+        throw ConfigError(fmt::format("{}:{}:{}: training.freeze: no layer named '{}' (layers: {})",
+                                      file, frozen.mark.line, frozen.mark.column, frozen.name,
+                                      known));
+    }
+  }
   if (auto p = top.get("parallel")) {
     config.parallel = parse_parallel(MapReader(*p));
     config.parallel.mark = p->mark();

@@ -100,6 +100,12 @@ struct ScheduleSpec {
   double min_lr = 0.0;  // cosine: floor of the decay
 };
 
+// A layer whose parameters do not learn (transfer learning's frozen trunk).
+struct FrozenLayer {
+  std::string name;
+  SourceMark mark;
+};
+
 struct TrainingConfig {
   int epochs = 1;
   int local_batch = 64;
@@ -108,6 +114,9 @@ struct TrainingConfig {
   std::optional<int> largest_searched_local_batch;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
+  // Layers whose parameters keep their values: no optimizer state and no gradient allreduce, and
+  // backward stops before them when no layer before them learns.
+  std::vector<FrozenLayer> freeze;
 };
 
 struct RunSection {

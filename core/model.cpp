@@ -81,8 +81,7 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
         where(config_file, specs.back(), specs.size() - 1), num_classes, shape_string(shape)));
   outputs_.resize(layers_.size());
   grads_.resize(layers_.size());
-  while (first_trainable_ + 1 < layers_.size() && layers_[first_trainable_]->params().empty())
-    ++first_trainable_;
+  freeze({});
   reseed_noise(derive_seed(init_seed, {layers_.size()}));
 }
 
@@ -116,8 +115,32 @@ void Model::set_noise_position(std::uint64_t step, std::uint64_t first_sample) {
   for (auto& layer : layers_) layer->set_noise_position(step, first_sample);
 }
 
+void Model::freeze(const std::vector<std::string>& layer_names) {
+  for (const auto& name : layer_names) {
+    bool found = false;
+    for (const auto& layer : layers_) found = found || layer->name() == name;
+    if (!found)
+      throw std::invalid_argument(fmt::format("freeze: the model has no layer '{}'", name));
+    frozen_.insert(name);
+  }
+  // Backward needs no input gradient before the first layer that learns.
+  first_trainable_ = 0;
+  while (first_trainable_ + 1 < layers_.size() &&
+         (layers_[first_trainable_]->params().empty() ||
+          frozen_.contains(layers_[first_trainable_]->name())))
+    ++first_trainable_;
+}
+
+std::vector<Param> Model::params_of(std::size_t layer) {
+  auto params = layers_[layer]->params();
+  if (frozen_.contains(layers_[layer]->name()))
+    for (auto& p : params) p.trainable = false;
+  return params;
+}
+
 Model Model::replicate() {
   Model copy(specs_, input_shape_, num_classes_, 0, config_file_, factory_);
+  copy.freeze({frozen_.begin(), frozen_.end()});
   StateDict state;
   save_state(state, "model");
   copy.load_state(state, "model");
@@ -145,8 +168,8 @@ std::vector<Param> Model::trainable_params() {
 
 std::vector<Param> Model::params() {
   std::vector<Param> all;
-  for (auto& layer : layers_)
-    for (auto& p : layer->params()) all.push_back(p);
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    for (auto& p : params_of(i)) all.push_back(p);
   return all;
 }
 

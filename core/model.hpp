@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ class Model {
   std::vector<Param> params();
   // The parameters that learn (Param::trainable).
   std::vector<Param> trainable_params();
+  // Layer i's parameters, marked trainable or not.
+  std::vector<Param> params_of(std::size_t layer);
+  // The named layers' parameters stop learning: params() marks them untrainable, and backward
+  // stops before the first layer that still learns. Throws std::invalid_argument for a name that
+  // is no layer.
+  void freeze(const std::vector<std::string>& layer_names);
   std::int64_t parameter_count();
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
@@ -72,8 +79,9 @@ class Model {
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Tensor> outputs_;  // outputs_[i]: output of layer i
-  std::vector<Tensor> grads_;    // grads_[i]: d(loss)/d(output of layer i)
+  std::vector<Tensor> outputs_;   // outputs_[i]: output of layer i
+  std::vector<Tensor> grads_;     // grads_[i]: d(loss)/d(output of layer i)
+  std::set<std::string> frozen_;  // names of layers whose parameters do not learn
   // Backward stops here: layers up to the first one with parameters need no input gradient,
   // because nothing before them learns.
   std::size_t first_trainable_ = 0;

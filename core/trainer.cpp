@@ -60,6 +60,9 @@ Model build_model(const Config& config, const TrainingData& data, const LayerFac
   Model model(config.layers, data.sample_shape, data.num_classes,
               derive_seed(config.run.seed, {seed_init}), config.file, layers);
   model.reseed_noise(derive_seed(config.run.seed, {seed_noise}));
+  std::vector<std::string> frozen;
+  for (const auto& f : config.training.freeze) frozen.push_back(f.name);
+  model.freeze(frozen);
   return model;
 }
 
@@ -96,18 +99,27 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
   replicas_.push_back(std::move(model));
   for (int i = 1; i < pool_.size(); ++i) replicas_.push_back(replicas_.front().replicate());
   workers_.resize(static_cast<std::size_t>(pool_.size()));
-  for (auto& replica : replicas_) replica_params_.push_back(replica.params());
+  // Only parameters that learn are summed, reduced, stepped and copied: frozen ones keep the
+  // values every replica was built with.
+  for (auto& replica : replicas_) replica_params_.push_back(replica.trainable_params());
   Model& first = replicas_.front();
-  for (std::size_t i = 0; i < first.layer_count(); ++i)
-    layer_params_.push_back(first.layer(i).params());
+  for (std::size_t i = 0; i < first.layer_count(); ++i) {
+    std::vector<Param> learning;
+    for (const auto& p : first.params_of(i))
+      if (p.trainable) learning.push_back(p);
+    layer_params_.push_back(std::move(learning));
+  }
 }
 
 void Trainer::broadcast_weights() {
-  const auto& source = replica_params_.front();
-  for (std::size_t r = 1; r < replicas_.size(); ++r)
+  // Every parameter, frozen ones included: they were loaded into replica 0 alone.
+  const auto source = replicas_.front().params();
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    const auto target = replicas_[r].params();
     for (std::size_t k = 0; k < source.size(); ++k)
       std::copy(source[k].value->values().begin(), source[k].value->values().end(),
-                replica_params_[r][k].value->values().begin());
+                target[k].value->values().begin());
+  }
 }
 
 void Trainer::sum_worker_gradients() {

@@ -101,7 +101,8 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
-  // Copies the weights of replica 0 to the others (after loading weights into model()).
+  // Copies the weights of replica 0 to the others (after loading weights into model()). A
+  // GradientSync attaches to model().trainable_params(): frozen parameters are not reduced.
   void broadcast_weights();
 
   // The whole training state at a step boundary: weights ("weights/..."), optimizer

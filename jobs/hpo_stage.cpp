@@ -180,7 +180,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
                                 split_model ? model_parallel_factory(topology.model(), config.file)
                                             : LayerFactory{}),
                     data, trial_plan, c.threads, sync ? &*sync : nullptr);
-    if (sync) sync->attach(trainer->model().params());
+    if (sync) sync->attach(trainer->model().trainable_params());
     trainer->set_evaluation_hook(serve);
     SessionSettings settings;
     settings.checkpoint_dir = trial_checkpoints(c, trial.id);

@@ -55,7 +55,7 @@ void train_member(const StageContext& c, int member) {
                               split_model ? model_parallel_factory(topology.model(), config.file)
                                           : LayerFactory{}),
                   data, plan, c.threads, sync ? &*sync : nullptr);
-  if (sync) sync->attach(trainer.model().params());
+  if (sync) sync->attach(trainer.model().trainable_params());
 
   SessionSettings settings;
   settings.checkpoint_dir = std::filesystem::path(c.config.output.dir) / "checkpoints" /

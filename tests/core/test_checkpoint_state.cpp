@@ -265,3 +265,35 @@ TEST_CASE("an atomic write leaves no file under the final name when it fails",
   CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "second");
   CHECK_FALSE(std::filesystem::exists(dir.file("a.txt.tmp")));
 }
+
+TEST_CASE("frozen layers keep their weights bit-identical and have no optimizer state",
+          "[trainer][freeze]") {
+  Config config = state_config(OptimizerKind::adam);
+  config.training.freeze = {{"fc1", {}}};
+  const TrainingData data = load_training_data(config);
+  Trainer trainer(config, build_model(config, data), data, standalone_plan(config), 2);
+  StateDict before;
+  trainer.save_state(before);
+  trainer.run_epoch({});
+  StateDict after;
+  trainer.save_state(after);
+  CHECK(after.tensor("weights/fc1/weight").values == before.tensor("weights/fc1/weight").values);
+  CHECK(after.tensor("weights/fc1/bias").values == before.tensor("weights/fc1/bias").values);
+  CHECK(after.tensor("weights/fc2/weight").values != before.tensor("weights/fc2/weight").values);
+  // No optimizer state for it, and it is not among the parameters a gradient sync reduces.
+  CHECK_FALSE(after.has_tensor("optimizer/first_moment/fc1/weight"));
+  CHECK(after.has_tensor("optimizer/first_moment/fc2/weight"));
+  for (const auto& p : trainer.model().trainable_params()) CHECK_FALSE(p.name.starts_with("fc1/"));
+  CHECK(trainer.model().params().size() == trainer.model().trainable_params().size() + 2);
+}
+
+TEST_CASE("training.freeze names layers of the model", "[config][freeze]") {
+  const std::string yaml = R"(data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: 10, name: head}}]}
+training:
+  freeze: [head, trunk]
+)";
+  CHECK_THROWS_WITH(parse_config(yaml, "f.yaml"),
+                    Contains("f.yaml:4:18: training.freeze: no layer named 'trunk' (layers: "
+                             "flatten_0, head)"));
+}

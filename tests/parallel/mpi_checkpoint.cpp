@@ -75,7 +75,7 @@ struct Replica {
                                 plan.model > 1 ? model_parallel_factory(topology.model(), "r.yaml")
                                                : LayerFactory{}),
                     data, plan, 1, sync ? &*sync : nullptr);
-    if (sync) sync->attach(trainer->model().params());
+    if (sync) sync->attach(trainer->model().trainable_params());
   }
   // The whole state, assembled over the model shards.
   StateDict whole_state(const Topology& topology) {
