@@ -46,30 +46,31 @@ echo "killed after $(rows) results"
 expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed from the journal' -- "$MPIEXEC" -n 2 "$STRATA" run search.yaml
 same_search "killed on 4 ranks, resumed on 2"
 
-# The requeue signal to mpiexec mid-search: every group checkpoints its trial, exit 75; resumed on 3
-# ranks, the trials in flight go on from their own checkpoints.
-rm -rf out
-"$MPIEXEC" -n 4 "$STRATA" run search.yaml > stopped.log 2>&1 &
-launcher=$!
-for _ in $(seq 600); do [ "$(rows)" -ge 6 ] && break; sleep 0.05; done
-kill -USR1 "$launcher"
-wait "$launcher"
-rc=$?
-if [ "$rc" = 75 ] && grep -q 'the search stopped on a signal.*exit 75' stopped.log; then echo "ok: mpiexec exited 75 after $(rows) results"
-else echo "FAIL: after the signal mpiexec exited $rc, expected 75"; tail -3 stopped.log; fails=$((fails + 1)); fi
+# signal_mid_search SIGNAL RESULTS: a fresh search on 4 ranks, SIGNAL sent to mpiexec once RESULTS
+# trials have ended; every group checkpoints its trial and mpiexec must exit 75.
+signal_mid_search() {
+  rm -rf out
+  "$MPIEXEC" -n 4 "$STRATA" run search.yaml > signalled.log 2>&1 &
+  local launcher=$! rc
+  for _ in $(seq 600); do [ "$(rows)" -ge "$2" ] && break; sleep 0.05; done
+  kill -"$1" "$launcher"
+  wait "$launcher"
+  rc=$?
+  if [ "$rc" = 75 ] && grep -q 'the search stopped on a signal.*exit 75' signalled.log; then
+    echo "ok: SIG$1: mpiexec exited 75 after $(rows) results"
+  else
+    echo "FAIL: after SIG$1 mpiexec exited $rc, expected 75"; tail -3 signalled.log; fails=$((fails + 1))
+  fi
+}
+
+# The requeue signal mid-search, resumed on 3 ranks: the trials in flight go on from their own
+# checkpoints.
+signal_mid_search USR1 6
 expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed' -- "$MPIEXEC" -n 3 "$STRATA" run search.yaml
 same_search "stopped by the signal on 4 ranks, resumed on 3"
 
-# SIGTERM (what Slurm sends before SIGKILL, and on preemption) to mpiexec: the same, exit 75.
-rm -rf out
-"$MPIEXEC" -n 4 "$STRATA" run search.yaml > terminated.log 2>&1 &
-launcher=$!
-for _ in $(seq 600); do [ "$(rows)" -ge 3 ] && break; sleep 0.05; done
-kill -TERM "$launcher"
-wait "$launcher"
-rc=$?
-[ "$rc" = 75 ] && echo "ok: SIGTERM: mpiexec exited 75 after $(rows) results" ||
-  { echo "FAIL: after SIGTERM mpiexec exited $rc, expected 75"; tail -3 terminated.log; fails=$((fails + 1)); }
+# SIGTERM (what Slurm sends before SIGKILL, and on preemption): the same.
+signal_mid_search TERM 3
 expect_exit 0 'done' -- "$MPIEXEC" -n 4 "$STRATA" run search.yaml
 same_search "stopped by SIGTERM, resumed"
 
