@@ -45,6 +45,36 @@ same_as_ref() {  # $1: what was done
   else echo "FAIL: $1: differs from the uninterrupted run"; diff ref.txt <(fingerprint out) | head -5; fails=$((fails + 1)); fi
 }
 
+# The README's layout is enough for another tool: h5py and zlib read the newest checkpoint and
+# check every dataset's crc32 and the attributes' scalars_crc32 as the README describes them.
+/usr/bin/python3 - "$(ls ref/checkpoints/stage0/member0/ckpt-*.h5 | tail -1)" <<'PY' || fails=$((fails + 1))
+import struct, sys, zlib
+import h5py, numpy as np
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    assert f.attrs["format"] == "strata-checkpoint" and f.attrs["format_version"] == 1
+    scalars, datasets = {}, 0
+    def visit(name, obj):
+        global datasets
+        if isinstance(obj, h5py.Dataset):
+            datasets += 1
+            assert zlib.crc32(obj[()].astype("<f4").tobytes()) == int(obj.attrs["crc32"]) & 0xffffffff, name
+        else:
+            scalars.update({f"{name}/{k}": v for k, v in obj.attrs.items()})
+    f.visititems(visit)
+    scalars.update({k: v for k, v in f.attrs.items() if k not in ("format", "format_version", "scalars_crc32")})
+    def text(v):
+        if isinstance(v, (bytes, str)):
+            return "s:" + (v.decode() if isinstance(v, bytes) else v)
+        if isinstance(v, (float, np.floating)):
+            return "r:%x" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+        return "i:%d" % int(v)
+    lines = "".join(f"{k}={text(scalars[k])}\n" for k in sorted(scalars))
+    assert zlib.crc32(lines.encode()) == int(f.attrs["scalars_crc32"]) & 0xffffffff, "scalars_crc32"
+    assert f["weights/dense_7/weight"].shape == (10, 32) and f["trainer"].attrs["epoch"] == 3
+print(f"ok: h5py reads {path}: {datasets} datasets and {len(scalars)} attributes, every checksum as documented")
+PY
+
 # The stop signal mid-epoch: checkpoint, exit 75, and a resume that says from where.
 rm -rf out
 STRATA_FAULT=stop_at_step=150 expect_exit 75 'stopped by a signal at epoch 2 step 38.*exit 75' -- "$STRATA" run run.yaml
