@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.hpp"
 #include "core/errors.hpp"
 #include "core/loss.hpp"
 
@@ -15,11 +16,6 @@ namespace strata {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Worker i's share [begin, end) of n items split over `workers`.
 std::pair<std::int64_t, std::int64_t> share(std::int64_t n, int workers, int i) {

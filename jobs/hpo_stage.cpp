@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.hpp"
+#include "core/clock.hpp"
 #include "core/errors.hpp"
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
@@ -33,11 +34,6 @@ namespace strata {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 SearchSpace search_space_of(const Config& config, const HpoSpec& spec) {
   if (config.objective) return objective_space(config.objective->name, config.objective->dims);

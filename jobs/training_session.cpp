@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/checkpoint_file.hpp"
+#include "core/clock.hpp"
 #include "core/errors.hpp"
 #include "jobs/fault_injection.hpp"
 #include "parallel/state_gather.hpp"
@@ -14,11 +15,6 @@ namespace strata {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 enum VoteFlag : unsigned { stop_flag = 1u, clock_flag = 2u, limit_flag = 4u };
 
