@@ -100,14 +100,4 @@ void StateDict::merge(const StateDict& other, const std::string& prefix) {
   for (const auto& [key, s] : other.scalars_) scalars_[prefix + "/" + key] = s;
 }
 
-StateDict StateDict::sub(const std::string& prefix) const {
-  StateDict out;
-  const std::string head = prefix + "/";
-  for (const auto& [key, t] : tensors_)
-    if (key.starts_with(head)) out.tensors_[key.substr(head.size())] = t;
-  for (const auto& [key, s] : scalars_)
-    if (key.starts_with(head)) out.scalars_[key.substr(head.size())] = s;
-  return out;
-}
-
 }  // namespace strata

@@ -70,8 +70,6 @@ class StateDict {
   std::map<std::string, StateScalar>& scalars() { return scalars_; }
   // Adds every entry of `other` under `prefix` + "/".
   void merge(const StateDict& other, const std::string& prefix);
-  // The entries under `prefix` + "/", with the prefix removed.
-  StateDict sub(const std::string& prefix) const;
 
  private:
   const StateScalar& scalar(const std::string& key) const;

@@ -16,7 +16,6 @@ namespace strata {
 
 namespace {
 
-
 // Worker i's share [begin, end) of n items split over `workers`.
 std::pair<std::int64_t, std::int64_t> share(std::int64_t n, int workers, int i) {
   return {n * i / workers, n * (i + 1) / workers};
