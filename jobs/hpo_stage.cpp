@@ -18,7 +18,6 @@
 #include "core/errors.hpp"
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
-#include "core/weights_io.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
@@ -27,8 +26,6 @@
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/training_session.hpp"
-#include "parallel/gradient_sync.hpp"
-#include "parallel/model_parallel_layers.hpp"
 
 namespace strata {
 
@@ -132,18 +129,6 @@ std::filesystem::path trial_dir(const StageContext& c, int trial_id) {
   return std::filesystem::path(c.config.output.dir) / "trials" / std::to_string(trial_id);
 }
 
-// The trial's final weights, whole (a model-parallel model is gathered over its shards), written
-// by the group's first rank.
-void save_trial_weights(Trainer& trainer, const Topology& topology,
-                        const std::filesystem::path& path) {
-  if (topology.plan().model > 1) {
-    const auto whole = gather_full_weights(trainer.model());
-    if (topology.member().rank() == 0) save_weights(path.string(), whole);
-  } else if (topology.member().rank() == 0) {
-    save_weights(path.string(), trainer.model());
-  }
-}
-
 std::filesystem::path trial_checkpoints(const StageContext& c, int trial_id) {
   return std::filesystem::path(c.config.output.dir) / "checkpoints" /
          fmt::format("stage{}", c.stage_index) / fmt::format("trial{}", trial_id);
@@ -159,8 +144,8 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
   const auto start = Clock::now();
   const Topology& topology = c.topology;
   Config config;
-  std::optional<DataParallelSync> sync;
-  std::optional<Trainer> trainer;
+  std::optional<GroupTraining> group;
+  Trainer* trainer = nullptr;
   std::optional<TrainingSession> session;
   int global_batch = 0;
   auto build = [&] {
@@ -169,14 +154,8 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
         derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
     const Plan trial_plan = plan_on_run_layout(config, topology.plan());
     global_batch = trial_plan.global_batch();
-    if (trial_plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
-    const bool split_model = trial_plan.model > 1;
-    trainer.emplace(config,
-                    build_model(config, data,
-                                split_model ? model_parallel_factory(topology.model(), config.file)
-                                            : LayerFactory{}),
-                    data, trial_plan, c.threads, sync ? &*sync : nullptr);
-    if (sync) sync->attach(trainer->model().trainable_params());
+    group.emplace(config, data, topology, trial_plan, c.threads);
+    trainer = &*group->trainer;
     trainer->set_evaluation_hook(serve);
     SessionSettings settings;
     settings.checkpoint_dir = trial_checkpoints(c, trial.id);
@@ -226,7 +205,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
       o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
       o.val_accuracy = m.val_accuracy;
       o.test_accuracy = m.test_accuracy;
-      save_trial_weights(*trainer, topology, results / "weights.h5");
+      session->save_final_weights(results / "weights.h5");
     } catch (const TrialOverTime& e) {
       o.status = TrialStatus::timeout;
       o.reason = e.what();

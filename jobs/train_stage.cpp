@@ -9,13 +9,10 @@
 #include "core/device.hpp"
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
-#include "core/weights_io.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/training_session.hpp"
-#include "parallel/gradient_sync.hpp"
-#include "parallel/model_parallel_layers.hpp"
 
 namespace strata {
 
@@ -47,15 +44,8 @@ void train_member(const StageContext& c, int member) {
   // The data split comes from the run's seed, not the member's: every member, and strata predict
   // on a member's weights, sees the same validation hold-out and normalisation.
   const TrainingData data = load_training_data(c.config);
-  std::optional<DataParallelSync> sync;
-  if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
-  const bool split_model = plan.model > 1;
-  Trainer trainer(config,
-                  build_model(config, data,
-                              split_model ? model_parallel_factory(topology.model(), config.file)
-                                          : LayerFactory{}),
-                  data, plan, c.threads, sync ? &*sync : nullptr);
-  if (sync) sync->attach(trainer.model().trainable_params());
+  GroupTraining group(config, data, topology, plan, c.threads);
+  Trainer& trainer = *group.trainer;
 
   SessionSettings settings;
   settings.checkpoint_dir = std::filesystem::path(c.config.output.dir) / "checkpoints" /
@@ -111,13 +101,7 @@ void train_member(const StageContext& c, int member) {
             m.test_accuracy, m.samples_per_s, m.seconds);
         std::fflush(stdout);
       });
-  if (split_model) {
-    // Every shard takes part in assembling the whole weights; the member's first rank writes them.
-    const auto whole = gather_full_weights(trainer.model());
-    if (writes) save_weights(output->weights_path().string(), whole);
-  } else if (writes) {
-    save_weights(output->weights_path().string(), trainer.model());
-  }
+  session.save_final_weights(member_dir(c.config, c.first_groups, member) / "weights.h5");
   session.wait();
 }
 

@@ -8,7 +8,9 @@
 #include "core/checkpoint_file.hpp"
 #include "core/clock.hpp"
 #include "core/errors.hpp"
+#include "core/weights_io.hpp"
 #include "jobs/fault_injection.hpp"
+#include "parallel/model_parallel_layers.hpp"
 #include "parallel/state_gather.hpp"
 
 namespace strata {
@@ -26,6 +28,17 @@ std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps
 
 }  // namespace
 
+GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
+                             const Topology& topology, const Plan& plan, int threads) {
+  if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
+  trainer.emplace(config,
+                  build_model(config, data,
+                              plan.model > 1 ? model_parallel_factory(topology.model(), config.file)
+                                             : LayerFactory{}),
+                  data, plan, threads, sync ? &*sync : nullptr);
+  if (sync) sync->attach(trainer->model().trainable_params());
+}
+
 TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
                                  const StopSignals* signals, SessionSettings settings,
                                  StepWork work)
@@ -42,12 +55,16 @@ TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
 std::optional<std::filesystem::path> TrainingSession::resume() {
   // The group's first rank chooses the checkpoint, so that every rank loads the same file.
   std::string chosen, problem;
+  std::optional<StateDict> verified;  // the leader's: load_newest has read and checked it already
   if (leader()) {
     try {
-      const auto loaded = store_.load_newest([&](const std::string& why) {
+      auto loaded = store_.load_newest([&](const std::string& why) {
         fmt::print(stderr, "strata: {}skipping a damaged checkpoint: {}\n", settings_.label, why);
       });
-      if (loaded) chosen = loaded->path.string();
+      if (loaded) {
+        chosen = loaded->path.string();
+        verified = std::move(loaded->state);
+      }
     } catch (const DataError& e) {
       problem = e.what();
     }
@@ -57,7 +74,7 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
   if (!problem.empty()) throw DataError(problem);
   member.broadcast_string(chosen, 0);
   if (chosen.empty()) return std::nullopt;
-  const StateDict state = read_checkpoint(chosen);
+  const StateDict state = verified ? std::move(*verified) : read_checkpoint(chosen);
   elapsed_before_ = state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
   started_ = Clock::now();
   try {
@@ -119,6 +136,15 @@ void TrainingSession::checkpoint() {
     store_.save(std::move(state));
   else
     gathered_ = std::move(state);
+}
+
+void TrainingSession::save_final_weights(const std::filesystem::path& path) {
+  if (topology_.plan().model > 1) {
+    const auto whole = gather_full_weights(trainer_.model());
+    if (leader()) save_weights(path.string(), whole);
+  } else if (leader()) {
+    save_weights(path.string(), trainer_.model());
+  }
 }
 
 double TrainingSession::elapsed_seconds() const {

@@ -13,10 +13,24 @@
 #include "core/trainer.hpp"
 #include "jobs/checkpoint_store.hpp"
 #include "jobs/stop_signals.hpp"
+#include "parallel/gradient_sync.hpp"
 #include "parallel/step_vote.hpp"
 #include "parallel/topology.hpp"
 
 namespace strata {
+
+// A trainer for this rank's place in the topology: model-parallel layers when the plan has M > 1,
+// a gradient sync over the `data` communicator when D > 1 (attached to the parameters that learn).
+// Not movable: the trainer keeps a pointer to the sync beside it.
+struct GroupTraining {
+  GroupTraining(const Config& config, const TrainingData& data, const Topology& topology,
+                const Plan& plan, int threads);
+  GroupTraining(const GroupTraining&) = delete;
+  GroupTraining& operator=(const GroupTraining&) = delete;
+
+  std::optional<DataParallelSync> sync;
+  std::optional<Trainer> trainer;
+};
 
 struct SessionSettings {
   std::filesystem::path checkpoint_dir;  // this training's own checkpoints
@@ -57,6 +71,9 @@ class TrainingSession {
   void checkpoint();
   // Waits for the checkpoint write in flight (on the group's first rank); throws its error.
   void wait();
+  // The trainer's weights as a weights file at `path`, whole: a model-parallel model is gathered
+  // over its shards (collective over the model communicator) and the group's first rank writes.
+  void save_final_weights(const std::filesystem::path& path);
   // Seconds this training has run, over every allocation (saved with its checkpoints).
   double elapsed_seconds() const;
 

@@ -15,8 +15,7 @@
 
 #include "core/checkpoint_file.hpp"
 #include "core/trainer.hpp"
-#include "parallel/gradient_sync.hpp"
-#include "parallel/model_parallel_layers.hpp"
+#include "jobs/training_session.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/state_gather.hpp"
 #include "parallel/step_vote.hpp"
@@ -62,28 +61,12 @@ void train_until(Trainer& trainer, std::int64_t step) {
   }
 }
 
-// One replica of `config` on `topology`: model-parallel layers when M > 1, a gradient sync when
-// D > 1.
-struct Replica {
-  std::optional<DataParallelSync> sync;
-  std::optional<Trainer> trainer;
-  Replica(const Config& config, const TrainingData& data, const Topology& topology,
-          const Plan& plan) {
-    if (plan.data > 1) sync.emplace(topology.data(), 25.0);
-    trainer.emplace(config,
-                    build_model(config, data,
-                                plan.model > 1 ? model_parallel_factory(topology.model(), "r.yaml")
-                                               : LayerFactory{}),
-                    data, plan, 1, sync ? &*sync : nullptr);
-    if (sync) sync->attach(trainer->model().trainable_params());
-  }
-  // The whole state, assembled over the model shards.
-  StateDict whole_state(const Topology& topology) {
-    StateDict local;
-    trainer->save_state(local);
-    return topology.plan().model > 1 ? gather_whole_state(local, topology.model()) : local;
-  }
-};
+// The whole state of a replica as strata run builds it, assembled over the model shards.
+StateDict whole_state(GroupTraining& replica, const Topology& topology) {
+  StateDict local;
+  replica.trainer->save_state(local);
+  return topology.plan().model > 1 ? gather_whole_state(local, topology.model()) : local;
+}
 
 Plan plan_for(int ranks, int model) {
   PlanRequest request;
@@ -122,9 +105,9 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   REQUIRE(written_plan.data == 2);
   REQUIRE(written_plan.accumulate == 1);
   const Topology written_on(world, written_plan);
-  Replica original(config, data, written_on, written_plan);
+  GroupTraining original(config, data, written_on, written_plan, 1);
   train_until(*original.trainer, 3);
-  const StateDict saved = original.whole_state(written_on);
+  const StateDict saved = whole_state(original, written_on);
   std::string path;
   if (world.rank() == 0) {
     path = fmt::format("/tmp/strata-mpi-reshard-{}.h5", ::getpid());
@@ -132,7 +115,7 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   }
   world.broadcast_string(path, 0);
   train_until(*original.trainer, 8);
-  const StateDict uninterrupted = original.whole_state(written_on);
+  const StateDict uninterrupted = whole_state(original, written_on);
 
   for (const int ranks : {2, 1}) {
     const Communicator sub =
@@ -142,12 +125,12 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       REQUIRE(plan.data == 1);
       REQUIRE(plan.accumulate == 2);
       const Topology topology(sub, plan);
-      Replica resumed(config, data, topology, plan);
-      const StateDict before = resumed.whole_state(topology);
+      GroupTraining resumed(config, data, topology, plan, 1);
+      const StateDict before = whole_state(resumed, topology);
       REQUIRE(before.tensor("weights/dense_4/weight").values !=
               saved.tensor("weights/dense_4/weight").values);
       resumed.trainer->load_state(read_checkpoint(path));
-      const StateDict loaded = resumed.whole_state(topology);
+      const StateDict loaded = whole_state(resumed, topology);
       INFO("resumed on " << ranks << " rank(s)");
       for (const auto& [key, t] : saved.tensors()) {
         INFO(key);
@@ -156,7 +139,7 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       CHECK(loaded.get_int("optimizer/steps") == 3);
       CHECK(loaded.get_int("trainer/global_step") == 3);
       train_until(*resumed.trainer, 8);
-      const StateDict after = resumed.whole_state(topology);
+      const StateDict after = whole_state(resumed, topology);
       const double weights = largest_relative_difference(uninterrupted, after, "weights/");
       WARN("resumed on " << ranks
                          << " rank(s): after 5 more steps the weights differ from the "
