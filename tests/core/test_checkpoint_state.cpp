@@ -18,6 +18,7 @@
 #include "core/state.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
+#include "tests/core/layer_specs.hpp"
 #include "tests/core/temp_dir.hpp"
 
 using namespace strata;
@@ -25,13 +26,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-LayerSpec layer(LayerKind kind, const std::string& name, int units = 0) {
-  LayerSpec s;
-  s.kind = kind;
-  s.name = name;
-  s.units = units;
-  return s;
-}
+using testing::layer;
 
 // A small MLP with dropout, Adam and a cosine schedule: every kind of state the trainer has.
 Config state_config(OptimizerKind optimizer) {

@@ -21,6 +21,7 @@
 #include "core/model.hpp"
 #include "core/weights_io.hpp"
 #include "tests/core/gradient_check.hpp"
+#include "tests/core/layer_specs.hpp"
 #include "tests/core/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -31,12 +32,7 @@ namespace {
 
 using strata::testing::TempDir;
 
-LayerSpec layer(LayerKind kind, const std::string& name) {
-  LayerSpec s;
-  s.kind = kind;
-  s.name = name;
-  return s;
-}
+using testing::layer;
 LayerSpec dense(const std::string& name, int units) {
   LayerSpec s = layer(LayerKind::dense, name);
   s.units = units;

@@ -15,6 +15,7 @@
 #include "core/errors.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
+#include "tests/core/layer_specs.hpp"
 #include "tests/core/temp_dir.hpp"
 
 using namespace strata;
@@ -22,13 +23,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-LayerSpec layer(LayerKind kind, const std::string& name, int units = 0) {
-  LayerSpec s;
-  s.kind = kind;
-  s.name = name;
-  s.units = units;
-  return s;
-}
+using testing::layer;
 
 // 1024 + 256 synthetic 1x8x8 images of 4 classes (~920 train after the 10% validation hold-out),
 // an MLP flatten -> dense 32 -> relu -> dense 4, SGD with momentum, batch 32.
