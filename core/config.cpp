@@ -25,6 +25,7 @@
 #include "core/config_reader.hpp"
 #include "core/errors.hpp"
 #include "core/search_config.hpp"
+#include "core/stage_config.hpp"
 
 namespace strata {
 namespace {
@@ -56,9 +57,6 @@ constexpr std::array<Choice<ScheduleKind>, 3> schedule_choices{{
     {"step", ScheduleKind::step},
     {"cosine", ScheduleKind::cosine},
 }};
-
-constexpr std::array<Choice<StageKind>, 2> stage_choices{
-    {{"train", StageKind::train}, {"hpo", StageKind::hpo}}};
 
 RunSection parse_run(const MapReader& m) {
   static constexpr std::string_view known[] = {"name", "seed", "threads"};
@@ -376,12 +374,13 @@ constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
     {"none", LrScaling::none},
 }};
 
-ParallelConfig parse_parallel(const MapReader& m) {
+}  // namespace
+
+ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig p) {
   static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
                                                "memory_per_rank_mib", "bucket_mib", "lr_scaling",
                                                "accumulate",          "watchdog_s"};
   m.allow_only(known);
-  ParallelConfig p;
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
   read(m, "model", p.model, at_least_0);
   read(m, "data", p.data, at_least_0);
@@ -396,6 +395,8 @@ ParallelConfig parse_parallel(const MapReader& m) {
   read(m, "watchdog_s", p.watchdog_s, non_negative);
   return p;
 }
+
+namespace {
 
 OutputConfig parse_output(const MapReader& m) {
   static constexpr std::string_view known[] = {"dir", "progress_seconds"};
@@ -429,42 +430,6 @@ CheckpointConfig parse_checkpoint(const MapReader& m) {
   for (const auto& choice : signal_choices)
     if (choice.value == c.signal) c.signal_name = std::string(choice.name);
   return c;
-}
-
-// --- stages ---
-
-StageSpec parse_stage(const Reader& item) {
-  StageSpec stage;
-  stage.mark = item.mark();
-  if (item.node().IsScalar()) {
-    stage.kind = item.as_choice(stage_choices, "stage");
-    if (stage.kind == StageKind::hpo)
-      item.fail("the hpo stage needs its settings: '- hpo: {space: {...}, ...}'");
-    return stage;
-  }
-  if (!item.node().IsMap())
-    item.fail(fmt::format("expected a stage name or 'stage: {{params}}', got {}", item.found()));
-  const MapReader entries(item);
-  if (entries.size() != 1)
-    item.fail(fmt::format("expected one stage per list item, got {} keys ({})", entries.size(),
-                          fmt::join(entries.keys(), ", ")));
-  const auto [key_at, params_at] = entries.first_entry();
-  stage.kind =
-      item.with(key_at.node(), item.path(), key_at.mark()).as_choice(stage_choices, "stage");
-  if (stage.kind == StageKind::hpo)
-    stage.hpo = parse_hpo(MapReader(params_at));
-  else
-    MapReader(params_at).allow_only({});  // train takes no parameters
-  return stage;
-}
-
-std::vector<StageSpec> parse_stages(const Reader& list) {
-  if (!list.node().IsSequence() || list.node().size() == 0)
-    list.fail(fmt::format("expected a non-empty list of stages, got {}", list.found()));
-  std::vector<StageSpec> stages;
-  for (std::size_t i = 0; i < list.node().size(); ++i)
-    stages.push_back(parse_stage(list.item(i, list.node()[i])));
-  return stages;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -524,7 +489,7 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
     }
   }
   if (auto p = top.get("parallel")) {
-    config.parallel = parse_parallel(MapReader(*p));
+    config.parallel = parse_parallel(MapReader(*p), {});
     config.parallel.mark = p->mark();
   }
   if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
@@ -604,7 +569,7 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   if (auto s = top.get("stages")) stages = parse_stages(*s);
   std::vector<SearchParamSpec> space;
   for (const auto& stage : stages)
-    if (stage.kind == StageKind::hpo) space = stage.hpo.space;
+    if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) space = hpo->space;
   const auto [first_values, largest_local_batch] = check_references(yaml_text, root, space, file);
   Config config = first_values.empty() ? parse_sections(root_node, file)
                                        : parse_substituted(yaml_text, file, first_values);
@@ -614,15 +579,17 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   if (largest_local_batch > config.training.local_batch)
     config.training.largest_searched_local_batch = largest_local_batch;
   for (const auto& stage : stages) {
-    if (stage.kind != StageKind::hpo) continue;
+    const auto* hpo = std::get_if<HpoSpec>(&stage.settings);
+    if (hpo == nullptr) continue;
     const auto where =
         fmt::format("{}:{}:{}: stages: hpo", file, stage.mark.line, stage.mark.column);
-    if (stage.hpo.space.empty() && !config.objective)
+    if (hpo->space.empty() && !config.objective)
       throw ConfigError(
           where + ": missing required key 'space' (only a function objective brings its own)");
-    if (!stage.hpo.space.empty() && config.objective)
+    if (!hpo->space.empty() && config.objective)
       throw ConfigError(where + ": a function objective searches its own space; leave 'space' out");
   }
+  if (auto s = top.get("stages")) read_stage_parallel(*s, config.parallel, stages);
   config.stages = std::move(stages);
   return config;
 }
@@ -637,7 +604,7 @@ Config instantiate(const Config& base, const std::map<std::string, std::string>&
 const std::vector<SearchParamSpec>& search_space(const Config& config) {
   static const std::vector<SearchParamSpec> none;
   for (const auto& stage : config.stages)
-    if (stage.kind == StageKind::hpo) return stage.hpo.space;
+    if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) return hpo->space;
   return none;
 }
 

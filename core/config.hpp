@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace strata {
@@ -155,7 +156,7 @@ struct ParallelConfig {
   SourceMark mark;            // of the parallel section, for planner errors
 };
 
-enum class StageKind { train, hpo };
+enum class StageKind { train, hpo, ensemble };
 
 enum class SearchParamKind { uniform, log_uniform, integer, choice };
 
@@ -201,10 +202,49 @@ struct HpoSpec {
   int keep_top = 1;  // the weights of this many best trials are kept (trials/<id>/weights.h5)
 };
 
-struct StageSpec {
-  StageKind kind = StageKind::train;
-  HpoSpec hpo;  // kind == hpo
+// A named result of an earlier stage ("hpo.best", "hpo2.top_k"), where the config refers to it.
+struct ArtifactRef {
+  std::string name;
   SourceMark mark;
+};
+
+// The part of every image an ensemble member sees: rows [row_begin, row_end) and columns
+// [col_begin, col_end) of the listed channels; the rest is zero after normalisation (the training
+// mean). Zero ends mean "to the edge"; no channels means all of them.
+struct FeatureSubset {
+  int row_begin = 0, row_end = 0;
+  int col_begin = 0, col_end = 0;
+  std::vector<int> channels;
+  SourceMark mark;
+};
+
+enum class CombinerKind { mean, weighted, vote };
+
+// The ensemble stage: members are configs (the run's own, or from an earlier search's artifact)
+// times one kind of variation (seeds, bootstrap samples or feature subsets); their predictions are
+// combined over the peers communicator.
+struct EnsembleSpec {
+  std::optional<ArtifactRef> from;  // hpo.top_k or hpo.best; none: the run's config
+  int members = 0;                  // from a .top_k: its first n configs; 0 = all
+  int seeds = 0;                    // initialisations per config; 0 = 1 unless another variation
+  int bagging = 0;                  // bootstrap samples of the training set per config
+  std::vector<FeatureSubset> feature_subsets;  // one member per subset, per config
+  std::vector<CombinerKind> combiners{CombinerKind::mean, CombinerKind::weighted,
+                                      CombinerKind::vote};
+  int epochs = 0;  // 0 = each member config's own training.epochs
+};
+
+// A train stage takes no settings of its own.
+struct TrainSpec {};
+
+// One entry of `stages:`. The settings' alternative is the stage's kind, in StageKind's order.
+struct StageSpec {
+  std::variant<TrainSpec, HpoSpec, EnsembleSpec> settings;
+  // The stage's own `parallel:` block over the run's (unset keys inherit the run's); none: the
+  // run's.
+  std::optional<ParallelConfig> parallel;
+  SourceMark mark;
+  StageKind kind() const { return static_cast<StageKind>(settings.index()); }
 };
 
 // An analytic function in place of training (model: {objective: rastrigin, dims: 10}): it tests
@@ -252,5 +292,10 @@ const std::vector<SearchParamSpec>& search_space(const Config& config);
 const char* to_string(LayerKind kind);
 const char* to_string(InitKind kind);
 const char* to_string(SearchAlgorithm algorithm);
+const char* to_string(StageKind kind);
+const char* to_string(CombinerKind kind);
+
+// The config a stage runs: `config` with the stage's parallel block in place of the run's.
+Config stage_config(const Config& config, const StageSpec& stage);
 
 }  // namespace strata

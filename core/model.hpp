@@ -67,6 +67,7 @@ class Model {
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
   const Shape& input_shape() const { return input_shape_; }
+  int num_classes() const { return num_classes_; }
   // One line per layer: name, kind, output shape, parameter count.
   std::string summary();
 

@@ -108,7 +108,7 @@ HpoSpec parse_hpo(const MapReader& m) {
       "elites",          "demes",          "migration_interval", "migrants",    "blend_alpha",
       "crossover_rate",  "mutation_sigma", "mutation_rate",      "patience",    "target",
       "max_trainings",   "trials",         "grid_points",        "fitness",     "direction",
-      "trial_timeout_s", "keep_top"};
+      "trial_timeout_s", "keep_top",     "parallel"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, algorithm_choices, "search algorithm");

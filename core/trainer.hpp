@@ -83,6 +83,9 @@ class Trainer {
   // most every output.progress_seconds. Throws DivergedError on a NaN/inf loss.
   EpochMetrics run_epoch(const ProgressCallback& on_progress);
   Evaluation evaluate(const SampleSet& set);
+  // The class probabilities (softmax) of every row of `set`, [rows x classes] row-major, on every
+  // replica: the same to the bit on any number of replicas and threads.
+  std::vector<float> predict(const SampleSet& set);
 
   Model& model() { return replicas_.front(); }
   const TrainPosition& position() const { return position_; }
@@ -132,6 +135,12 @@ class Trainer {
                     std::int64_t& correct);
   void accumulate_gradients(bool first, bool last);
   void sum_worker_gradients();
+  // Runs the model over `set` in fixed chunks shared out over replicas and worker threads, calling
+  // `visit` with each chunk's logits (w.labels holds its labels) on the worker that ran it.
+  void for_each_evaluation_chunk(
+      const SampleSet& set,
+      const std::function<void(Worker&, std::int64_t chunk, std::int64_t first, const Tensor&)>&
+          visit);
   // Sums per-process statistics over the data-parallel replicas (no-op without them).
   void sum_over_replicas(std::span<double> values);
 

@@ -1,45 +1,77 @@
 #include "ensemble/peer_combine.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace strata {
 
-Predictions mean_over_peers(const Predictions& mine, double weight, const Communicator& peers) {
-  // The weighted probabilities and, last, the weight: one collective for both.
-  std::vector<double> sums(mine.probabilities.size() + 1);
-  for (std::size_t i = 0; i < mine.probabilities.size(); ++i)
-    sums[i] = weight * mine.probabilities[i];
-  sums.back() = weight;
-  peers.allreduce_sum(std::span<double>(sums));
-  if (!(sums.back() > 0.0))
-    throw std::invalid_argument(fmt::format("mean_over_peers: the weights sum to {}", sums.back()));
-  Predictions out{mine.classes, std::vector<float>(mine.probabilities.size())};
-  for (std::size_t i = 0; i < out.probabilities.size(); ++i)
-    out.probabilities[i] = static_cast<float>(sums[i] / sums.back());
-  return out;
+namespace {
+
+constexpr double fixed_one = 0x1.0p40;
+
+double fixed(double value) {
+  return std::nearbyint(value * fixed_one);
 }
 
-std::vector<int> vote_over_peers(const Predictions& mine, const Communicator& peers) {
-  const int classes = mine.classes;
-  const std::int64_t samples = mine.samples();
-  const auto choice = predicted_classes(mine);
-  // Votes, then probabilities: the vote counts and the tie-break in one allreduce.
-  std::vector<double> sums(static_cast<std::size_t>(2 * samples * classes), 0.0);
-  for (std::int64_t s = 0; s < samples; ++s)
-    sums[static_cast<std::size_t>(s * classes + choice[static_cast<std::size_t>(s)])] = 1.0;
-  for (std::size_t i = 0; i < mine.probabilities.size(); ++i)
-    sums[static_cast<std::size_t>(samples * classes) + i] = mine.probabilities[i];
-  peers.allreduce_sum(std::span<double>(sums));
-  std::vector<int> out(static_cast<std::size_t>(samples));
-  for (std::int64_t s = 0; s < samples; ++s) {
-    const double* v = sums.data() + s * classes;
-    const double* p = sums.data() + samples * classes + s * classes;
+}  // namespace
+
+EnsembleSums::EnsembleSums(std::int64_t samples, int classes)
+    : samples_(samples),
+      classes_(classes),
+      sums_(static_cast<std::size_t>(3 * samples * classes + 2), 0.0) {}
+
+void EnsembleSums::add(const Predictions& member, double weight) {
+  if (member.classes != classes_ || member.samples() != samples_)
+    throw std::invalid_argument(fmt::format(
+        "EnsembleSums: a member with {} samples of {} classes, expected {} of {}",
+        member.samples(), member.classes, samples_, classes_));
+  if (!(weight >= 0.0 && weight <= 1.0))
+    throw std::invalid_argument(fmt::format("EnsembleSums: weight {} is not in [0, 1]", weight));
+  const std::size_t cells = member.probabilities.size();
+  double* mean = sums_.data();
+  double* weighted = mean + cells;
+  double* votes = weighted + cells;
+  for (std::size_t i = 0; i < cells; ++i) {
+    mean[i] += fixed(member.probabilities[i]);
+    weighted[i] += fixed(weight * member.probabilities[i]);
+  }
+  const auto choice = predicted_classes(member);
+  for (std::int64_t s = 0; s < samples_; ++s)
+    votes[s * classes_ + choice[static_cast<std::size_t>(s)]] += 1.0;
+  sums_[sums_.size() - 2] += fixed(weight);
+  sums_.back() += 1.0;
+}
+
+void EnsembleSums::sum_over(const Communicator& peers) {
+  peers.allreduce_sum(std::span<double>(sums_));
+}
+
+CombinedPredictions EnsembleSums::finish() const {
+  const double count = sums_.back(), weight = sums_[sums_.size() - 2];
+  if (!(count > 0.0) || !(weight > 0.0))
+    throw std::invalid_argument(fmt::format(
+        "EnsembleSums: {} members with weights summing to {}", count, weight / fixed_one));
+  const auto cells = static_cast<std::size_t>(samples_ * classes_);
+  const double* mean = sums_.data();
+  const double* weighted = mean + cells;
+  const double* votes = weighted + cells;
+  CombinedPredictions out;
+  out.mean = {classes_, std::vector<float>(cells)};
+  out.weighted = {classes_, std::vector<float>(cells)};
+  for (std::size_t i = 0; i < cells; ++i) {
+    out.mean.probabilities[i] = static_cast<float>(mean[i] / (count * fixed_one));
+    out.weighted.probabilities[i] = static_cast<float>(weighted[i] / weight);
+  }
+  out.vote.resize(static_cast<std::size_t>(samples_));
+  for (std::int64_t s = 0; s < samples_; ++s) {
+    const double* v = votes + s * classes_;
+    const double* p = mean + s * classes_;
     int best = 0;
-    for (int c = 1; c < classes; ++c)
+    for (int c = 1; c < classes_; ++c)
       if (v[c] > v[best] || (v[c] == v[best] && p[c] > p[best])) best = c;
-    out[static_cast<std::size_t>(s)] = best;
+    out.vote[static_cast<std::size_t>(s)] = best;
   }
   return out;
 }

@@ -204,6 +204,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
       summary["top"].push_back({{"trial", t.id},
                                 {"fitness", t.fitness},
                                 {"params", params_of(t)},
+                                {"config", fmt::format("trials/{}/config.yaml", t.id)},
                                 {"weights", fmt::format("trials/{}/weights.h5", t.id)}});
   }
   summary["generations"] = nlohmann::json::array();

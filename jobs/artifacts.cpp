@@ -16,6 +16,30 @@ const nlohmann::json& Artifacts::get(const std::string& name) const {
       fmt::format("no artifact {} (published so far: {})", name, known.empty() ? "none" : known));
 }
 
+std::string Artifacts::summary() const {
+  std::string text;
+  for (const auto& [name, value] : items_) {
+    std::string files;
+    const auto add = [&files](const nlohmann::json& item) {
+      for (const char* key : {"report", "config", "weights"})
+        if (item.is_object() && item.contains(key) && item[key].is_string())
+          files += fmt::format("{}{} {}", files.empty() ? "" : ", ", key,
+                               item[key].get<std::string>());
+    };
+    add(value);
+    const nlohmann::json* list = value.is_array() ? &value
+                                 : value.is_object() && value.contains("members")
+                                     ? &value["members"]
+                                     : nullptr;
+    if (list != nullptr && files.empty() && !list->empty()) {
+      add(list->front());
+      files += fmt::format(" (first of {})", list->size());
+    }
+    text += fmt::format("  {}: {}\n", name, files.empty() ? value.dump() : files);
+  }
+  return text;
+}
+
 void Artifacts::save_state(StateDict& out, const std::string& prefix) const {
   out.put_text(prefix + "/artifacts", nlohmann::json(items_).dump());
 }

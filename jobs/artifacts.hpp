@@ -22,6 +22,10 @@ class Artifacts {
   const nlohmann::json& get(const std::string& name) const;
   const std::map<std::string, nlohmann::json>& items() const { return items_; }
 
+  // One line per artifact: its name and the files it names (config, weights, report), for the
+  // end of a run.
+  std::string summary() const;
+
   void save_state(StateDict& out, const std::string& prefix) const;
   void load_state(const StateDict& in, const std::string& prefix);
   // output.dir/artifacts.json, written atomically.

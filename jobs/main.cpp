@@ -57,12 +57,16 @@ int dispatch(int argc, char** argv, int world_size) {
   std::string predict_config, weights;
   int predict_threads = -1;
   auto* predict_cmd = app.add_subcommand(
-      "predict", "Report the test accuracy of WEIGHTS.h5 on CONFIG's data and model");
+      "predict",
+      "Report the test accuracy of WEIGHTS.h5 on CONFIG's data and model, or of an ensemble "
+      "(its ensemble_report.json, or the directory holding it) by each combiner");
   predict_cmd
       ->add_option("config", predict_config, "YAML configuration naming the data and the model")
       ->required();
   predict_cmd
-      ->add_option("weights", weights, "HDF5 weights file (/weights/<layer>/weight, .../bias)")
+      ->add_option("weights", weights,
+                   "HDF5 weights file (/weights/<layer>/weight, .../bias), or an ensemble's "
+                   "ensemble_report.json or its directory")
       ->required();
   predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
 

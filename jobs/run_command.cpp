@@ -62,16 +62,17 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
   return output;
 }
 
-// Where the run as a whole stands: the stage it is in, and the member groups of its first
-// allocation (StageContext::first_groups). Saved in output.dir/checkpoints/run by world rank 0.
+// Where the run as a whole stands: the stage it is in, the member groups that stage had in the
+// allocation that started it (StageContext::first_groups; 0 before it starts), and what the stages
+// done so far published. Saved in output.dir/checkpoints/run by world rank 0.
 struct RunState {
   int stage = 0;
-  int first_groups = 1;
-  Artifacts artifacts;  // what the stages done so far published
+  int first_groups = 0;
+  Artifacts artifacts;
 };
 
-RunState load_run_state(const RunOutput* top, const Communicator& world, int groups) {
-  RunState state{0, groups, {}};
+RunState load_run_state(const RunOutput* top, const Communicator& world) {
+  RunState state;
   std::string problem;
   if (top != nullptr) {
     try {
@@ -97,17 +98,29 @@ RunState load_run_state(const RunOutput* top, const Communicator& world, int gro
   return state;
 }
 
-// The run's state with `stage` as the stage to run next.
-void save_run_state(const RunOutput& top, int stage, const RunState& state, int stages) {
+void save_run_state(const RunOutput& top, const RunState& state, int stages) {
   CheckpointStore store(top.checkpoints_dir() / "run", 2);
   StateDict dict;
-  dict.put_int("run/stage", stage);
+  dict.put_int("run/stage", state.stage);
   dict.put_int("run/stages", stages);
   dict.put_int("run/first_groups", state.first_groups);
   state.artifacts.save_state(dict, "run");
   dict.put_text("meta/kind", "run");
   store.save(dict);
   store.wait();
+}
+
+// plan.txt: the run's plan, or each stage's when a stage has its own parallel block.
+std::string describe_plans(const std::vector<std::unique_ptr<Stage>>& stages,
+                           const std::vector<Plan>& plans) {
+  const bool one_plan = std::all_of(plans.begin(), plans.end(), [&](const Plan& p) {
+    return describe(p) == describe(plans.front());
+  });
+  if (one_plan) return describe(plans.front());
+  std::string text;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    text += fmt::format("stage {} ({}):\n{}", i + 1, stages[i]->name(), describe(plans[i]));
+  return text;
 }
 
 // Under Slurm: the job's identity in the log, and a step launched without MPI (srun --mpi=none
@@ -143,49 +156,65 @@ int run_command(const RunOptions& options) {
   check_slurm_step(world);
   // Every rank reads the same config, so every rank stops here alike, before any collective.
   const bool has_search = std::any_of(config.stages.begin(), config.stages.end(),
-                                      [](const StageSpec& s) { return s.kind == StageKind::hpo; });
+                                      [](const StageSpec& s) { return s.kind() == StageKind::hpo; });
   if (config.objective && (!has_search || config.stages.size() > 1))
     throw ConfigError(
         fmt::format("{}: model.objective: a function objective replaces training: the stages must "
                     "be one hpo stage to search it",
                     config.file));
-  const int per_node = ranks_per_node(measure_ranks_per_node(world));
-  const Plan plan = plan_run(config, world.size(), per_node);
-  std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
-  const Topology topology(world, plan);
-  // Ranks on one node share its cores: "all cores" means this rank's share of them.
-  const int requested = options.threads >= 0 ? options.threads : config.run.threads;
-  int threads = requested > 0 ? requested
-                              : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
-  if (plan.model > 1 && threads > 1) {
-    // Model-parallel layers communicate inside forward and backward; only the main thread calls
-    // MPI.
-    if (world.rank() == 0) fmt::print("[run] M = {} > 1: one worker thread per rank\n", plan.model);
-    threads = 1;
-  }
-  RunState state = load_run_state(top ? &*top : nullptr, world, plan.groups);
+  // Artifact references are checked before any rank plans or trains.
+  const auto pipeline = make_stages(config);
   const int stages = static_cast<int>(config.stages.size());
+  const int per_node = ranks_per_node(measure_ranks_per_node(world));
+  std::vector<Plan> plans;
+  for (const auto& stage : pipeline) plans.push_back(stage->plan(config, world.size(), per_node));
+  std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
+  RunState state = load_run_state(top ? &*top : nullptr, world);
   if (world.rank() == 0) {
     fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file,
-               config.run.seed, config.output.dir, describe(plan));
-    top->write_text("plan.txt", describe(plan));
+               config.run.seed, config.output.dir, describe_plans(pipeline, plans));
+    top->write_text("plan.txt", describe_plans(pipeline, plans));
     if (top->resuming())
       fmt::print("[run] resuming in {}: stage {}/{}{}\n", top->dir().string(),
                  std::min(state.stage + 1, stages), stages,
                  state.stage >= stages ? " (every stage is done)" : "");
     else
-      save_run_state(*top, state.stage, state, stages);
+      save_run_state(*top, state, stages);
     std::fflush(stdout);
   }
-  const auto pipeline = make_stages(config);
+  int last_groups = 1;
   for (; state.stage < stages; ++state.stage) {
     Stage& stage = *pipeline[static_cast<std::size_t>(state.stage)];
+    const Plan& plan = plans[static_cast<std::size_t>(state.stage)];
+    const Topology topology(world, plan);
+    // Ranks on one node share its cores: "all cores" means this rank's share of them.
+    const int requested = options.threads >= 0 ? options.threads : config.run.threads;
+    int threads = requested > 0
+                      ? requested
+                      : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
+    if (plan.model > 1 && threads > 1) {
+      // Model-parallel layers communicate inside forward and backward; only the main thread calls
+      // MPI.
+      if (world.rank() == 0)
+        fmt::print("[run] {}: M = {} > 1: one worker thread per rank\n", stage.name(), plan.model);
+      threads = 1;
+    }
+    // The stage's members are fixed by the allocation that starts it.
+    if (state.first_groups == 0) {
+      state.first_groups = plan.groups;
+      if (world.rank() == 0) save_run_state(*top, state, stages);
+    }
+    if (world.rank() == 0 && stages > 1) {
+      fmt::print("[run] stage {}/{}: {} on G = {} x D = {} x M = {}\n", state.stage + 1, stages,
+                 stage.name(), plan.groups, plan.data, plan.model);
+      std::fflush(stdout);
+    }
     // A stop signal ends the stage early on every group that is still training; the others learn
     // it here, so that all ranks leave together with the same code.
     std::string stopped;
     try {
       // The first stage of a kind writes into output.dir, a later one into a subdirectory.
-      Config stage_config = config;
+      Config stage_config = stage.config(config);
       const bool own_dir = !stage.subdirectory().empty();
       if (own_dir)
         stage_config.output.dir =
@@ -214,41 +243,28 @@ int run_command(const RunOptions& options) {
     // Later stages on every rank read what this one published (on world rank 0).
     state.artifacts.share(world, 0);
     if (world.rank() == 0) {
-      save_run_state(*top, state.stage + 1, state, stages);
+      RunState next{state.stage + 1, 0, state.artifacts};
+      save_run_state(*top, next, stages);
       state.artifacts.write(top->dir() / "artifacts.json");
     }
+    last_groups = state.first_groups;
+    state.first_groups = 0;
   }
   world.barrier();
   if (world.rank() == 0) {
-    const std::string where =
-        state.first_groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
-                               : config.output.dir;
-    if (!has_search)
+    if (stages == 1 && !has_search) {
+      const std::string where =
+          last_groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
+                          : config.output.dir;
       fmt::print(
           "[run] done. Results: {}/metrics.jsonl (per-epoch metrics), {}/weights.h5 (final "
           "weights)\n",
           where, where);
-    else
-      fmt::print(
-          "[run] done. Results: {0}/trials.csv and trials.jsonl (a row per training), "
-          "{0}/hpo_summary.json\n",
-          config.output.dir);
+    } else {
+      fmt::print("[run] done. Results (paths under {}; all of it in artifacts.json):\n{}",
+                 config.output.dir, state.artifacts.summary());
+    }
   }
-  return 0;
-}
-
-int predict_command(const std::string& config_path, const std::string& weights_path, int threads) {
-  const Config config = load_config(config_path);
-  const TrainingData data = load_training_data(config);
-  Trainer trainer(config, build_model(config, data), data, standalone_plan(config),
-                  resolve_threads(threads >= 0 ? threads : config.run.threads));
-  load_weights(weights_path, trainer.model());
-  trainer.broadcast_weights();
-  const Evaluation test = trainer.evaluate(data.test);
-  // Every digit: evaluation does not depend on threads or replicas, so these equal the run's own
-  // metrics.jsonl numbers exactly.
-  fmt::print("test accuracy {} loss {} ({} samples, weights {})\n", test.accuracy, test.loss,
-             test.count, weights_path);
   return 0;
 }
 

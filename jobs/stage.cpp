@@ -1,22 +1,39 @@
 #include "jobs/stage.hpp"
 
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/errors.hpp"
+#include "jobs/ensemble_stage.hpp"
 #include "jobs/hpo_stage.hpp"
+#include "jobs/run_plan.hpp"
 #include "jobs/train_stage.hpp"
 
 namespace strata {
 
 namespace {
 
+// Paths in a stage's own files are relative to the stage's directory; artifacts', to the run's.
+nlohmann::json in_run(const std::string& subdirectory, nlohmann::json item) {
+  for (const char* key : {"config", "weights", "report"})
+    if (item.is_object() && item.contains(key) && item[key].is_string())
+      item[key] = (std::filesystem::path(subdirectory) / item[key].get<std::string>())
+                      .lexically_normal()
+                      .string();
+  if (item.is_object() && item.contains("members"))
+    for (auto& member : item["members"]) member = in_run(subdirectory, member);
+  return item;
+}
+
 // Independent trainings of the config (one per member); publishes <name>.model, every member's
 // final weights and metrics.
 class TrainStage final : public Stage {
  public:
-  TrainStage(std::string name, bool first) : Stage(std::move(name), first) {}
+  TrainStage(std::string name, bool first, const StageSpec& spec)
+      : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override { return {name() + ".model"}; }
   void run(const StageContext& context, Artifacts& artifacts) override {
     train_stage(context);
@@ -33,59 +50,130 @@ class TrainStage final : public Stage {
 };
 
 // A search; publishes <name>.best (its best trial: parameters, fitness, best.yaml and weights)
-// and <name>.top_k (the keep_top best trials and their weights), as hpo_summary.json has them.
+// and <name>.top_k (the keep_top best trials, each with its config and weights), as
+// hpo_summary.json has them.
 class HpoStage final : public Stage {
  public:
-  HpoStage(std::string name, bool first, const HpoSpec& spec)
-      : Stage(std::move(name), first), spec_(spec) {}
+  HpoStage(std::string name, bool first, const StageSpec& spec)
+      : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override {
     return {name() + ".best", name() + ".top_k"};
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
-    hpo_stage(context, spec_);
+    hpo_stage(context, std::get<HpoSpec>(spec().settings));
     if (context.output == nullptr) return;
     std::ifstream in(context.output->dir() / "hpo_summary.json");
     const auto summary = nlohmann::json::parse(in, nullptr, false);
     if (summary.is_discarded())
       throw DataError(
           fmt::format("cannot read {}", (context.output->dir() / "hpo_summary.json").string()));
-    // Paths in the summary are relative to the stage's directory; artifacts', to the run's.
-    const auto in_run = [&](nlohmann::json item) {
-      for (const char* key : {"config", "weights"})
-        if (item.is_object() && item.contains(key) && item[key].is_string())
-          item[key] = (std::filesystem::path(subdirectory()) / item[key].get<std::string>())
-                          .lexically_normal()
-                          .string();
-      return item;
-    };
-    artifacts.publish(name() + ".best", in_run(summary["best"]));
+    artifacts.publish(name() + ".best", in_run(subdirectory(), summary["best"]));
     nlohmann::json top = nlohmann::json::array();
     if (summary.contains("top"))
-      for (const auto& item : summary["top"]) top.push_back(in_run(item));
+      for (const auto& item : summary["top"]) top.push_back(in_run(subdirectory(), item));
     artifacts.publish(name() + ".top_k", top);
+  }
+};
+
+// Members from the run's config or an earlier search's best configs, trained on the member groups
+// and combined over the peers; publishes <name>.members (each member's config and weights, and the
+// report).
+class EnsembleStage final : public Stage {
+ public:
+  EnsembleStage(std::string name, bool first, const StageSpec& spec)
+      : Stage(std::move(name), first, spec) {}
+  std::vector<std::string> publishes() const override { return {name() + ".members"}; }
+  std::vector<ArtifactRef> reads() const override {
+    const auto& from = settings().from;
+    return from ? std::vector<ArtifactRef>{*from} : std::vector<ArtifactRef>{};
+  }
+  void run(const StageContext& context, Artifacts& artifacts) override {
+    // Every rank loads the same member configs from the artifact all ranks hold.
+    const auto bases = bases_of(context, artifacts);
+    const nlohmann::json published = ensemble_stage(context, settings(), bases);
+    if (context.topology.world_rank() == 0)
+      artifacts.publish(name() + ".members", in_run(subdirectory(), published));
   }
 
  private:
-  HpoSpec spec_;
+  const EnsembleSpec& settings() const { return std::get<EnsembleSpec>(spec().settings); }
+
+  std::vector<EnsembleBase> bases_of(const StageContext& c, const Artifacts& artifacts) const {
+    const auto& from = settings().from;
+    if (!from) return {EnsembleBase{"the run's config", c.config}};
+    const nlohmann::json& value = artifacts.get(from->name);
+    std::vector<nlohmann::json> items;
+    if (value.is_array())
+      items.assign(value.begin(), value.end());
+    else if (!value.is_null())
+      items.push_back(value);
+    if (settings().members > 0 && static_cast<int>(items.size()) > settings().members)
+      items.resize(static_cast<std::size_t>(settings().members));
+    if (items.empty())
+      throw DataError(fmt::format("{}: the ensemble's {} holds no trial (did every trial fail?)",
+                                  name(), from->name));
+    std::vector<EnsembleBase> bases;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto path = c.run_dir / items[i].at("config").get<std::string>();
+      bases.push_back({fmt::format("{}[{}]: trial {}", from->name, i, items[i].value("trial", -1)),
+                       load_config(path.string())});
+    }
+    if (settings().members > static_cast<int>(bases.size()) && c.topology.world_rank() == 0)
+      fmt::print("[ensemble] note: members: {} asked, but {} holds {} configs\n",
+                 settings().members, from->name, bases.size());
+    return bases;
+  }
 };
 
-const char* kind_name(StageKind kind) {
-  return kind == StageKind::hpo ? "hpo" : "train";
+// A reference to an artifact that no earlier stage publishes, or one of the wrong kind, fails at
+// its line before anything runs.
+void check_reads(const Config& config, const Stage& stage, const std::set<std::string>& published) {
+  for (const ArtifactRef& ref : stage.reads()) {
+    const auto where = fmt::format("{}:{}:{}: stages: {}", config.file, ref.mark.line,
+                                   ref.mark.column, stage.name());
+    if (!published.contains(ref.name))
+      throw ConfigError(fmt::format(
+          "{}: no earlier stage publishes '{}' (published before this stage: {})", where,
+          ref.name, published.empty() ? "none" : fmt::format("{}", fmt::join(published, ", "))));
+    if (!ref.name.ends_with(".top_k") && !ref.name.ends_with(".best"))
+      throw ConfigError(fmt::format(
+          "{}: '{}' holds no configs: an ensemble's members come from a search's .top_k or .best",
+          where, ref.name));
+  }
 }
 
 }  // namespace
 
+Plan Stage::plan(const Config& run, int world_size, int ranks_per_node) const {
+  return plan_run(config(run), world_size, ranks_per_node);
+}
+
 std::vector<std::unique_ptr<Stage>> make_stages(const Config& config) {
   std::vector<std::unique_ptr<Stage>> stages;
   std::map<StageKind, int> seen;
+  std::set<std::string> published;
   for (const StageSpec& spec : config.stages) {
-    const int n = ++seen[spec.kind];
+    const int n = ++seen[spec.kind()];
     const std::string name =
-        n == 1 ? kind_name(spec.kind) : fmt::format("{}{}", kind_name(spec.kind), n);
-    if (spec.kind == StageKind::hpo)
-      stages.push_back(std::make_unique<HpoStage>(name, n == 1, spec.hpo));
-    else
-      stages.push_back(std::make_unique<TrainStage>(name, n == 1));
+        n == 1 ? to_string(spec.kind()) : fmt::format("{}{}", to_string(spec.kind()), n);
+    switch (spec.kind()) {
+      case StageKind::train:
+        stages.push_back(std::make_unique<TrainStage>(name, n == 1, spec));
+        break;
+      case StageKind::hpo:
+        stages.push_back(std::make_unique<HpoStage>(name, n == 1, spec));
+        break;
+      case StageKind::ensemble:
+        if (!std::get<EnsembleSpec>(spec.settings).from && !search_space(config).empty())
+          throw ConfigError(fmt::format(
+              "{}:{}:{}: stages: {}: the config has a search space, so its members need the "
+              "search's values: from: hpo.best or hpo.top_k",
+              config.file, spec.mark.line, spec.mark.column, name));
+        stages.push_back(std::make_unique<EnsembleStage>(name, n == 1, spec));
+        break;
+    }
+    check_reads(config, *stages.back(), published);
+    for (const auto& artifact : stages.back()->publishes()) published.insert(artifact);
   }
   return stages;
 }

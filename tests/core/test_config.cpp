@@ -169,10 +169,10 @@ stages: [train, {train: {}}]
   CHECK(c.output.progress_seconds == 2.5);
 
   REQUIRE(c.stages.size() == 2);
-  CHECK(c.stages[0].kind == strata::StageKind::train);
+  CHECK(c.stages[0].kind() == strata::StageKind::train);
   CHECK(c.stages[0].mark.line == 32);
   CHECK(c.stages[0].mark.column == 10);
-  CHECK(c.stages[1].kind == strata::StageKind::train);
+  CHECK(c.stages[1].kind() == strata::StageKind::train);
   CHECK(c.stages[1].mark.line == 32);
   CHECK(c.stages[1].mark.column == 17);
 }
@@ -220,7 +220,7 @@ TEST_CASE("absent sections keep their defaults", "[config]") {
   CHECK(c.output.progress_seconds == defaults.output.progress_seconds);
 
   REQUIRE(c.stages.size() == 1);  // one train stage when none are listed
-  CHECK(c.stages[0].kind == strata::StageKind::train);
+  CHECK(c.stages[0].kind() == strata::StageKind::train);
   CHECK(c.stages[0].mark.line == 0);
 
   REQUIRE(c.layers.size() == 1);
@@ -428,9 +428,9 @@ TEST_CASE("stages must be a list of known stage names", "[config][errors]") {
   CHECK(error_of(model + "stages: {train: {}}\n") ==
         "t.yaml:2:9: stages: expected a non-empty list of stages, got a map");
   CHECK(error_of(model + "stages: [train, eval]\n") ==
-        "t.yaml:2:17: stages[1]: unknown stage 'eval' (known: train, hpo)");
+        "t.yaml:2:17: stages[1]: unknown stage 'eval' (known: train, hpo, ensemble)");
   CHECK(error_of(model + "stages:\n  - train: {epochs: 3}\n") ==
-        "t.yaml:3:13: stages[0].train.epochs: unknown key (known: none)");
+        "t.yaml:3:13: stages[0].train.epochs: unknown key (known: parallel)");
   CHECK(error_of(model + "stages: [[train]]\n") ==
         "t.yaml:2:10: stages[0]: expected a stage name or 'stage: {params}', got a list");
 }
@@ -551,4 +551,58 @@ TEST_CASE("layer splits parse and a row split must follow a column split", "[con
   CHECK_THAT(
       error_of("model:\n  layers:\n    - conv2d: {filters: 4, kernel: 3, split: row}\n"),
       Catch::Contains("model.layers[0].conv2d.split: unknown split 'row' (known: none, column)"));
+}
+
+TEST_CASE("the ensemble stage parses its members and combiners", "[config]") {
+  const Config c = parse_config(with_data(R"(model: {layers: [flatten, {dense: {units: 10}}]}
+parallel: {max_global_batch: 128, bucket_mib: 4}
+stages:
+  - ensemble:
+      feature_subsets: [{rows: [0, 14]}, {rows: [14, 28], cols: [4, 24], channels: [0]}]
+      combiners: [vote, mean]
+      epochs: 3
+      parallel: {model: 2}
+)"),
+                                "e.yaml");
+  REQUIRE(c.stages.size() == 1);
+  CHECK(c.stages[0].kind() == strata::StageKind::ensemble);
+  const auto& e = std::get<strata::EnsembleSpec>(c.stages[0].settings);
+  CHECK_FALSE(e.from.has_value());
+  REQUIRE(e.feature_subsets.size() == 2);
+  CHECK(e.feature_subsets[0].row_begin == 0);
+  CHECK(e.feature_subsets[0].row_end == 14);
+  CHECK(e.feature_subsets[0].col_end == 0);  // to the edge
+  CHECK(e.feature_subsets[1].col_begin == 4);
+  CHECK(e.feature_subsets[1].channels == std::vector<int>{0});
+  CHECK(e.feature_subsets[1].mark.line == 5);
+  CHECK(e.combiners ==
+        std::vector<strata::CombinerKind>{strata::CombinerKind::vote, strata::CombinerKind::mean});
+  CHECK(e.epochs == 3);
+  // The stage's parallel block over the run's: model from the stage, the rest from the run.
+  REQUIRE(c.stages[0].parallel.has_value());
+  CHECK(c.stages[0].parallel->model == 2);
+  CHECK(c.stages[0].parallel->max_global_batch == 128);
+  CHECK(c.stages[0].parallel->bucket_mib == 4.0);
+  CHECK(c.stages[0].parallel->mark.line == 8);
+  CHECK(c.parallel.model == 0);
+  CHECK(strata::stage_config(c, c.stages[0]).parallel.model == 2);
+}
+
+TEST_CASE("ensemble settings are checked", "[config][errors]") {
+  const std::string model = "model: {layers: [relu]}\nstages:\n  - ensemble:\n";
+  CHECK(error_of(model + "      seeds: 3\n      bagging: 2\n") ==
+        "t.yaml:5:16: stages[0].ensemble.bagging: choose one of seeds, bagging and "
+        "feature_subsets, not seeds and bagging");
+  CHECK(error_of(model + "      epochs: 2\n") ==
+        "t.yaml:4:7: stages[0].ensemble: an ensemble needs members: 'from: hpo.top_k' (an earlier "
+        "search's best configs), 'seeds: n', 'bagging: n' or 'feature_subsets: [...]'");
+  CHECK(error_of(model + "      seeds: 2\n      combiners: [mean, mean]\n") ==
+        "t.yaml:5:25: stages[0].ensemble.combiners[1]: 'mean' is listed twice");
+  CHECK(error_of(model + "      feature_subsets: [{rows: [5, 5]}]\n") ==
+        "t.yaml:4:32: stages[0].ensemble.feature_subsets[0].rows: expected begin < end, got [5, 5]");
+  CHECK(error_of(model + "      seeds: 2\n      parallel: {model: -1}\n") ==
+        "t.yaml:5:25: stages[0].ensemble.parallel.model: expected a non-negative integer, "
+        "got -1");
+  CHECK(error_of("model: {layers: [relu]}\nstages: [ensemble]\n") ==
+        "t.yaml:2:10: stages[0]: the ensemble stage needs its settings: '- ensemble: {...}'");
 }

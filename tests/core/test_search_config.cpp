@@ -59,8 +59,8 @@ std::string replace(std::string text, const std::string& from, const std::string
 TEST_CASE("an hpo stage parses with its space", "[config][hpo]") {
   const Config c = parse_config(search_yaml, "s.yaml");
   REQUIRE(c.stages.size() == 1);
-  const HpoSpec& h = c.stages[0].hpo;
-  CHECK(c.stages[0].kind == StageKind::hpo);
+  const HpoSpec& h = std::get<HpoSpec>(c.stages[0].settings);
+  CHECK(c.stages[0].kind() == StageKind::hpo);
   CHECK(h.population == 6);
   CHECK(h.generations == 3);
   CHECK(h.fitness == "val_loss");
@@ -102,7 +102,7 @@ TEST_CASE("a trial's config has its values in place of the references", "[config
   CHECK(trial.layers[1].units == 48);
   CHECK(trial.layers[3].rate == 0.25f);
   CHECK(trial.training.local_batch == 64);
-  CHECK(trial.stages[0].kind == StageKind::hpo);
+  CHECK(trial.stages[0].kind() == StageKind::hpo);
   // A value outside what the key accepts is an error at the reference's place.
   CHECK_THAT(
       [&] {

@@ -37,3 +37,77 @@ stages: [train, {hpo: {space: {u: {int: [4, 10]}}}}, train]
   CHECK(stages[1]->publishes() == std::vector<std::string>{"hpo.best", "hpo.top_k"});
   CHECK(stages[2]->name() == "train2");
 }
+
+TEST_CASE("a stage that reads an artifact no earlier stage publishes fails at its line",
+          "[jobs][artifacts]") {
+  // The ensemble comes before the search it reads from.
+  const Config early = parse_config(R"(data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: $u}}]}
+stages:
+  - ensemble: {from: hpo.top_k}
+  - hpo: {space: {u: {int: [4, 10]}}}
+)",
+                                    "early.yaml");
+  CHECK_THROWS_AS(make_stages(early), ConfigError);
+  CHECK_THROWS_WITH(make_stages(early),
+                    Contains("early.yaml:4:22: stages: ensemble: no earlier stage publishes "
+                             "'hpo.top_k' (published before this stage: none)"));
+  // An artifact of the wrong kind: a train stage's weights hold no configs.
+  const Config wrong = parse_config(R"(data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: 10}}]}
+stages:
+  - train
+  - ensemble:
+      from: train.model
+)",
+                                    "wrong.yaml");
+  CHECK_THROWS_WITH(make_stages(wrong), Contains("wrong.yaml:6:13: stages: ensemble: "
+                                                 "'train.model' holds no configs"));
+  // A later search of the same kind is named hpo2.
+  const Config later = parse_config(R"(data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: $u}}]}
+stages:
+  - hpo: {space: {u: {int: [4, 10]}}}
+  - ensemble: {from: hpo2.best}
+)",
+                                    "later.yaml");
+  CHECK_THROWS_WITH(make_stages(later), Contains("later.yaml:5:22") &&
+                                            Contains("'hpo2.best' (published before this stage: "
+                                                     "hpo.best, hpo.top_k)"));
+  const Config fine = parse_config(R"(data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: $u}}]}
+stages:
+  - hpo: {space: {u: {int: [4, 10]}}, keep_top: 3}
+  - ensemble: {from: hpo.top_k}
+)",
+                                   "fine.yaml");
+  const auto stages = make_stages(fine);
+  REQUIRE(stages.size() == 2);
+  CHECK(stages[1]->publishes() == std::vector<std::string>{"ensemble.members"});
+  REQUIRE(stages[1]->reads().size() == 1);
+  CHECK(stages[1]->reads()[0].name == "hpo.top_k");
+}
+
+TEST_CASE("each stage plans with its own parallel block", "[jobs][plan]") {
+  const Config config = parse_config(R"(data: {source: synthetic}
+model: {layers: [flatten, {dense: {units: 16, split: column}}, relu, {dense: {units: 10, split: row}}]}
+training: {local_batch: 16}
+parallel: {max_global_batch: 32, model: 1}
+stages:
+  - train
+  - ensemble:
+      seeds: 2
+      parallel: {model: 2}
+)",
+                                     "plans.yaml");
+  const auto stages = make_stages(config);
+  const Plan first = stages[0]->plan(config, 4, 4), second = stages[1]->plan(config, 4, 4);
+  CHECK(first.model == 1);
+  CHECK(second.model == 2);
+  // Keys the stage leaves out keep the run's values: the bound on the global batch.
+  CHECK(second.max_global_batch == 32);
+  CHECK(first.global_batch() <= 32);
+  CHECK(second.global_batch() <= 32);
+  CHECK(first.groups * first.data * first.model == 4);
+  CHECK(second.groups * second.data * second.model == 4);
+}

@@ -1,0 +1,20 @@
+// The config's stages section: each stage's kind and settings, and its own parallel block.
+#pragma once
+
+#include <vector>
+
+#include "core/config_reader.hpp"
+
+namespace strata::config_reader {
+
+std::vector<StageSpec> parse_stages(const Reader& list);
+
+// The parallel block of each stage in `list` that has one, over `run`'s settings (a key the stage
+// leaves out keeps the run's value).
+void read_stage_parallel(const Reader& list, const ParallelConfig& run,
+                         std::vector<StageSpec>& stages);
+
+// The parallel section's keys over `base` (config.cpp).
+ParallelConfig parse_parallel(const MapReader& m, ParallelConfig base);
+
+}  // namespace strata::config_reader

@@ -1,0 +1,394 @@
+#include "jobs/ensemble_stage.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/atomic_file.hpp"
+#include "core/clock.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5_file.hpp"
+#include "core/rng.hpp"
+#include "ensemble/member_data.hpp"
+#include "ensemble/peer_combine.hpp"
+#include "hpo/trial_guard.hpp"
+#include "hpo/trial_log.hpp"
+#include "hpo/trial_scheduler.hpp"
+#include "jobs/commands.hpp"
+#include "jobs/run_output.hpp"
+#include "jobs/run_plan.hpp"
+#include "jobs/training_session.hpp"
+
+namespace strata {
+
+namespace {
+
+struct Member {
+  int index = 0;
+  int base = 0;
+  int variant = 0;
+  std::string variation;  // "seed 1", "bootstrap sample 2", "rows 0-14, cols all, channels all"
+};
+
+int variations_of(const EnsembleSpec& spec) {
+  if (!spec.feature_subsets.empty()) return static_cast<int>(spec.feature_subsets.size());
+  return std::max({1, spec.seeds, spec.bagging});
+}
+
+std::vector<Member> members_of(const EnsembleSpec& spec, int bases) {
+  const int variations = variations_of(spec);
+  std::vector<Member> members;
+  for (int b = 0; b < bases; ++b)
+    for (int v = 0; v < variations; ++v) {
+      Member m{b * variations + v, b, v, ""};
+      m.variation = !spec.feature_subsets.empty()
+                        ? describe(spec.feature_subsets[static_cast<std::size_t>(v)])
+                    : spec.bagging > 0 ? fmt::format("bootstrap sample {}", v)
+                                       : fmt::format("seed {}", v);
+      members.push_back(m);
+    }
+  return members;
+}
+
+std::filesystem::path members_dir(const StageContext& c) {
+  return std::filesystem::path(c.config.output.dir) / "ensemble";
+}
+
+std::filesystem::path member_dir(const StageContext& c, int member) {
+  return members_dir(c) / std::to_string(member);
+}
+
+std::uint64_t member_seed(const StageContext& c, const Member& m) {
+  return derive_seed(c.config.run.seed,
+                     {seed_ensemble, static_cast<std::uint64_t>(c.stage_index),
+                      static_cast<std::uint64_t>(m.index)});
+}
+
+// The member's training: its base config on the stage's layout, with its own seed and the stage's
+// epochs.
+Config member_config(const StageContext& c, const EnsembleSpec& spec,
+                     const std::vector<EnsembleBase>& bases, const Member& m) {
+  Config config = bases[static_cast<std::size_t>(m.base)].config;
+  config.parallel = c.config.parallel;
+  config.checkpoint = c.config.checkpoint;
+  config.output = c.config.output;
+  config.output.dir = member_dir(c, m.index).string();
+  if (spec.epochs > 0) config.training.epochs = spec.epochs;
+  config.run.seed = member_seed(c, m);
+  return config;
+}
+
+// The member's config as a plain config file that trains it again (the variation aside).
+std::string member_config_text(const Config& config) {
+  YAML::Node root = YAML::Load(trial_config_text(config, {}, config.output.dir));
+  root["run"]["seed"] = config.run.seed;
+  root["training"]["epochs"] = config.training.epochs;
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+// The data member `m` trains and is judged on: the stage's, resampled or masked for its
+// variation (held in `own`), or the stage's as it is.
+const TrainingData& member_data(const StageContext& c, const EnsembleSpec& spec, const Member& m,
+                                const TrainingData& shared, std::optional<TrainingData>& own) {
+  if (spec.bagging > 0) {
+    own.emplace(bootstrap_sample(
+        shared, derive_seed(c.config.run.seed, {seed_bagging, static_cast<std::uint64_t>(c.stage_index),
+                                                static_cast<std::uint64_t>(m.index)})));
+    return *own;
+  }
+  if (!spec.feature_subsets.empty()) {
+    own.emplace(shared);
+    mask_features(*own, spec.feature_subsets[static_cast<std::size_t>(m.variant)], c.config.file);
+    return *own;
+  }
+  return shared;
+}
+
+void write_predictions(const std::filesystem::path& path, const std::vector<float>& validation,
+                       const std::vector<float>& test, int classes) {
+  replace_atomically(path, [&](const std::filesystem::path& temporary) {
+    h5::File::write_new(temporary.string(), [&](h5::File& file) {
+      file.write_attr_string("/", "format", "strata-predictions");
+      file.write_attr_int("/", "classes", classes);
+      file.write_f32("/validation", {static_cast<std::int64_t>(validation.size()) / classes, classes},
+                     validation.data());
+      file.write_f32("/test", {static_cast<std::int64_t>(test.size()) / classes, classes},
+                     test.data());
+    });
+  });
+}
+
+nlohmann::json member_json(const StageContext& c, const EnsembleSpec& spec,
+                           const std::vector<EnsembleBase>& bases, const Member& m) {
+  const auto dir = std::filesystem::relative(member_dir(c, m.index), c.config.output.dir);
+  nlohmann::json subset = nullptr;
+  if (!spec.feature_subsets.empty()) {
+    const FeatureSubset& f = spec.feature_subsets[static_cast<std::size_t>(m.variant)];
+    subset = {{"row_begin", f.row_begin}, {"row_end", f.row_end},     {"col_begin", f.col_begin},
+              {"col_end", f.col_end},     {"channels", f.channels}};
+  }
+  return {{"member", m.index},
+          {"feature_subset", subset},
+          {"source", bases[static_cast<std::size_t>(m.base)].source},
+          {"variation", m.variation},
+          {"seed", member_seed(c, m)},
+          {"config", (dir / "config.yaml").string()},
+          {"weights", (dir / "weights.h5").string()},
+          {"predictions", (dir / "predictions.h5").string()}};
+}
+
+// Trains member `m` on this member group to its end (from its own checkpoint when an earlier
+// allocation stopped it), then writes its weights and its predictions of the validation and test
+// sets. Errors are handled as a search trial's are (run_guarded_trial).
+TrialOutcome train_member(const StageContext& c, const EnsembleSpec& spec,
+                          const std::vector<EnsembleBase>& bases, const TrainingData& shared,
+                          const Member& m, const std::function<void()>& serve) {
+  const auto start = Clock::now();
+  const Topology& topology = c.topology;
+  const bool leader = topology.member().rank() == 0;
+  const std::filesystem::path dir = member_dir(c, m.index);
+  const std::filesystem::path checkpoints = std::filesystem::path(c.config.output.dir) /
+                                            "checkpoints" / fmt::format("stage{}", c.stage_index) /
+                                            fmt::format("member{}", m.index);
+  Config config;
+  std::optional<TrainingData> own;
+  const TrainingData* data = nullptr;
+  std::optional<GroupTraining> group;
+  std::optional<TrainingSession> session;
+  int global_batch = 0;
+  auto build = [&] {
+    config = member_config(c, spec, bases, m);
+    data = &member_data(c, spec, m, shared, own);
+    const Plan plan = plan_on_run_layout(config, topology.plan());
+    global_batch = plan.global_batch();
+    group.emplace(config, *data, topology, plan, c.threads);
+    group->trainer->set_evaluation_hook(serve);
+    SessionSettings settings;
+    settings.checkpoint_dir = checkpoints;
+    settings.checkpoint = config.checkpoint;
+    settings.epochs = config.training.epochs;
+    settings.label = fmt::format("member {}: ", m.index);
+    settings.meta.put_text("kind", "ensemble member");
+    settings.meta.put_int("stage", c.stage_index);
+    settings.meta.put_int("member", m.index);
+    StepWork work;
+    work.serve = serve;
+    session.emplace(*group->trainer, topology, c.signals, std::move(settings), std::move(work));
+  };
+  auto train = [&] {
+    Trainer& trainer = *group->trainer;
+    session->resume();
+    std::optional<RunOutput> out;
+    if (leader) {
+      out.emplace(RunOutput::inside_checked_run(dir));
+      out->keep_metrics_before(trainer.position().epoch);
+    }
+    session->run(config.training.epochs, {}, [&](const EpochMetrics& e) {
+      if (out) out->append_metrics(e);
+    });
+    session->save_final_weights(dir / "weights.h5");
+    const auto validation = trainer.predict(data->validation);
+    const auto test = trainer.predict(data->test);
+    if (leader) {
+      write_predictions(dir / "predictions.h5", validation, test, data->num_classes);
+      write_text_atomically(dir / "config.yaml", member_config_text(config));
+      write_text_atomically(dir / "member.json", member_json(c, spec, bases, m).dump(2) + "\n");
+    }
+    session->wait();
+    std::error_code ignored;
+    if (leader) std::filesystem::remove_all(checkpoints, ignored);
+    const EpochMetrics& last = trainer.last_epoch();
+    TrialOutcome o;
+    o.fitness = o.val_accuracy = last.val_accuracy;
+    o.test_accuracy = last.test_accuracy;
+    return o;
+  };
+  TrialOutcome o = run_guarded_trial(topology.member(), m.index, build, train);
+  o.seconds = seconds_since(start);
+  o.global_batch = global_batch;
+  return o;
+}
+
+Predictions as_predictions(std::vector<float> probabilities, int classes) {
+  return Predictions{classes, std::move(probabilities)};
+}
+
+// The report's numbers for every combiner, computed on every rank: each group reads the
+// predictions of the members it holds (member m on group m mod G), and two allreduces over the
+// peers give every member's accuracies and the combined predictions.
+nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
+                               const std::vector<EnsembleBase>& bases,
+                               const std::vector<Member>& members, const std::vector<int>& done,
+                               const TrainingData& shared) {
+  const Topology& topology = c.topology;
+  const int groups = topology.plan().groups, group = topology.coords().group;
+  const int n = static_cast<int>(members.size());
+  const auto& val_labels = shared.validation.labels;
+  const auto& test_labels = shared.test.labels;
+  std::map<int, MemberPredictions> held;
+  std::vector<double> accuracies(static_cast<std::size_t>(2 * n), 0.0);
+  for (int m = group; m < n; m += groups) {
+    if (done[static_cast<std::size_t>(m)] == 0) continue;
+    MemberPredictions p = read_member_predictions((member_dir(c, m) / "predictions.h5").string());
+    accuracies[static_cast<std::size_t>(2 * m)] =
+        accuracy(predicted_classes(as_predictions(p.validation, p.classes)), val_labels);
+    accuracies[static_cast<std::size_t>(2 * m + 1)] =
+        accuracy(predicted_classes(as_predictions(p.test, p.classes)), test_labels);
+    held.emplace(m, std::move(p));
+  }
+  topology.peers().allreduce_sum(std::span<double>(accuracies));
+  std::vector<double> val_accuracies;
+  for (int m = 0; m < n; ++m)
+    if (done[static_cast<std::size_t>(m)] != 0)
+      val_accuracies.push_back(accuracies[static_cast<std::size_t>(2 * m)]);
+  const std::vector<double> shares = accuracy_weights(val_accuracies);
+  std::vector<double> weight_of(static_cast<std::size_t>(n), 0.0);
+  for (int m = 0, k = 0; m < n; ++m)
+    if (done[static_cast<std::size_t>(m)] != 0)
+      weight_of[static_cast<std::size_t>(m)] = shares[static_cast<std::size_t>(k++)];
+  const int classes = shared.num_classes;
+  EnsembleSums val_sums(shared.validation.count(), classes), test_sums(shared.test.count(), classes);
+  for (const auto& [m, p] : held) {
+    val_sums.add(as_predictions(p.validation, classes), weight_of[static_cast<std::size_t>(m)]);
+    test_sums.add(as_predictions(p.test, classes), weight_of[static_cast<std::size_t>(m)]);
+  }
+  val_sums.sum_over(topology.peers());
+  test_sums.sum_over(topology.peers());
+  const CombinedPredictions val = val_sums.finish(), test = test_sums.finish();
+
+  nlohmann::json report;
+  report["members"] = nlohmann::json::array();
+  int best_val = -1, best_test = -1;
+  for (int m = 0; m < n; ++m) {
+    const Member& member = members[static_cast<std::size_t>(m)];
+    nlohmann::json row = member_json(c, spec, bases, member);
+    const bool ok = done[static_cast<std::size_t>(m)] != 0;
+    row["status"] = ok ? "ok" : "failed";
+    row["val_accuracy"] = ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m)]) : nullptr;
+    row["test_accuracy"] =
+        ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m + 1)]) : nullptr;
+    row["weight"] = weight_of[static_cast<std::size_t>(m)];
+    report["members"].push_back(row);
+    if (!ok) continue;
+    const auto a = [&](int k, int off) { return accuracies[static_cast<std::size_t>(2 * k + off)]; };
+    if (best_val < 0 || a(m, 0) > a(best_val, 0)) best_val = m;
+    if (best_test < 0 || a(m, 1) > a(best_test, 1)) best_test = m;
+  }
+  const double best_test_accuracy = accuracies[static_cast<std::size_t>(2 * best_test + 1)];
+  report["best_member"] = {{"member", best_test},
+                           {"test_accuracy", best_test_accuracy},
+                           {"val_accuracy", accuracies[static_cast<std::size_t>(2 * best_test)]}};
+  report["selected_member"] = {
+      {"member", best_val},
+      {"val_accuracy", accuracies[static_cast<std::size_t>(2 * best_val)]},
+      {"test_accuracy", accuracies[static_cast<std::size_t>(2 * best_val + 1)]}};
+  report["combiners"] = nlohmann::json::object();
+  for (const CombinerKind kind : spec.combiners) {
+    const auto score = [&](const CombinedPredictions& p, const std::vector<std::int32_t>& labels) {
+      return kind == CombinerKind::vote       ? accuracy(p.vote, labels)
+             : kind == CombinerKind::weighted ? accuracy(predicted_classes(p.weighted), labels)
+                                              : accuracy(predicted_classes(p.mean), labels);
+    };
+    const double test_accuracy = score(test, test_labels);
+    report["combiners"][to_string(kind)] = {
+        {"val_accuracy", score(val, val_labels)},
+        {"test_accuracy", test_accuracy},
+        {"gain_over_best_member_points", 100.0 * (test_accuracy - best_test_accuracy)}};
+  }
+  report["members_combined"] = val_sums.members();
+  report["test_samples"] = shared.test.count();
+  return report;
+}
+
+}  // namespace
+
+MemberPredictions read_member_predictions(const std::string& path) {
+  const auto file = h5::File::open_read(path);
+  MemberPredictions p;
+  p.classes = static_cast<int>(file.read_attr_int("/", "classes"));
+  file.read_f32("/validation", p.validation);
+  file.read_f32("/test", p.test);
+  return p;
+}
+
+nlohmann::json ensemble_stage(const StageContext& c, const EnsembleSpec& spec,
+                              const std::vector<EnsembleBase>& bases) {
+  const Topology& topology = c.topology;
+  const bool coordinator = topology.world_rank() == 0;
+  const std::vector<Member> members = members_of(spec, static_cast<int>(bases.size()));
+  const int n = static_cast<int>(members.size());
+  SearchSpace space;
+  space.params.push_back(ParamSpec{"member", ParamKind::integer, 0.0, double(n - 1), {}});
+  GridSearch search(space, GridConfig{1, topology.plan().groups, 0, std::nullopt,
+                                      Direction::maximize});
+  // Members that change the data get their own copy of it; the rest share this one.
+  const TrainingData shared = load_training_data(c.config);
+  std::optional<TrialLog> log;
+  int finished = 0;
+  if (coordinator) {
+    RunOutput::inside_checked_run(members_dir(c));  // creates it
+    log.emplace(members_dir(c), space, true);
+    if (!log->recovered().empty()) {
+      search.replay(log->recovered());
+      finished = static_cast<int>(log->recovered().size());
+      fmt::print("[resume] ensemble: {} of {} members done; {} to train\n", finished, n,
+                 n - finished);
+    }
+    fmt::print("[ensemble] {} members ({} config(s) x {}) on {} member groups\n", n, bases.size(),
+               variations_of(spec), topology.plan().groups);
+    std::fflush(stdout);
+  }
+  run_trials(
+      topology, search,
+      [&](const Trial& trial, const std::function<void()>& serve) {
+        const Member& m = members[static_cast<std::size_t>(std::lround(trial.genome[0]))];
+        return train_member(c, spec, bases, shared, m, serve);
+      },
+      [&](const Trial& trial, const TrialOutcome& o) {
+        log->append(trial, o);
+        ++finished;
+        const Member& m = members[static_cast<std::size_t>(trial.id)];
+        fmt::print("[ensemble] member {} ({}, {}) on group {}: {} | {}/{} done\n", m.index,
+                   bases[static_cast<std::size_t>(m.base)].source, m.variation, o.member_group,
+                   o.status == TrialStatus::ok
+                       ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s", o.val_accuracy,
+                                     o.test_accuracy, o.seconds)
+                       : fmt::format("{}: {}", to_string(o.status), o.reason),
+                   finished, n);
+        std::fflush(stdout);
+      },
+      Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+  // Which members finished, as the coordinator's search knows it, on every rank.
+  std::vector<int> done(static_cast<std::size_t>(n), 0);
+  if (coordinator)
+    for (const Trial& t : search.trials()) done[static_cast<std::size_t>(t.id)] = t.failed ? 0 : 1;
+  std::string text = nlohmann::json(done).dump();
+  topology.world().broadcast_string(text, 0);
+  done = nlohmann::json::parse(text).get<std::vector<int>>();
+  if (std::count(done.begin(), done.end(), 1) == 0)
+    throw DataError(fmt::format("ensemble: every one of its {} members failed (see {}/trials.csv)",
+                                n, members_dir(c).string()));
+  const nlohmann::json report = combine_members(c, spec, bases, members, done, shared);
+  if (!coordinator) return {};
+  write_text_atomically(std::filesystem::path(c.config.output.dir) / "ensemble_report.json",
+                        report.dump(2) + "\n");
+  for (const auto& [name, result] : report["combiners"].items())
+    fmt::print("[ensemble] {}: test acc {:.4f} ({:+.2f} points over the best member's {:.4f})\n",
+               name, result["test_accuracy"].get<double>(),
+               result["gain_over_best_member_points"].get<double>(),
+               report["best_member"]["test_accuracy"].get<double>());
+  fmt::print("[ensemble] report: {}/ensemble_report.json\n", c.config.output.dir);
+  nlohmann::json artifact;
+  artifact["report"] = "ensemble_report.json";
+  artifact["members"] = nlohmann::json::array();
+  for (const auto& row : report["members"])
+    if (row["status"] == "ok") artifact["members"].push_back(row);
+  return artifact;
+}
+
+}  // namespace strata
