@@ -87,11 +87,32 @@ constexpr std::array<Choice<DataRead>, 2> read_choices{{
     {"shards", DataRead::shards},
 }};
 
+}  // namespace
+
+std::vector<int> config_reader::parse_class_list(const Reader& at) {
+  if (!at.node().IsSequence() || at.node().size() == 0)
+    at.fail(fmt::format("expected a non-empty list of class labels, got {}", at.found()));
+  std::vector<int> classes;
+  for (std::size_t i = 0; i < at.node().size(); ++i) {
+    const Reader item = at.item(i, at.node()[i]);
+    const int c = item.as_int(IntRange{0});
+    if (std::find(classes.begin(), classes.end(), c) != classes.end())
+      item.fail(fmt::format("class {} is listed twice", c));
+    classes.push_back(c);
+  }
+  return classes;
+}
+
+namespace {
+
 DataConfig parse_data(const MapReader& m) {
   static constexpr std::string_view known[] = {
-      "source", "path", "validation_fraction", "train_subset", "test_subset", "synthetic", "read"};
+      "source",    "path", "validation_fraction", "train_subset", "test_subset",
+      "synthetic", "read", "classes",             "samples_per_class"};
   m.allow_only(known);
   DataConfig data;
+  if (auto c = m.get("classes")) data.classes = parse_class_list(*c);
+  read(m, "samples_per_class", data.samples_per_class, at_least_0);
   read(m, "source", data.source, source_choices, "data source");
   read(m, "path", data.path);
   read(m, "validation_fraction", data.validation_fraction, NumRange{0.0, 0.5});
@@ -350,10 +371,29 @@ ScheduleSpec parse_schedule(const MapReader& m) {
 }
 
 TrainingConfig parse_training(const MapReader& m) {
-  static constexpr std::string_view known[] = {"epochs", "local_batch", "optimizer", "schedule",
-                                               "freeze"};
+  static constexpr std::string_view known[] = {"epochs",   "local_batch", "optimizer",
+                                               "schedule", "freeze",      "lr_groups"};
   m.allow_only(known);
   TrainingConfig t;
+  if (auto groups = m.get("lr_groups")) {
+    if (!groups->node().IsSequence())
+      groups->fail(fmt::format("expected a list of {{layers: [names], lr_scale: x}}, got {}",
+                               groups->found()));
+    for (std::size_t i = 0; i < groups->node().size(); ++i) {
+      const MapReader g(groups->item(i, groups->node()[i]));
+      static constexpr std::string_view group_keys[] = {"layers", "lr_scale"};
+      g.allow_only(group_keys);
+      LrGroup group;
+      group.mark = g.where().mark();
+      const Reader layers = g.require("layers");
+      if (!layers.node().IsSequence() || layers.node().size() == 0)
+        layers.fail(fmt::format("expected a non-empty list of layer names, got {}", layers.found()));
+      for (std::size_t k = 0; k < layers.node().size(); ++k)
+        group.layers.push_back(layers.item(k, layers.node()[k]).as_nonempty_string());
+      group.lr_scale = g.require("lr_scale").as_number(non_negative);
+      t.lr_groups.push_back(std::move(group));
+    }
+  }
   if (auto f = m.get("freeze")) {
     if (!f->node().IsSequence())
       f->fail(fmt::format("expected a list of layer names, got {}", f->found()));
@@ -474,6 +514,14 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
     config.data = parse_data(MapReader(top.require("data")));
   if (auto t = top.get("training")) {
     config.training = parse_training(MapReader(*t));
+    for (const auto& group : config.training.lr_groups)
+      for (const auto& name : group.layers) {
+        bool found = false;
+        for (const auto& layer : config.layers) found = found || layer.name == name;
+        if (!found)
+          throw ConfigError(fmt::format("{}:{}:{}: training.lr_groups: no layer named '{}'", file,
+                                        group.mark.line, group.mark.column, name));
+      }
     // Every frozen name is a layer of the model.
     for (const auto& frozen : config.training.freeze) {
       std::string known;

@@ -76,6 +76,9 @@ struct DataConfig {
   int test_subset = 0;               // use only the first N test samples; 0 = all
   DataRead read = DataRead::memory;
   SyntheticSpec synthetic;
+  // Only these classes, relabelled 0..k-1 in the listed order (a new label set); empty = all.
+  std::vector<int> classes;
+  int samples_per_class = 0;  // only this many training samples of each class; 0 = all
 };
 
 enum class OptimizerKind { sgd, adam };
@@ -107,6 +110,14 @@ struct FrozenLayer {
   SourceMark mark;
 };
 
+// Layers whose parameters learn at a multiple of the schedule's rate (a fine-tuned trunk slower
+// than a new head).
+struct LrGroup {
+  std::vector<std::string> layers;
+  double lr_scale = 1.0;
+  SourceMark mark;
+};
+
 struct TrainingConfig {
   int epochs = 1;
   int local_batch = 64;
@@ -118,6 +129,7 @@ struct TrainingConfig {
   // Layers whose parameters keep their values: no optimizer state and no gradient allreduce, and
   // backward stops before them when no layer before them learns.
   std::vector<FrozenLayer> freeze;
+  std::vector<LrGroup> lr_groups;
 };
 
 struct RunSection {

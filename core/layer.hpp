@@ -19,6 +19,8 @@ struct Param {
   ShardSpec shard = {};
   // False for a frozen parameter: it keeps its value, and the optimizer skips it.
   bool trainable = true;
+  // Its learning rate as a multiple of the schedule's (training.lr_groups).
+  double lr_scale = 1.0;
 };
 
 // Where `p`'s local values lie in the whole parameter.

@@ -131,16 +131,31 @@ void Model::freeze(const std::vector<std::string>& layer_names) {
     ++first_trainable_;
 }
 
+void Model::scale_learning_rate(const std::vector<std::string>& layer_names, double scale) {
+  for (const auto& name : layer_names) {
+    bool found = false;
+    for (const auto& layer : layers_) found = found || layer->name() == name;
+    if (!found)
+      throw std::invalid_argument(fmt::format("lr_groups: the model has no layer '{}'", name));
+    lr_scales_[name] = scale;
+  }
+}
+
 std::vector<Param> Model::params_of(std::size_t layer) {
   auto params = layers_[layer]->params();
-  if (frozen_.contains(layers_[layer]->name()))
-    for (auto& p : params) p.trainable = false;
+  const std::string& name = layers_[layer]->name();
+  const auto scale = lr_scales_.find(name);
+  for (auto& p : params) {
+    p.trainable = !frozen_.contains(name);
+    if (scale != lr_scales_.end()) p.lr_scale = scale->second;
+  }
   return params;
 }
 
 Model Model::replicate() {
   Model copy(specs_, input_shape_, num_classes_, 0, config_file_, factory_);
   copy.freeze({frozen_.begin(), frozen_.end()});
+  copy.lr_scales_ = lr_scales_;
   StateDict state;
   save_state(state, "model");
   copy.load_state(state, "model");

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ class Model {
   // stops before the first layer that still learns. Throws std::invalid_argument for a name that
   // is no layer.
   void freeze(const std::vector<std::string>& layer_names);
+  // The named layers' parameters learn at `scale` times the schedule's rate (Param::lr_scale).
+  // Throws std::invalid_argument for a name that is no layer.
+  void scale_learning_rate(const std::vector<std::string>& layer_names, double scale);
   std::int64_t parameter_count();
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
@@ -83,6 +87,7 @@ class Model {
   std::vector<Tensor> outputs_;   // outputs_[i]: output of layer i
   std::vector<Tensor> grads_;     // grads_[i]: d(loss)/d(output of layer i)
   std::set<std::string> frozen_;  // names of layers whose parameters do not learn
+  std::map<std::string, double> lr_scales_;  // layer name -> learning-rate multiple
   // Backward stops here: layers up to the first one with parameters need no input gradient,
   // because nothing before them learns.
   std::size_t first_trainable_ = 0;

@@ -14,6 +14,9 @@ std::vector<StageSpec> parse_stages(const Reader& list);
 void read_stage_parallel(const Reader& list, const ParallelConfig& run,
                          std::vector<StageSpec>& stages);
 
+// A list of distinct class labels ("[5, 6, 7]") (config.cpp).
+std::vector<int> parse_class_list(const Reader& at);
+
 // The parallel section's keys over `base` (config.cpp).
 ParallelConfig parse_parallel(const MapReader& m, ParallelConfig base);
 

@@ -58,6 +58,8 @@ Model build_model(const Config& config, const TrainingData& data, const LayerFac
   std::vector<std::string> frozen;
   for (const auto& f : config.training.freeze) frozen.push_back(f.name);
   model.freeze(frozen);
+  for (const auto& group : config.training.lr_groups)
+    model.scale_learning_rate(group.layers, group.lr_scale);
   return model;
 }
 
@@ -157,7 +159,7 @@ void Trainer::apply_gradients(double lr, bool reported) {
           const float* h = replica_params_[r][k].grad->data();
           for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
         }
-      if (total[k].trainable) optimizer_->update(total[k], k, begin, end, lr);
+      if (total[k].trainable) optimizer_->update(total[k], k, begin, end, lr * total[k].lr_scale);
       const float* w = total[k].value->data();
       for (std::size_t r = 1; r < replicas_.size(); ++r)
         std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);

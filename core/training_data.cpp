@@ -92,19 +92,24 @@ std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed) {
 }
 
 TrainingData prepare_training_data(const Dataset& dataset, double validation_fraction,
-                                   std::uint64_t split_seed) {
+                                   std::uint64_t split_seed, const Normalisation* given) {
   TrainingData data;
   const LabeledImages& train = dataset.train;
   data.sample_shape = {train.channels, train.height, train.width};
   data.num_classes = dataset.num_classes;
 
   const auto [train_rows, validation_rows] = split_rows(train.count, validation_fraction, split_seed);
-  PixelMoments moments;
-  const std::int64_t size = train.sample_size();
-  for (auto row : train_rows) moments.add(train.pixels.data() + row * size, size);
-  const Statistics stats = moments.result();
-  data.mean = stats.mean;
-  data.stddev = stats.stddev;
+  if (given != nullptr) {
+    data.mean = given->mean;
+    data.stddev = given->stddev;
+  } else {
+    PixelMoments moments;
+    const std::int64_t size = train.sample_size();
+    for (auto row : train_rows) moments.add(train.pixels.data() + row * size, size);
+    const Statistics stats = moments.result();
+    data.mean = stats.mean;
+    data.stddev = stats.stddev;
+  }
 
   data.train = to_samples(train, train_rows, data.mean, data.stddev);
   data.validation = to_samples(train, validation_rows, data.mean, data.stddev);
@@ -116,7 +121,7 @@ namespace {
 
 // Only the first rows' shapes, the statistics pass and the held-out rows are read here; training
 // batches come from the file as each step needs them.
-TrainingData load_sharded(const Config& config) {
+TrainingData load_sharded(const Config& config, const Normalisation* given) {
   const DataConfig& d = config.data;
   const Dataset head = read_dataset(d.path, 1, d.test_subset);  // checks the layout; the test split whole
   const h5::File file = h5::File::open_read(d.path);
@@ -128,17 +133,22 @@ TrainingData load_sharded(const Config& config) {
   data.sample_shape = {head.train.channels, head.train.height, head.train.width};
   data.num_classes = head.num_classes;
   const std::int64_t size = head.train.sample_size();
-  PixelMoments moments;
-  std::vector<std::uint8_t> chunk;
-  constexpr std::size_t chunk_rows = 4096;
-  for (std::size_t first = 0; first < train_rows.size(); first += chunk_rows) {
-    const auto rows = std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
-    file.read_u8_rows("/train/images", rows, chunk);
-    for (std::size_t r = 0; r < rows.size(); ++r) moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
+  if (given != nullptr) {
+    data.mean = given->mean;
+    data.stddev = given->stddev;
+  } else {
+    PixelMoments moments;
+    std::vector<std::uint8_t> chunk;
+    constexpr std::size_t chunk_rows = 4096;
+    for (std::size_t first = 0; first < train_rows.size(); first += chunk_rows) {
+      const auto rows = std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
+      file.read_u8_rows("/train/images", rows, chunk);
+      for (std::size_t r = 0; r < rows.size(); ++r) moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
+    }
+    const Statistics stats = moments.result();
+    data.mean = stats.mean;
+    data.stddev = stats.stddev;
   }
-  const Statistics stats = moments.result();
-  data.mean = stats.mean;
-  data.stddev = stats.stddev;
 
   LabeledImages held_out = head.train;
   held_out.count = static_cast<std::int64_t>(validation_rows.size());
@@ -193,15 +203,83 @@ void ShardReader::read(std::span<const std::int64_t> positions, Tensor& images,
   }
 }
 
-TrainingData load_training_data(const Config& config) {
+TrainingData load_training_data(const Config& config, const Normalisation* given) {
   const DataConfig& d = config.data;
-  if (d.source == DataSource::hdf5 && d.read == DataRead::shards) return load_sharded(config);
+  const bool subset = !d.classes.empty() || d.samples_per_class > 0;
+  if (d.source == DataSource::hdf5 && d.read == DataRead::shards) {
+    if (subset)
+      throw ConfigError(fmt::format(
+          "{}: data.classes and data.samples_per_class select samples in memory: set data.read: "
+          "memory",
+          config.file));
+    return load_sharded(config, given);
+  }
   Dataset dataset =
       d.source == DataSource::synthetic
           ? make_synthetic(d.synthetic, derive_seed(config.run.seed, {seed_synthetic}))
           : read_dataset(d.path, d.train_subset, d.test_subset);
-  return prepare_training_data(dataset, d.validation_fraction,
-                               derive_seed(config.run.seed, {seed_split}));
+  TrainingData data = prepare_training_data(dataset, d.validation_fraction,
+                                            derive_seed(config.run.seed, {seed_split}), given);
+  if (subset) {
+    std::vector<int> classes = d.classes;
+    if (classes.empty())
+      for (int c = 0; c < data.num_classes; ++c) classes.push_back(c);
+    for (int c : classes)
+      if (c >= data.num_classes)
+        throw ConfigError(fmt::format("{}: data.classes: class {} is not below the data's {} classes",
+                                      config.file, c, data.num_classes));
+    select_classes(data, classes, d.samples_per_class,
+                   derive_seed(config.run.seed, {seed_split, 1}));
+  }
+  return data;
+}
+
+namespace {
+
+void keep_classes(SampleSet& set, const std::vector<int>& position_of, std::int64_t sample_size,
+                  const std::vector<std::int64_t>& order, int per_class, int classes) {
+  std::vector<int> taken(static_cast<std::size_t>(classes), 0);
+  std::vector<std::int64_t> rows;
+  for (std::int64_t r : order) {
+    const int c = position_of[static_cast<std::size_t>(set.labels[static_cast<std::size_t>(r)])];
+    if (c < 0 || (per_class > 0 && taken[static_cast<std::size_t>(c)] >= per_class)) continue;
+    ++taken[static_cast<std::size_t>(c)];
+    rows.push_back(r);
+  }
+  std::sort(rows.begin(), rows.end());  // file order, whichever rows the shuffle chose
+  SampleSet out;
+  Shape shape = set.images.shape();
+  shape[0] = static_cast<std::int64_t>(rows.size());
+  out.images = Tensor(shape);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(set.images.data() + rows[i] * sample_size, sample_size,
+                out.images.data() + static_cast<std::int64_t>(i) * sample_size);
+    out.labels.push_back(position_of[static_cast<std::size_t>(set.labels[static_cast<std::size_t>(rows[i])])]);
+  }
+  set = std::move(out);
+}
+
+}  // namespace
+
+void select_classes(TrainingData& data, const std::vector<int>& classes, int samples_per_class,
+                    std::uint64_t seed) {
+  std::vector<int> position_of(static_cast<std::size_t>(data.num_classes), -1);
+  for (std::size_t i = 0; i < classes.size(); ++i) position_of[static_cast<std::size_t>(classes[i])] = static_cast<int>(i);
+  const std::int64_t size = element_count(data.sample_shape);
+  const int k = static_cast<int>(classes.size());
+  keep_classes(data.train, position_of, size, shuffled_indices(data.train.count(), seed), samples_per_class, k);
+  if (samples_per_class > 0) {
+    std::vector<int> count(static_cast<std::size_t>(k), 0);
+    for (int label : data.train.labels) ++count[static_cast<std::size_t>(label)];
+    for (int c = 0; c < k; ++c)
+      if (count[static_cast<std::size_t>(c)] < samples_per_class)
+        throw DataError(fmt::format("data.samples_per_class {}: class {} has only {} training samples",
+                                    samples_per_class, classes[static_cast<std::size_t>(c)],
+                                    count[static_cast<std::size_t>(c)]));
+  }
+  keep_classes(data.validation, position_of, size, iota_rows(data.validation.count()), 0, k);
+  keep_classes(data.test, position_of, size, iota_rows(data.test.count()), 0, k);
+  data.num_classes = k;
 }
 
 void gather_batch(const SampleSet& set, std::span<const std::int64_t> indices, Tensor& images,

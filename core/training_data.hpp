@@ -46,22 +46,39 @@ struct SampleSet {
   std::int64_t count() const { return reader ? reader->count() : static_cast<std::int64_t>(labels.size()); }
 };
 
+// The input standardisation a model was trained with: pixel / 255 minus mean, over stddev.
+struct Normalisation {
+  float mean = 0.0f;
+  float stddev = 1.0f;
+};
+
 struct TrainingData {
   SampleSet train, validation, test;
   Shape sample_shape;  // [C, H, W]
   int num_classes = 0;
-  float mean = 0.0f;    // of the training pixels, in [0,1] units
+  float mean = 0.0f;    // of the training pixels, in [0,1] units (or as given)
   float stddev = 1.0f;  // likewise
+  Normalisation normalisation() const { return {mean, stddev}; }
 };
 
 // Scales pixels to [0,1] and standardises them with the training split's mean and deviation,
 // after holding out `validation_fraction` of /train, chosen by a shuffle seeded with `split_seed`.
+// `given`: standardise with these values instead (a pretrained model's).
 TrainingData prepare_training_data(const Dataset& dataset, double validation_fraction,
-                                   std::uint64_t split_seed);
+                                   std::uint64_t split_seed, const Normalisation* given = nullptr);
 
 // Reads the dataset the config names (HDF5 file or synthetic) and prepares it with the run's split
-// seed. Throws DataError for a missing or damaged file.
-TrainingData load_training_data(const Config& config);
+// seed, standardised with `given` when set (the values a weights file was trained with), else
+// with the training split's own; then keeps data.classes (relabelled 0..k-1 in their listed order)
+// and data.samples_per_class training samples of each. Throws DataError for a missing or damaged
+// file.
+TrainingData load_training_data(const Config& config, const Normalisation* given = nullptr);
+
+// Keeps the samples whose label is in `classes`, relabelled to its position there, in every set;
+// then, when samples_per_class > 0, the first that many training samples of each class in an
+// order shuffled by `seed`. Throws DataError naming a class with fewer training samples.
+void select_classes(TrainingData& data, const std::vector<int>& classes, int samples_per_class,
+                    std::uint64_t seed);
 
 // A permutation of [0, n) drawn from `seed`.
 std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed);

@@ -14,13 +14,7 @@
 #include "core/rng.hpp"
 #include "ensemble/member_data.hpp"
 #include "ensemble/peer_combine.hpp"
-#include "hpo/trial_guard.hpp"
-#include "hpo/trial_log.hpp"
-#include "hpo/trial_scheduler.hpp"
-#include "jobs/commands.hpp"
-#include "jobs/run_output.hpp"
-#include "jobs/run_plan.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/training_queue.hpp"
 
 namespace strata {
 
@@ -142,76 +136,30 @@ nlohmann::json member_json(const StageContext& c, const EnsembleSpec& spec,
           {"predictions", (dir / "predictions.h5").string()}};
 }
 
-// Trains member `m` on this member group to its end (from its own checkpoint when an earlier
-// allocation stopped it), then writes its weights and its predictions of the validation and test
-// sets. Errors are handled as a search trial's are (run_guarded_trial).
-TrialOutcome train_member(const StageContext& c, const EnsembleSpec& spec,
-                          const std::vector<EnsembleBase>& bases, const TrainingData& shared,
-                          const Member& m, const std::function<void()>& serve) {
-  const auto start = Clock::now();
-  const Topology& topology = c.topology;
-  const bool leader = topology.member().rank() == 0;
-  const std::filesystem::path dir = member_dir(c, m.index);
-  const std::filesystem::path checkpoints = std::filesystem::path(c.config.output.dir) /
-                                            "checkpoints" / fmt::format("stage{}", c.stage_index) /
-                                            fmt::format("member{}", m.index);
-  Config config;
-  std::optional<TrainingData> own;
-  const TrainingData* data = nullptr;
-  std::optional<GroupTraining> group;
-  std::optional<TrainingSession> session;
-  int global_batch = 0;
-  auto build = [&] {
-    config = member_config(c, spec, bases, m);
-    data = &member_data(c, spec, m, shared, own);
-    const Plan plan = plan_on_run_layout(config, topology.plan());
-    global_batch = plan.global_batch();
-    group.emplace(config, *data, topology, plan, c.threads);
-    group->trainer->set_evaluation_hook(serve);
-    SessionSettings settings;
-    settings.checkpoint_dir = checkpoints;
-    settings.checkpoint = config.checkpoint;
-    settings.epochs = config.training.epochs;
-    settings.label = fmt::format("member {}: ", m.index);
-    settings.meta.put_text("kind", "ensemble member");
-    settings.meta.put_int("stage", c.stage_index);
-    settings.meta.put_int("member", m.index);
-    StepWork work;
-    work.serve = serve;
-    session.emplace(*group->trainer, topology, c.signals, std::move(settings), std::move(work));
-  };
-  auto train = [&] {
-    Trainer& trainer = *group->trainer;
-    session->resume();
-    std::optional<RunOutput> out;
-    if (leader) {
-      out.emplace(RunOutput::inside_checked_run(dir));
-      out->keep_metrics_before(trainer.position().epoch);
-    }
-    session->run(config.training.epochs, {}, [&](const EpochMetrics& e) {
-      if (out) out->append_metrics(e);
-    });
-    session->save_final_weights(dir / "weights.h5");
+// Member `m` as a training job: its weights, then its predictions of the validation and test
+// sets, in its own directory.
+TrainingJob member_job(const StageContext& c, const EnsembleSpec& spec,
+                       const std::vector<EnsembleBase>& bases, const TrainingData& shared,
+                       std::optional<TrainingData>& own, const Member& m) {
+  TrainingJob job;
+  job.config = member_config(c, spec, bases, m);
+  job.data = &member_data(c, spec, m, shared, own);
+  job.checkpoints = std::filesystem::path(c.config.output.dir) / "checkpoints" /
+                    fmt::format("stage{}", c.stage_index) / fmt::format("member{}", m.index);
+  job.label = fmt::format("member {}: ", m.index);
+  job.meta.put_text("kind", "ensemble member");
+  job.meta.put_int("stage", c.stage_index);
+  job.meta.put_int("member", m.index);
+  job.finish = [&c, &spec, &bases, m, data = job.data](Trainer& trainer) {
     const auto validation = trainer.predict(data->validation);
     const auto test = trainer.predict(data->test);
-    if (leader) {
-      write_predictions(dir / "predictions.h5", validation, test, data->num_classes);
-      write_text_atomically(dir / "config.yaml", member_config_text(config));
-      write_text_atomically(dir / "member.json", member_json(c, spec, bases, m).dump(2) + "\n");
-    }
-    session->wait();
-    std::error_code ignored;
-    if (leader) std::filesystem::remove_all(checkpoints, ignored);
-    const EpochMetrics& last = trainer.last_epoch();
-    TrialOutcome o;
-    o.fitness = o.val_accuracy = last.val_accuracy;
-    o.test_accuracy = last.test_accuracy;
-    return o;
+    if (c.topology.member().rank() != 0) return;
+    const auto dir = member_dir(c, m.index);
+    write_predictions(dir / "predictions.h5", validation, test, data->num_classes);
+    write_text_atomically(dir / "config.yaml", member_config_text(member_config(c, spec, bases, m)));
+    write_text_atomically(dir / "member.json", member_json(c, spec, bases, m).dump(2) + "\n");
   };
-  TrialOutcome o = run_guarded_trial(topology.member(), m.index, build, train);
-  o.seconds = seconds_since(start);
-  o.global_batch = global_batch;
-  return o;
+  return job;
 }
 
 Predictions as_predictions(std::vector<float> probabilities, int classes) {
@@ -223,7 +171,7 @@ Predictions as_predictions(std::vector<float> probabilities, int classes) {
 // peers give every member's accuracies and the combined predictions.
 nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
                                const std::vector<EnsembleBase>& bases,
-                               const std::vector<Member>& members, const std::vector<int>& done,
+                               const std::vector<Member>& members, const std::vector<bool>& done,
                                const TrainingData& shared) {
   const Topology& topology = c.topology;
   const int groups = topology.plan().groups, group = topology.coords().group;
@@ -233,7 +181,7 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
   std::map<int, MemberPredictions> held;
   std::vector<double> accuracies(static_cast<std::size_t>(2 * n), 0.0);
   for (int m = group; m < n; m += groups) {
-    if (done[static_cast<std::size_t>(m)] == 0) continue;
+    if (!done[static_cast<std::size_t>(m)]) continue;
     MemberPredictions p = read_member_predictions((member_dir(c, m) / "predictions.h5").string());
     accuracies[static_cast<std::size_t>(2 * m)] =
         accuracy(predicted_classes(as_predictions(p.validation, p.classes)), val_labels);
@@ -244,12 +192,12 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
   topology.peers().allreduce_sum(std::span<double>(accuracies));
   std::vector<double> val_accuracies;
   for (int m = 0; m < n; ++m)
-    if (done[static_cast<std::size_t>(m)] != 0)
+    if (done[static_cast<std::size_t>(m)])
       val_accuracies.push_back(accuracies[static_cast<std::size_t>(2 * m)]);
   const std::vector<double> shares = accuracy_weights(val_accuracies);
   std::vector<double> weight_of(static_cast<std::size_t>(n), 0.0);
   for (int m = 0, k = 0; m < n; ++m)
-    if (done[static_cast<std::size_t>(m)] != 0)
+    if (done[static_cast<std::size_t>(m)])
       weight_of[static_cast<std::size_t>(m)] = shares[static_cast<std::size_t>(k++)];
   const int classes = shared.num_classes;
   EnsembleSums val_sums(shared.validation.count(), classes), test_sums(shared.test.count(), classes);
@@ -267,7 +215,7 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
   for (int m = 0; m < n; ++m) {
     const Member& member = members[static_cast<std::size_t>(m)];
     nlohmann::json row = member_json(c, spec, bases, member);
-    const bool ok = done[static_cast<std::size_t>(m)] != 0;
+    const bool ok = done[static_cast<std::size_t>(m)];
     row["status"] = ok ? "ok" : "failed";
     row["val_accuracy"] = ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m)]) : nullptr;
     row["test_accuracy"] =
@@ -322,55 +270,27 @@ nlohmann::json ensemble_stage(const StageContext& c, const EnsembleSpec& spec,
   const bool coordinator = topology.world_rank() == 0;
   const std::vector<Member> members = members_of(spec, static_cast<int>(bases.size()));
   const int n = static_cast<int>(members.size());
-  SearchSpace space;
-  space.params.push_back(ParamSpec{"member", ParamKind::integer, 0.0, double(n - 1), {}});
-  GridSearch search(space, GridConfig{1, topology.plan().groups, 0, std::nullopt,
-                                      Direction::maximize});
   // Members that change the data get their own copy of it; the rest share this one.
   const TrainingData shared = load_training_data(c.config);
-  std::optional<TrialLog> log;
-  int finished = 0;
   if (coordinator) {
-    RunOutput::inside_checked_run(members_dir(c));  // creates it
-    log.emplace(members_dir(c), space, true);
-    if (!log->recovered().empty()) {
-      search.replay(log->recovered());
-      finished = static_cast<int>(log->recovered().size());
-      fmt::print("[resume] ensemble: {} of {} members done; {} to train\n", finished, n,
-                 n - finished);
-    }
     fmt::print("[ensemble] {} members ({} config(s) x {}) on {} member groups\n", n, bases.size(),
                variations_of(spec), topology.plan().groups);
     std::fflush(stdout);
   }
-  run_trials(
-      topology, search,
-      [&](const Trial& trial, const std::function<void()>& serve) {
-        const Member& m = members[static_cast<std::size_t>(std::lround(trial.genome[0]))];
-        return train_member(c, spec, bases, shared, m, serve);
+  const std::vector<bool> done = run_training_queue(
+      c, "ensemble", members_dir(c), n,
+      [&](int id, const std::function<void()>& serve) {
+        std::optional<TrainingData> own;
+        const Member& m = members[static_cast<std::size_t>(id)];
+        return train_job(
+            c, id, [&] { return member_job(c, spec, bases, shared, own, m); }, serve);
       },
-      [&](const Trial& trial, const TrialOutcome& o) {
-        log->append(trial, o);
-        ++finished;
-        const Member& m = members[static_cast<std::size_t>(trial.id)];
-        fmt::print("[ensemble] member {} ({}, {}) on group {}: {} | {}/{} done\n", m.index,
-                   bases[static_cast<std::size_t>(m.base)].source, m.variation, o.member_group,
-                   o.status == TrialStatus::ok
-                       ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s", o.val_accuracy,
-                                     o.test_accuracy, o.seconds)
-                       : fmt::format("{}: {}", to_string(o.status), o.reason),
-                   finished, n);
-        std::fflush(stdout);
-      },
-      Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
-  // Which members finished, as the coordinator's search knows it, on every rank.
-  std::vector<int> done(static_cast<std::size_t>(n), 0);
-  if (coordinator)
-    for (const Trial& t : search.trials()) done[static_cast<std::size_t>(t.id)] = t.failed ? 0 : 1;
-  std::string text = nlohmann::json(done).dump();
-  topology.world().broadcast_string(text, 0);
-  done = nlohmann::json::parse(text).get<std::vector<int>>();
-  if (std::count(done.begin(), done.end(), 1) == 0)
+      [&](int id) {
+        const Member& m = members[static_cast<std::size_t>(id)];
+        return fmt::format("member {} ({}, {})", m.index,
+                           bases[static_cast<std::size_t>(m.base)].source, m.variation);
+      });
+  if (std::count(done.begin(), done.end(), true) == 0)
     throw DataError(fmt::format("ensemble: every one of its {} members failed (see {}/trials.csv)",
                                 n, members_dir(c).string()));
   const nlohmann::json report = combine_members(c, spec, bases, members, done, shared);
