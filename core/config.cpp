@@ -89,6 +89,27 @@ constexpr std::array<Choice<DataRead>, 2> read_choices{{
 
 }  // namespace
 
+std::vector<LrGroup> config_reader::parse_lr_groups(const Reader& at) {
+  if (!at.node().IsSequence())
+    at.fail(fmt::format("expected a list of {{layers: [names], lr_scale: x}}, got {}", at.found()));
+  std::vector<LrGroup> groups;
+  for (std::size_t i = 0; i < at.node().size(); ++i) {
+    const MapReader g(at.item(i, at.node()[i]));
+    static constexpr std::string_view group_keys[] = {"layers", "lr_scale"};
+    g.allow_only(group_keys);
+    LrGroup group;
+    group.mark = g.where().mark();
+    const Reader layers = g.require("layers");
+    if (!layers.node().IsSequence() || layers.node().size() == 0)
+      layers.fail(fmt::format("expected a non-empty list of layer names, got {}", layers.found()));
+    for (std::size_t k = 0; k < layers.node().size(); ++k)
+      group.layers.push_back(layers.item(k, layers.node()[k]).as_nonempty_string());
+    group.lr_scale = g.require("lr_scale").as_number(non_negative);
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
 std::vector<int> config_reader::parse_class_list(const Reader& at) {
   if (!at.node().IsSequence() || at.node().size() == 0)
     at.fail(fmt::format("expected a non-empty list of class labels, got {}", at.found()));
@@ -375,33 +396,7 @@ TrainingConfig parse_training(const MapReader& m) {
                                                "schedule", "freeze",      "lr_groups"};
   m.allow_only(known);
   TrainingConfig t;
-  if (auto groups = m.get("lr_groups")) {
-    if (!groups->node().IsSequence())
-      groups->fail(fmt::format("expected a list of {{layers: [names], lr_scale: x}}, got {}",
-                               groups->found()));
-    for (std::size_t i = 0; i < groups->node().size(); ++i) {
-      const MapReader g(groups->item(i, groups->node()[i]));
-      static constexpr std::string_view group_keys[] = {"layers", "lr_scale"};
-      g.allow_only(group_keys);
-      LrGroup group;
-      group.mark = g.where().mark();
-      const Reader layers = g.require("layers");
-      if (!layers.node().IsSequence() || layers.node().size() == 0)
-        layers.fail(fmt::format("expected a non-empty list of layer names, got {}", layers.found()));
-      for (std::size_t k = 0; k < layers.node().size(); ++k)
-        group.layers.push_back(layers.item(k, layers.node()[k]).as_nonempty_string());
-      group.lr_scale = g.require("lr_scale").as_number(non_negative);
-      t.lr_groups.push_back(std::move(group));
-    }
-  }
-  if (auto f = m.get("freeze")) {
-    if (!f->node().IsSequence())
-      f->fail(fmt::format("expected a list of layer names, got {}", f->found()));
-    for (std::size_t i = 0; i < f->node().size(); ++i) {
-      const Reader name = f->item(i, f->node()[i]);
-      t.freeze.push_back({name.as_nonempty_string(), name.mark()});
-    }
-  }
+  if (auto groups = m.get("lr_groups")) t.lr_groups = parse_lr_groups(*groups);
   read(m, "epochs", t.epochs, at_least_1);
   read(m, "local_batch", t.local_batch, at_least_1);
   if (auto o = m.get("optimizer")) t.optimizer = parse_optimizer(MapReader(*o));

@@ -168,7 +168,7 @@ struct ParallelConfig {
   SourceMark mark;            // of the parallel section, for planner errors
 };
 
-enum class StageKind { train, hpo, ensemble };
+enum class StageKind { train, hpo, ensemble, transfer };
 
 enum class SearchParamKind { uniform, log_uniform, integer, choice };
 
@@ -246,12 +246,31 @@ struct EnsembleSpec {
   int epochs = 0;  // 0 = each member config's own training.epochs
 };
 
+// The transfer stage: fine-tunes pretrained weights, on a new label set when `classes` is given
+// (few-sample with samples_per_class), beside the same training from scratch when asked.
+struct TransferSpec {
+  // An earlier stage's artifact (hpo.best, train.model, transfer.model) or, when `pretrained_path`
+  // is set instead, a weights file or checkpoint.
+  std::optional<ArtifactRef> pretrained_artifact;
+  std::string pretrained_path;
+  SourceMark pretrained_mark;
+  std::vector<int> classes;   // the new label set, relabelled 0..k-1; empty = the data's
+  int samples_per_class = 0;  // training samples per class; 0 = all
+  std::vector<FrozenLayer> freeze;
+  // Layers that start fresh instead of from the pretrained weights; empty: the last layer with
+  // parameters when `classes` changes the label set (it is resized to the new classes).
+  std::vector<FrozenLayer> head;
+  std::vector<LrGroup> lr_groups;
+  int epochs = 0;                // 0 = the pretrained config's
+  bool compare_scratch = false;  // also train the same model from its initialisation
+};
+
 // A train stage takes no settings of its own.
 struct TrainSpec {};
 
 // One entry of `stages:`. The settings' alternative is the stage's kind, in StageKind's order.
 struct StageSpec {
-  std::variant<TrainSpec, HpoSpec, EnsembleSpec> settings;
+  std::variant<TrainSpec, HpoSpec, EnsembleSpec, TransferSpec> settings;
   // The stage's own `parallel:` block over the run's (unset keys inherit the run's); none: the
   // run's.
   std::optional<ParallelConfig> parallel;

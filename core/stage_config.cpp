@@ -1,6 +1,8 @@
 #include "core/stage_config.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,10 +13,11 @@ namespace strata::config_reader {
 
 namespace {
 
-constexpr std::array<Choice<StageKind>, 3> stage_choices{{
+constexpr std::array<Choice<StageKind>, 4> stage_choices{{
     {"train", StageKind::train},
     {"hpo", StageKind::hpo},
     {"ensemble", StageKind::ensemble},
+    {"transfer", StageKind::transfer},
 }};
 
 constexpr std::array<Choice<CombinerKind>, 3> combiner_choices{{
@@ -97,6 +100,52 @@ EnsembleSpec parse_ensemble(const MapReader& m) {
   return e;
 }
 
+std::vector<FrozenLayer> parse_layer_names(const Reader& at) {
+  if (!at.node().IsSequence() || at.node().size() == 0)
+    at.fail(fmt::format("expected a non-empty list of layer names, got {}", at.found()));
+  std::vector<FrozenLayer> names;
+  for (std::size_t i = 0; i < at.node().size(); ++i) {
+    const Reader name = at.item(i, at.node()[i]);
+    names.push_back({name.as_nonempty_string(), name.mark()});
+  }
+  return names;
+}
+
+// "hpo.best", "train2.model": a stage name, a dot, an artifact; anything else is a file path.
+bool names_artifact(const std::string& text) {
+  const auto dot = text.find('.');
+  if (dot == std::string::npos || dot == 0 || text.find('/') != std::string::npos ||
+      text.ends_with(".h5"))
+    return false;
+  return std::all_of(text.begin(), text.end(), [](char ch) {
+    return std::islower(static_cast<unsigned char>(ch)) != 0 ||
+           std::isdigit(static_cast<unsigned char>(ch)) != 0 || ch == '.' || ch == '_';
+  });
+}
+
+TransferSpec parse_transfer(const MapReader& m) {
+  static constexpr std::string_view known[] = {
+      "pretrained", "classes",   "samples_per_class", "freeze",  "head",
+      "lr_groups",  "epochs",    "compare_scratch",   "parallel"};
+  m.allow_only(known);
+  TransferSpec t;
+  const Reader pretrained = m.require("pretrained");
+  const std::string source = pretrained.as_nonempty_string();
+  t.pretrained_mark = pretrained.mark();
+  if (names_artifact(source))
+    t.pretrained_artifact = ArtifactRef{source, pretrained.mark()};
+  else
+    t.pretrained_path = source;
+  if (auto c = m.get("classes")) t.classes = parse_class_list(*c);
+  read(m, "samples_per_class", t.samples_per_class, at_least_0);
+  if (auto f = m.get("freeze")) t.freeze = parse_layer_names(*f);
+  if (auto h = m.get("head")) t.head = parse_layer_names(*h);
+  if (auto g = m.get("lr_groups")) t.lr_groups = parse_lr_groups(*g);
+  read(m, "epochs", t.epochs, IntRange{1});
+  read(m, "compare_scratch", t.compare_scratch);
+  return t;
+}
+
 StageSpec parse_stage(const Reader& item) {
   StageSpec stage;
   stage.mark = item.mark();
@@ -125,6 +174,9 @@ StageSpec parse_stage(const Reader& item) {
       break;
     case StageKind::ensemble:
       stage.settings = parse_ensemble(params);
+      break;
+    case StageKind::transfer:
+      stage.settings = parse_transfer(params);
       break;
   }
   return stage;

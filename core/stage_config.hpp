@@ -14,6 +14,9 @@ std::vector<StageSpec> parse_stages(const Reader& list);
 void read_stage_parallel(const Reader& list, const ParallelConfig& run,
                          std::vector<StageSpec>& stages);
 
+// training.lr_groups' list of {layers: [names], lr_scale: x} (config.cpp).
+std::vector<LrGroup> parse_lr_groups(const Reader& at);
+
 // A list of distinct class labels ("[5, 6, 7]") (config.cpp).
 std::vector<int> parse_class_list(const Reader& at);
 

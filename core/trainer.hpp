@@ -88,6 +88,7 @@ class Trainer {
   std::vector<float> predict(const SampleSet& set);
 
   Model& model() { return replicas_.front(); }
+  const TrainingData& data() const { return data_; }
   const TrainPosition& position() const { return position_; }
   // The metrics of the last epoch that ended (saved with the state, so that a training resumed
   // after its last epoch still knows them); epoch 0 before the first.

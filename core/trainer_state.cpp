@@ -20,6 +20,9 @@ void Trainer::save_state(StateDict& out) {
   out.put_real("trainer/epoch_seconds", p.epoch_seconds);
   out.put_int("trainer/global_batch", global_batch_);
   out.put_int("trainer/steps_per_epoch", steps_per_epoch_);
+  // Not restored (the data decides it); a transfer from this checkpoint reads it.
+  out.put_real("trainer/input_mean", data_.mean);
+  out.put_real("trainer/input_stddev", data_.stddev);
   const EpochMetrics& e = last_epoch_;
   out.put_int("trainer/last_epoch/epoch", e.epoch);
   out.put_real("trainer/last_epoch/train_loss", e.train_loss);

@@ -2,6 +2,7 @@
 // a run made, on CONFIG's data.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -38,9 +39,18 @@ int predict_ensemble(const Config& config, const std::filesystem::path& report_p
   if (!report.contains("members") || !report["members"].is_array())
     throw DataError(fmt::format("{}: no members list: not an ensemble_report.json",
                                 report_path.string()));
-  const TrainingData data = load_training_data(config);
   // Paths in the report are relative to the ensemble stage's directory, where the report is.
   const auto stage_dir = report_path.parent_path();
+  // Every member was trained on the same inputs; the first one's weights say how they were
+  // standardised.
+  std::optional<Normalisation> normalisation;
+  for (const auto& member : report["members"])
+    if (member.value("status", "") == "ok") {
+      normalisation = read_normalisation((stage_dir / member.at("weights").get<std::string>()).string());
+      break;
+    }
+  const TrainingData data =
+      load_training_data(config, normalisation ? &*normalisation : nullptr);
   EnsembleSums sums(data.test.count(), data.num_classes);
   for (const auto& member : report["members"]) {
     if (member.value("status", "") != "ok") continue;
@@ -86,7 +96,10 @@ int predict_command(const std::string& config_path, const std::string& weights_p
   const std::filesystem::path path(weights_path);
   if (std::filesystem::is_directory(path) || path.extension() == ".json")
     return predict_ensemble(config, ensemble_report_path(path), workers);
-  const TrainingData data = load_training_data(config);
+  // The inputs as the weights were trained to see them, when the file says how.
+  const auto normalisation = read_normalisation(weights_path);
+  const TrainingData data =
+      load_training_data(config, normalisation ? &*normalisation : nullptr);
   Trainer trainer(config, build_model(config, data), data, standalone_plan(config), workers);
   load_weights(weights_path, trainer.model());
   trainer.broadcast_weights();

@@ -11,6 +11,7 @@
 #include "jobs/hpo_stage.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/train_stage.hpp"
+#include "jobs/transfer_stage.hpp"
 
 namespace strata {
 
@@ -83,9 +84,10 @@ class EnsembleStage final : public Stage {
   EnsembleStage(std::string name, bool first, const StageSpec& spec)
       : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override { return {name() + ".members"}; }
-  std::vector<ArtifactRef> reads() const override {
+  std::vector<Read> reads() const override {
     const auto& from = settings().from;
-    return from ? std::vector<ArtifactRef>{*from} : std::vector<ArtifactRef>{};
+    if (!from) return {};
+    return {{*from, {".top_k", ".best"}, "an ensemble's members come from a search's"}};
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
     // Every rank loads the same member configs from the artifact all ranks hold.
@@ -125,20 +127,70 @@ class EnsembleStage final : public Stage {
   }
 };
 
+// Fine-tunes an earlier stage's weights (hpo.best, train.model, transfer.model) or a weights file
+// or checkpoint; publishes <name>.model (config, weights, report).
+class TransferStage final : public Stage {
+ public:
+  TransferStage(std::string name, bool first, const StageSpec& spec)
+      : Stage(std::move(name), first, spec) {}
+  std::vector<std::string> publishes() const override { return {name() + ".model"}; }
+  std::vector<Read> reads() const override {
+    const auto& from = settings().pretrained_artifact;
+    if (!from) return {};
+    return {{*from, {".best", ".model"}, "transfer starts from the weights of a"}};
+  }
+  void run(const StageContext& context, Artifacts& artifacts) override {
+    const nlohmann::json published = transfer_stage(context, settings(), source(context, artifacts));
+    if (context.topology.world_rank() == 0)
+      artifacts.publish(name() + ".model", in_run(subdirectory(), published));
+  }
+
+ private:
+  const TransferSpec& settings() const { return std::get<TransferSpec>(spec().settings); }
+
+  PretrainedSource source(const StageContext& c, const Artifacts& artifacts) const {
+    const TransferSpec& spec = settings();
+    if (!spec.pretrained_artifact) {
+      // A file path, relative to the working directory as data.path is.
+      if (!std::filesystem::exists(spec.pretrained_path))
+        throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}",
+                                      c.config.file, spec.pretrained_mark.line,
+                                      spec.pretrained_mark.column, name(), spec.pretrained_path));
+      return {"a file", spec.pretrained_path, c.config};
+    }
+    const std::string& artifact = spec.pretrained_artifact->name;
+    const nlohmann::json& value = artifacts.get(artifact);
+    // A search's best names its config; a train stage's members train the run's config.
+    if (value.is_object() && value.contains("config") && value.contains("weights"))
+      return {fmt::format("{}{}", artifact,
+                          value.contains("trial")
+                              ? fmt::format(" (trial {})", value["trial"].get<int>())
+                              : ""),
+              (c.run_dir / value["weights"].get<std::string>()).string(),
+              load_config((c.run_dir / value["config"].get<std::string>()).string())};
+    if (value.is_object() && value.contains("members") && !value["members"].empty())
+      return {artifact + " (member 0)",
+              (c.run_dir / value["members"][0]["weights"].get<std::string>()).string(), c.config};
+    throw DataError(fmt::format("{}: {} holds no weights (did every trial fail?)", name(),
+                                artifact));
+  }
+};
+
 // A reference to an artifact that no earlier stage publishes, or one of the wrong kind, fails at
 // its line before anything runs.
 void check_reads(const Config& config, const Stage& stage, const std::set<std::string>& published) {
-  for (const ArtifactRef& ref : stage.reads()) {
+  for (const Stage::Read& read : stage.reads()) {
+    const ArtifactRef& ref = read.ref;
     const auto where = fmt::format("{}:{}:{}: stages: {}", config.file, ref.mark.line,
                                    ref.mark.column, stage.name());
     if (!published.contains(ref.name))
       throw ConfigError(fmt::format(
           "{}: no earlier stage publishes '{}' (published before this stage: {})", where,
           ref.name, published.empty() ? "none" : fmt::format("{}", fmt::join(published, ", "))));
-    if (!ref.name.ends_with(".top_k") && !ref.name.ends_with(".best"))
-      throw ConfigError(fmt::format(
-          "{}: '{}' holds no configs: an ensemble's members come from a search's .top_k or .best",
-          where, ref.name));
+    if (std::none_of(read.kinds.begin(), read.kinds.end(),
+                     [&](const std::string& kind) { return ref.name.ends_with(kind); }))
+      throw ConfigError(fmt::format("{}: '{}' will not do: {} {}", where, ref.name, read.purpose,
+                                    fmt::join(read.kinds, " or ")));
   }
 }
 
@@ -170,6 +222,9 @@ std::vector<std::unique_ptr<Stage>> make_stages(const Config& config) {
               "search's values: from: hpo.best or hpo.top_k",
               config.file, spec.mark.line, spec.mark.column, name));
         stages.push_back(std::make_unique<EnsembleStage>(name, n == 1, spec));
+        break;
+      case StageKind::transfer:
+        stages.push_back(std::make_unique<TransferStage>(name, n == 1, spec));
         break;
     }
     check_reads(config, *stages.back(), published);

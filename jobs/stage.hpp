@@ -29,8 +29,14 @@ class Stage {
   Plan plan(const Config& run, int world_size, int ranks_per_node) const;
   // The artifacts it will publish, known before anything runs.
   virtual std::vector<std::string> publishes() const = 0;
-  // The artifacts of earlier stages it reads, where the config names them.
-  virtual std::vector<ArtifactRef> reads() const { return {}; }
+  // The artifacts of earlier stages it reads, where the config names them, and the kinds of
+  // artifact (".best", ".top_k", ".model") each may be.
+  struct Read {
+    ArtifactRef ref;
+    std::vector<std::string> kinds;
+    std::string purpose;  // "an ensemble's members come from"
+  };
+  virtual std::vector<Read> reads() const { return {}; }
   // Collective over the world. Throws Interrupted after checkpointing on a stop signal. On world
   // rank 0 it publishes its artifacts into `artifacts` (which holds, on every rank, what earlier
   // stages published).

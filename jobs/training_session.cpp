@@ -139,11 +139,12 @@ void TrainingSession::checkpoint() {
 }
 
 void TrainingSession::save_final_weights(const std::filesystem::path& path) {
+  const Normalisation normalisation = trainer_.data().normalisation();
   if (topology_.plan().model > 1) {
     const auto whole = gather_full_weights(trainer_.model());
-    if (leader()) save_weights(path.string(), whole);
+    if (leader()) save_weights(path.string(), whole, &normalisation);
   } else if (leader()) {
-    save_weights(path.string(), trainer_.model());
+    save_weights(path.string(), trainer_.model(), &normalisation);
   }
 }
 

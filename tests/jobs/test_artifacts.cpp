@@ -61,8 +61,9 @@ stages:
       from: train.model
 )",
                                     "wrong.yaml");
-  CHECK_THROWS_WITH(make_stages(wrong), Contains("wrong.yaml:6:13: stages: ensemble: "
-                                                 "'train.model' holds no configs"));
+  CHECK_THROWS_WITH(make_stages(wrong),
+                    Contains("wrong.yaml:6:13: stages: ensemble: 'train.model' will not do: an "
+                             "ensemble's members come from a search's .top_k or .best"));
   // A later search of the same kind is named hpo2.
   const Config later = parse_config(R"(data: {source: synthetic}
 model: {layers: [flatten, {dense: {units: $u}}]}
@@ -85,7 +86,7 @@ stages:
   REQUIRE(stages.size() == 2);
   CHECK(stages[1]->publishes() == std::vector<std::string>{"ensemble.members"});
   REQUIRE(stages[1]->reads().size() == 1);
-  CHECK(stages[1]->reads()[0].name == "hpo.top_k");
+  CHECK(stages[1]->reads()[0].ref.name == "hpo.top_k");
 }
 
 TEST_CASE("each stage plans with its own parallel block", "[jobs][plan]") {

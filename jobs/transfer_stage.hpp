@@ -1,0 +1,28 @@
+// The transfer stage of `strata run`: fine-tunes pretrained weights (an earlier stage's, or a
+// weights file or checkpoint) on the stage's data, a new label set if it has one, with frozen
+// layers, a fresh head and per-layer learning rates; beside it, when asked, the same model trained
+// from scratch on the same samples, into transfer_report.json.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.hpp"
+#include "jobs/stage_context.hpp"
+
+namespace strata {
+
+// Where the pretrained weights come from, resolved from the config or an artifact.
+struct PretrainedSource {
+  std::string description;  // "hpo.best (trial 7)", "a file"
+  std::string weights;      // a weights file or checkpoint
+  Config config;            // the config whose model the weights fit
+};
+
+// Collective over the world. Returns, on world rank 0, the <stage>.model artifact (paths
+// relative to the stage's directory).
+nlohmann::json transfer_stage(const StageContext& context, const TransferSpec& spec,
+                              const PretrainedSource& source);
+
+}  // namespace strata
