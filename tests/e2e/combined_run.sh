@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A search flows into an ensemble of its best configs in one run on 4 ranks: every member trains
-# on a member group, ensemble_report.json gives each member's and each combiner's accuracy, and
-# strata predict on the ensemble reproduces the report. Killed with SIGKILL mid-ensemble and rerun
-# on 2 ranks (one-rank groups, so each training's decomposition is unchanged), it resumes and
-# writes the same report. Seeds, bagging and feature subsets each make their members.
+# The combined workflow in one run on 4 ranks: a search flows into an ensemble of its best configs
+# (every member trains on a member group; ensemble_report.json gives each member's and each
+# combiner's accuracy; strata predict on the ensemble reproduces it) and into a few-sample transfer
+# of its best model. Killed with SIGKILL mid-ensemble and rerun on 2 ranks (one-rank groups, so
+# each training's decomposition is unchanged), it resumes and writes the same ensemble and
+# transfer reports. Seeds, bagging and feature subsets each make their members.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -35,10 +36,16 @@ stages:
   - ensemble:
       from: hpo.top_k
       epochs: 2
+  - transfer:
+      pretrained: hpo.best
+      classes: [0, 1, 2]
+      samples_per_class: 20
+      epochs: 3
+      compare_scratch: true
 output: {dir: out, progress_seconds: 100}
 YAML
 sed 's/dir: out/dir: ref/' pipeline.yaml > ref.yaml
-expect_exit 0 '\[ensemble\] vote: test acc' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
+expect_exit 0 '\[transfer\] test acc .* fine-tuned' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
 
 /usr/bin/python3 - ref <<'PY' || fails=$((fails + 1))
 import json, sys
@@ -61,7 +68,11 @@ assert [m["weights"] for m in a["ensemble.members"]["members"]] == [f"ensemble/{
 for i in range(3):
     rows = [json.loads(l) for l in open(f"{d}/ensemble/{i}/metrics.jsonl")]
     assert [row["epoch"] for row in rows] == [1, 2], rows
-print("ok: 3 members from hpo.top_k, each combiner's accuracy and gain, artifacts and curves")
+t = json.load(open(f"{d}/transfer_report.json"))
+assert t["pretrained"]["weights"].endswith("best_weights.h5") and t["training_samples"] == 60, t
+assert t["fine_tuned"]["epoch"] == 3 and t["scratch"]["epoch"] == 3
+assert a["transfer.model"]["weights"] == "transfer/0/weights.h5"
+print("ok: 3 members from hpo.top_k, each combiner's accuracy and gain, artifacts and curves; transfer from hpo.best")
 PY
 
 # strata predict on the ensemble gives the report's accuracies, to the last digit.
@@ -85,11 +96,13 @@ wait
 echo "killed with $(members_done) ensemble member(s) done"
 [ ! -f out/ensemble_report.json ] || { echo "FAIL: the ensemble ended before it was killed"; fails=$((fails + 1)); }
 expect_exit 0 '\[resume\] member [0-2]: from .*ckpt-' -- "$MPIEXEC" -n 2 "$STRATA" run pipeline.yaml
-if [ -f out/ensemble_report.json ] && diff <(/usr/bin/python3 -m json.tool ref/ensemble_report.json) <(/usr/bin/python3 -m json.tool out/ensemble_report.json); then
-  echo "ok: killed mid-ensemble on 4 ranks, resumed on 2: the same ensemble_report.json"
-else
-  echo "FAIL: the resumed ensemble's report differs"; fails=$((fails + 1))
-fi
+for report in ensemble_report.json transfer_report.json; do
+  if [ -f out/$report ] && diff <(sed 's|out/|DIR/|g' out/$report) <(sed 's|ref/|DIR/|g' ref/$report); then
+    echo "ok: killed mid-ensemble on 4 ranks, resumed on 2: the same $report"
+  else
+    echo "FAIL: the resumed run's $report differs"; fails=$((fails + 1))
+  fi
+done
 
 # Members by seeds, bootstrap samples and pixel regions of one config, on 2 ranks.
 variations() {  # $1: dir, $2: the ensemble's settings
