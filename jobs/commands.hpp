@@ -24,6 +24,11 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node);
 // directory.
 int inspect_command(const std::string& path);
 
+// Writes one self-contained HTML page (inline SVG) of what the run in `dir` wrote: curves per
+// member, fitness per generation, the ensemble and transfer tables, the plan; into `out`, or
+// dir/report.html when it is empty.
+int report_command(const std::string& dir, const std::string& out);
+
 struct SbatchOptions {
   std::string config_path;
   int nodes = 1;

@@ -31,13 +31,20 @@ declare -A slurm_probe=(
   [munge]=/usr/sbin/munged
 )
 
+# Only the report test needs a browser: it renders `strata report`'s page headless.
+declare -A browser_probe=(
+  [chromium]=/usr/bin/chromium
+)
+
 want_slurm=0
 want_torch=0
+want_browser=0
 for arg in "$@"; do
   case "$arg" in
     --with-slurm) want_slurm=1 ;;
     --with-torch) want_torch=1 ;;
-    *) echo "install_deps.sh: unknown option '$arg' (known: --with-slurm --with-torch)" >&2; exit 2 ;;
+    --with-browser) want_browser=1 ;;
+    *) echo "install_deps.sh: unknown option '$arg' (known: --with-slurm --with-torch --with-browser)" >&2; exit 2 ;;
   esac
 done
 
@@ -46,6 +53,9 @@ for pkg in "${!probe[@]}"; do [ -e "${probe[$pkg]}" ] || missing+=("$pkg"); done
 missing_slurm=()
 if [ $want_slurm = 1 ]; then
   for pkg in "${!slurm_probe[@]}"; do [ -e "${slurm_probe[$pkg]}" ] || missing_slurm+=("$pkg"); done
+fi
+if [ $want_browser = 1 ]; then
+  for pkg in "${!browser_probe[@]}"; do [ -e "${browser_probe[$pkg]}" ] || missing+=("$pkg"); done
 fi
 # Debian's interpreter, not whatever python3 comes first on PATH (pyenv, conda), which cannot see python3-torch.
 if [ $want_torch = 1 ] && ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then

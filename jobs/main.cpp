@@ -116,6 +116,14 @@ int dispatch(int argc, char** argv, int world_size) {
                    "(default 300)")
       ->check(CLI::Range(10, 86400));
 
+  std::string report_dir, report_out;
+  auto* report_cmd = app.add_subcommand(
+      "report",
+      "Write one self-contained HTML page (no network needed) of a run: loss and accuracy per "
+      "epoch per member, fitness per generation, the ensemble and transfer tables, the plan");
+  report_cmd->add_option("dir", report_dir, "The run's output.dir")->required();
+  report_cmd->add_option("--out", report_out, "HTML file to write (default: DIR/report.html)");
+
   std::string idx_dir, idx_out;
   auto* data_cmd = app.add_subcommand("data", "Dataset tools");
   data_cmd->require_subcommand(1);
@@ -133,13 +141,14 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
-  if (world_size > 1 && (*predict_cmd || *import_cmd || *inspect_cmd || *sbatch_cmd)) {
+  if (world_size > 1 && (*predict_cmd || *import_cmd || *inspect_cmd || *sbatch_cmd || *report_cmd)) {
     throw strata::ConfigError(
         fmt::format("strata {} runs on one rank, but was started on {}; start it without mpiexec "
                     "or with mpiexec -n 1",
                     *predict_cmd   ? "predict"
                     : *inspect_cmd ? "inspect"
                     : *sbatch_cmd  ? "sbatch"
+                    : *report_cmd  ? "report"
                                    : "data import-idx",
                     world_size));
   }
@@ -149,6 +158,7 @@ int dispatch(int argc, char** argv, int world_size) {
   if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node);
   if (*inspect_cmd) return strata::inspect_command(inspect_path);
   if (*sbatch_cmd) return strata::sbatch_command(sbatch);
+  if (*report_cmd) return strata::report_command(report_dir, report_out);
   return strata::exit_usage;
 }
 

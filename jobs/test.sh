@@ -5,8 +5,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-# The job-script test starts a real one-node Slurm: install its daemons too.
-STRATA_INSTALL_ARGS="${STRATA_INSTALL_ARGS:---with-slurm}" jobs/setup.sh
+# The job-script test starts a real one-node Slurm, and the report test a headless browser:
+# install them too.
+STRATA_INSTALL_ARGS="${STRATA_INSTALL_ARGS:---with-slurm --with-browser}" jobs/setup.sh
 source jobs/env.sh
 build="${STRATA_BUILD_DIR:-build}"
 echo "== strata tests"
