@@ -246,8 +246,18 @@ struct EnsembleSpec {
   int epochs = 0;  // 0 = each member config's own training.epochs
 };
 
+// One super-class of a hierarchical transfer: a name and the classes under it.
+struct SuperClassSpec {
+  std::string name;
+  std::vector<int> classes;
+  SourceMark mark;
+};
+
 // The transfer stage: fine-tunes pretrained weights, on a new label set when `classes` is given
-// (few-sample with samples_per_class), beside the same training from scratch when asked.
+// (few-sample with samples_per_class), beside the same training from scratch when asked. With
+// `hierarchy`: a coarse classifier over the super-classes (from the pretrained weights when there
+// are some), a sub-classifier per super-class started from the coarse trunk, and a flat model of
+// the same parameter count to compare with.
 struct TransferSpec {
   // An earlier stage's artifact (hpo.best, train.model, transfer.model) or, when `pretrained_path`
   // is set instead, a weights file or checkpoint.
@@ -263,6 +273,7 @@ struct TransferSpec {
   std::vector<LrGroup> lr_groups;
   int epochs = 0;                // 0 = the pretrained config's
   bool compare_scratch = false;  // also train the same model from its initialisation
+  std::vector<SuperClassSpec> hierarchy;
 };
 
 // A train stage takes no settings of its own.

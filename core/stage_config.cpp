@@ -125,17 +125,35 @@ bool names_artifact(const std::string& text) {
 
 TransferSpec parse_transfer(const MapReader& m) {
   static constexpr std::string_view known[] = {
-      "pretrained", "classes",   "samples_per_class", "freeze",  "head",
-      "lr_groups",  "epochs",    "compare_scratch",   "parallel"};
+      "pretrained", "classes", "samples_per_class", "freeze",   "head",
+      "lr_groups",  "epochs",  "compare_scratch",   "parallel", "hierarchical"};
   m.allow_only(known);
   TransferSpec t;
-  const Reader pretrained = m.require("pretrained");
-  const std::string source = pretrained.as_nonempty_string();
-  t.pretrained_mark = pretrained.mark();
-  if (names_artifact(source))
-    t.pretrained_artifact = ArtifactRef{source, pretrained.mark()};
-  else
-    t.pretrained_path = source;
+  if (auto h = m.get("hierarchical")) {
+    const MapReader groups(*h);
+    if (groups.size() < 2)
+      h->fail("expected at least 2 super-classes, e.g. {tops: [0, 2, 3, 4, 6], footwear: [5, 7, "
+              "9], other: [1, 8]}");
+    for (const auto& name : groups.keys()) {
+      const Reader list = *groups.get(name);
+      t.hierarchy.push_back({name, parse_class_list(list), list.mark()});
+    }
+    for (const char* key : {"classes", "samples_per_class", "head", "compare_scratch"})
+      if (auto k = m.get(key))
+        k->fail("a hierarchical transfer sets its own label sets and heads, and compares with a "
+                "flat model; leave this out");
+  }
+  // A hierarchical transfer may start from scratch; a plain one needs its weights.
+  const std::optional<Reader> pretrained =
+      t.hierarchy.empty() ? std::optional(m.require("pretrained")) : m.get("pretrained");
+  if (pretrained) {
+    const std::string source = pretrained->as_nonempty_string();
+    t.pretrained_mark = pretrained->mark();
+    if (names_artifact(source))
+      t.pretrained_artifact = ArtifactRef{source, pretrained->mark()};
+    else
+      t.pretrained_path = source;
+  }
   if (auto c = m.get("classes")) t.classes = parse_class_list(*c);
   read(m, "samples_per_class", t.samples_per_class, at_least_0);
   if (auto f = m.get("freeze")) t.freeze = parse_layer_names(*f);

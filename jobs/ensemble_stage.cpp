@@ -14,6 +14,7 @@
 #include "core/rng.hpp"
 #include "ensemble/member_data.hpp"
 #include "ensemble/peer_combine.hpp"
+#include "jobs/predictions_file.hpp"
 #include "jobs/training_queue.hpp"
 
 namespace strata {
@@ -103,20 +104,6 @@ const TrainingData& member_data(const StageContext& c, const EnsembleSpec& spec,
   return shared;
 }
 
-void write_predictions(const std::filesystem::path& path, const std::vector<float>& validation,
-                       const std::vector<float>& test, int classes) {
-  replace_atomically(path, [&](const std::filesystem::path& temporary) {
-    h5::File::write_new(temporary.string(), [&](h5::File& file) {
-      file.write_attr_string("/", "format", "strata-predictions");
-      file.write_attr_int("/", "classes", classes);
-      file.write_f32("/validation", {static_cast<std::int64_t>(validation.size()) / classes, classes},
-                     validation.data());
-      file.write_f32("/test", {static_cast<std::int64_t>(test.size()) / classes, classes},
-                     test.data());
-    });
-  });
-}
-
 nlohmann::json member_json(const StageContext& c, const EnsembleSpec& spec,
                            const std::vector<EnsembleBase>& bases, const Member& m) {
   const auto dir = std::filesystem::relative(member_dir(c, m.index), c.config.output.dir);
@@ -151,11 +138,11 @@ TrainingJob member_job(const StageContext& c, const EnsembleSpec& spec,
   job.meta.put_int("stage", c.stage_index);
   job.meta.put_int("member", m.index);
   job.finish = [&c, &spec, &bases, m, data = job.data](Trainer& trainer) {
-    const auto validation = trainer.predict(data->validation);
-    const auto test = trainer.predict(data->test);
+    SetPredictions p{trainer.predict(data->validation), trainer.predict(data->test),
+                     data->num_classes};
     if (c.topology.member().rank() != 0) return;
     const auto dir = member_dir(c, m.index);
-    write_predictions(dir / "predictions.h5", validation, test, data->num_classes);
+    write_predictions(dir / "predictions.h5", p);
     write_text_atomically(dir / "config.yaml", member_config_text(member_config(c, spec, bases, m)));
     write_text_atomically(dir / "member.json", member_json(c, spec, bases, m).dump(2) + "\n");
   };
@@ -178,11 +165,11 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
   const int n = static_cast<int>(members.size());
   const auto& val_labels = shared.validation.labels;
   const auto& test_labels = shared.test.labels;
-  std::map<int, MemberPredictions> held;
+  std::map<int, SetPredictions> held;
   std::vector<double> accuracies(static_cast<std::size_t>(2 * n), 0.0);
   for (int m = group; m < n; m += groups) {
     if (!done[static_cast<std::size_t>(m)]) continue;
-    MemberPredictions p = read_member_predictions((member_dir(c, m) / "predictions.h5").string());
+    SetPredictions p = read_predictions((member_dir(c, m) / "predictions.h5").string());
     accuracies[static_cast<std::size_t>(2 * m)] =
         accuracy(predicted_classes(as_predictions(p.validation, p.classes)), val_labels);
     accuracies[static_cast<std::size_t>(2 * m + 1)] =
@@ -254,15 +241,6 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
 }
 
 }  // namespace
-
-MemberPredictions read_member_predictions(const std::string& path) {
-  const auto file = h5::File::open_read(path);
-  MemberPredictions p;
-  p.classes = static_cast<int>(file.read_attr_int("/", "classes"));
-  file.read_f32("/validation", p.validation);
-  file.read_f32("/test", p.test);
-  return p;
-}
 
 nlohmann::json ensemble_stage(const StageContext& c, const EnsembleSpec& spec,
                               const std::vector<EnsembleBase>& bases) {

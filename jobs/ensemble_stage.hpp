@@ -29,11 +29,4 @@ struct EnsembleBase {
 nlohmann::json ensemble_stage(const StageContext& context, const EnsembleSpec& spec,
                               const std::vector<EnsembleBase>& bases);
 
-// The predictions a member's group wrote: class probabilities of the validation and test sets.
-struct MemberPredictions {
-  std::vector<float> validation, test;
-  int classes = 0;
-};
-MemberPredictions read_member_predictions(const std::string& path);
-
 }  // namespace strata

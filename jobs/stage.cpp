@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "jobs/ensemble_stage.hpp"
+#include "jobs/hierarchy_stage.hpp"
 #include "jobs/hpo_stage.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/train_stage.hpp"
@@ -140,7 +141,13 @@ class TransferStage final : public Stage {
     return {{*from, {".best", ".model"}, "transfer starts from the weights of a"}};
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
-    const nlohmann::json published = transfer_stage(context, settings(), source(context, artifacts));
+    const TransferSpec& spec = settings();
+    const bool has_source = spec.pretrained_artifact || !spec.pretrained_path.empty();
+    const nlohmann::json published =
+        !spec.hierarchy.empty()
+            ? hierarchy_stage(context, spec,
+                              has_source ? std::optional(source(context, artifacts)) : std::nullopt)
+            : transfer_stage(context, spec, source(context, artifacts));
     if (context.topology.world_rank() == 0)
       artifacts.publish(name() + ".model", in_run(subdirectory(), published));
   }
