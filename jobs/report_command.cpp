@@ -168,6 +168,32 @@ std::string transfer_section(const fs::path& dir, const nlohmann::json& report) 
   return html + curves("Transfer", runs, false);
 }
 
+std::string hierarchy_section(const fs::path& dir, const nlohmann::json& report) {
+  std::string html = fmt::format(
+      "<h3>Hierarchical transfer</h3>\n<p>Super-classes <code>{}</code>; coarse classifier from "
+      "{}, {} on the super-classes.</p>\n<table><tr><th>model</th><th>parameters</th><th>val "
+      "acc</th><th>test acc</th></tr>\n",
+      html_escape(report.value("super_classes", nlohmann::json::object()).dump()),
+      html_escape(report.value("coarse_from", std::string())),
+      percent(report["coarse"]["test_accuracy"]));
+  for (const char* key : {"hierarchical", "flat"})
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", key,
+                        report[key].value("parameters", 0), percent(report[key]["val_accuracy"]),
+                        percent(report[key]["test_accuracy"]));
+  html += fmt::format("</table>\n<p>Hierarchical against flat: {:+.2f} points.</p>\n",
+                      number(report, "gain_over_flat_points"));
+  std::vector<std::pair<std::string, fs::path>> runs;
+  for (const auto& [id, path] : numbered_metrics(dir / "hierarchy" / "first"))
+    runs.emplace_back(id == 0 ? "coarse" : "flat", path);
+  const auto subs = report.value("sub_classifiers", nlohmann::json::array());
+  for (const auto& [id, path] : numbered_metrics(dir / "hierarchy" / "subs"))
+    runs.emplace_back(static_cast<std::size_t>(id) < subs.size()
+                          ? subs[static_cast<std::size_t>(id)].value("super_class", std::string())
+                          : fmt::format("sub {}", id),
+                      path);
+  return html + curves("Hierarchy", runs, false);
+}
+
 // Everything one stage directory holds that the report knows.
 std::string stage_sections(const fs::path& dir) {
   std::string html;
@@ -179,6 +205,7 @@ std::string stage_sections(const fs::path& dir) {
   if (const auto s = read_json(dir / "hpo_summary.json")) html += search_section(dir, *s);
   if (const auto e = read_json(dir / "ensemble_report.json")) html += ensemble_section(dir, *e);
   if (const auto t = read_json(dir / "transfer_report.json")) html += transfer_section(dir, *t);
+  if (const auto h = read_json(dir / "hierarchy_report.json")) html += hierarchy_section(dir, *h);
   return html;
 }
 
@@ -196,13 +223,14 @@ int report_command(const std::string& dir_path, const std::string& out_path) {
   std::sort(subdirectories.begin(), subdirectories.end());
   for (const auto& sub : subdirectories)
     if (fs::exists(sub / "hpo_summary.json") || fs::exists(sub / "ensemble_report.json") ||
-        fs::exists(sub / "transfer_report.json") || fs::exists(sub / "metrics.jsonl"))
+        fs::exists(sub / "transfer_report.json") || fs::exists(sub / "hierarchy_report.json") ||
+        fs::exists(sub / "metrics.jsonl"))
       body += fmt::format("<h2>Stage {}</h2>\n", html_escape(sub.filename().string())) +
               stage_sections(sub);
   if (body.empty())
     throw DataError(fmt::format(
         "{}: no results of a run in it (metrics.jsonl, hpo_summary.json, ensemble_report.json, "
-        "transfer_report.json)",
+        "transfer_report.json, hierarchy_report.json)",
         dir_path));
   const std::string plan = read_text(dir / "plan.txt");
   const std::string html = fmt::format(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # strata report on a run of every stage kind writes one self-contained page: curves per member,
-# fitness per generation, the ensemble and transfer tables and the plan, with no network
+# fitness per generation, the ensemble, transfer and hierarchy tables (a later stage's from its
+# subdirectory) and the plan, with no network
 # reference. A real headless browser (Debian's chromium) renders it without console errors into a
 # screenshot that is not blank.
 STRATA="$1"
@@ -19,6 +20,7 @@ stages:
   - hpo: {population: 4, generations: 2, keep_top: 2, space: {lr: {log_uniform: [0.01, 0.3]}, units: {int: [8, 32]}}}
   - ensemble: {from: hpo.top_k}
   - transfer: {pretrained: hpo.best, classes: [0, 1], samples_per_class: 20, compare_scratch: true}
+  - transfer: {hierarchical: {low: [0, 1], high: [2, 3]}}
 output: {dir: run, progress_seconds: 100}
 YAML
 expect_exit 0 '\[run\] done' -- "$MPIEXEC" -n 2 "$STRATA" run all.yaml
@@ -29,10 +31,11 @@ expect_exit 3 'no results of a run in it' -- "$STRATA" report empty
 
 page=run/report.html
 for want in 'Fitness per generation' 'Trials: validation accuracy' '<th>combiner</th>' 'from scratch' \
-            'Training: training loss' '<h2>Plan</h2>' 'world_rank = m'; do
+            'Training: training loss' '<h2>Plan</h2>' 'world_rank = m' '<h2>Stage transfer2</h2>' \
+            'Hierarchical against flat'; do
   grep -q "$want" "$page" || { echo "FAIL: the report lacks '$want'"; fails=$((fails + 1)); }
 done
-[ "$(grep -c '<svg' "$page")" -ge 7 ] || { echo "FAIL: fewer than 7 charts"; fails=$((fails + 1)); }
+[ "$(grep -c '<svg' "$page")" -ge 11 ] || { echo "FAIL: fewer than 11 charts"; fails=$((fails + 1)); }
 # Self-contained: no scripts, no fetched resources, no link out but the SVG namespace.
 if grep -qE '<script|src=|<link|url\(' "$page" || grep -o 'http[s]*://[^"]*' "$page" | grep -vq 'www.w3.org/2000/svg'; then
   echo "FAIL: the report refers to something outside itself"; fails=$((fails + 1))
