@@ -272,6 +272,8 @@ struct TransferSpec {
   std::vector<FrozenLayer> head;
   std::vector<LrGroup> lr_groups;
   int epochs = 0;                // 0 = the pretrained config's
+  int local_batch = 0;           // 0 = the pretrained config's (few samples want small batches)
+  double lr = 0.0;               // 0 = the pretrained config's optimizer.lr
   bool compare_scratch = false;  // also train the same model from its initialisation
   std::vector<SuperClassSpec> hierarchy;
 };

@@ -126,7 +126,7 @@ bool names_artifact(const std::string& text) {
 TransferSpec parse_transfer(const MapReader& m) {
   static constexpr std::string_view known[] = {
       "pretrained", "classes", "samples_per_class", "freeze",   "head",
-      "lr_groups",  "epochs",  "compare_scratch",   "parallel", "hierarchical"};
+      "lr_groups",  "epochs",  "compare_scratch",   "parallel", "hierarchical", "local_batch", "lr"};
   m.allow_only(known);
   TransferSpec t;
   if (auto h = m.get("hierarchical")) {
@@ -160,6 +160,8 @@ TransferSpec parse_transfer(const MapReader& m) {
   if (auto h = m.get("head")) t.head = parse_layer_names(*h);
   if (auto g = m.get("lr_groups")) t.lr_groups = parse_lr_groups(*g);
   read(m, "epochs", t.epochs, IntRange{1});
+  read(m, "local_batch", t.local_batch, IntRange{1});
+  read(m, "lr", t.lr, positive);
   read(m, "compare_scratch", t.compare_scratch);
   return t;
 }

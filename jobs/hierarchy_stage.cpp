@@ -44,6 +44,8 @@ Config model_config(const StageContext& c, const TransferSpec& spec, const Confi
   config.output = c.config.output;
   config.output.dir = dir.string();
   if (spec.epochs > 0) config.training.epochs = spec.epochs;
+  if (spec.local_batch > 0) config.training.local_batch = spec.local_batch;
+  if (spec.lr > 0) config.training.optimizer.lr = spec.lr;
   config.training.freeze = spec.freeze;
   config.training.lr_groups = spec.lr_groups;
   for (auto it = config.layers.rbegin(); it != config.layers.rend(); ++it)

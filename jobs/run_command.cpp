@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -212,6 +213,7 @@ int run_command(const RunOptions& options) {
     // A stop signal ends the stage early on every group that is still training; the others learn
     // it here, so that all ranks leave together with the same code.
     std::string stopped;
+    const auto stage_start = std::chrono::steady_clock::now();
     try {
       // The first stage of a kind writes into output.dir, a later one into a subdirectory.
       Config stage_config = stage.config(config);
@@ -239,6 +241,12 @@ int run_command(const RunOptions& options) {
         fmt::print("[run] {}; exit {} (requeue to resume)\n", stopped, int{exit_checkpointed});
       std::fflush(stdout);
       return exit_checkpointed;
+    }
+    if (world.rank() == 0 && stages > 1) {
+      fmt::print("[run] stage {}/{} ({}) done in {:.1f}s\n", state.stage + 1, stages, stage.name(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start)
+                     .count());
+      std::fflush(stdout);
     }
     // Later stages on every rank read what this one published (on world rank 0).
     state.artifacts.share(world, 0);

@@ -44,8 +44,8 @@ class TrainStage final : public Stage {
       const auto member = std::filesystem::relative(
           member_dir(context.config, context.first_groups, m), context.run_dir);
       members.push_back({{"member", m},
-                         {"weights", (member / "weights.h5").string()},
-                         {"metrics", (member / "metrics.jsonl").string()}});
+                         {"weights", (member / "weights.h5").lexically_normal().string()},
+                         {"metrics", (member / "metrics.jsonl").lexically_normal().string()}});
     }
     artifacts.publish(name() + ".model", {{"members", members}});
   }

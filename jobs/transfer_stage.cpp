@@ -84,6 +84,8 @@ Config job_config(const StageContext& c, const TransferSpec& spec, const Pretrai
   config.output = c.config.output;
   config.output.dir = (jobs_dir(c) / std::to_string(job)).string();
   if (spec.epochs > 0) config.training.epochs = spec.epochs;
+  if (spec.local_batch > 0) config.training.local_batch = spec.local_batch;
+  if (spec.lr > 0) config.training.optimizer.lr = spec.lr;
   config.training.freeze = job == fine_tuned ? spec.freeze : std::vector<FrozenLayer>{};
   config.training.lr_groups = job == fine_tuned ? spec.lr_groups : std::vector<LrGroup>{};
   if (!spec.classes.empty())
@@ -102,6 +104,8 @@ std::string job_config_text(const Config& config, const TransferSpec& spec) {
   YAML::Node root = YAML::Load(trial_config_text(config, {}, config.output.dir));
   root["run"]["seed"] = config.run.seed;
   root["training"]["epochs"] = config.training.epochs;
+  root["training"]["local_batch"] = config.training.local_batch;
+  root["training"]["optimizer"]["lr"] = config.training.optimizer.lr;
   if (!spec.classes.empty()) {
     root["data"]["classes"] = spec.classes;
     YAML::Node layers = root["model"]["layers"];
