@@ -7,6 +7,7 @@
 #include "core/config.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/stage.hpp"
 
 namespace strata {
 
@@ -28,6 +29,13 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
       search_space(config).empty() ? "model" : "models of search trials, at most", size->parameters,
       static_cast<double>(size->bytes) / (1 << 20),
       static_cast<double>(size->bytes_per_shard(plan.model)) / (1 << 20));
+  // Stages with their own parallel block are planned on their own (artifact references are
+  // checked here too, as `strata run` does before it starts).
+  const auto stages = make_stages(config);
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    if (config.stages[i].parallel)
+      fmt::print("stage {} ({}) with its own parallel block:\n{}", i + 1, stages[i]->name(),
+                 describe(stages[i]->plan(config, ranks, per_node)));
   return 0;
 }
 

@@ -205,7 +205,7 @@ int run_command(const RunOptions& options) {
       state.first_groups = plan.groups;
       if (world.rank() == 0) save_run_state(*top, state, stages);
     }
-    if (world.rank() == 0 && stages > 1) {
+    if (world.rank() == 0) {
       fmt::print("[run] stage {}/{}: {} on G = {} x D = {} x M = {}\n", state.stage + 1, stages,
                  stage.name(), plan.groups, plan.data, plan.model);
       std::fflush(stdout);
@@ -242,7 +242,7 @@ int run_command(const RunOptions& options) {
       std::fflush(stdout);
       return exit_checkpointed;
     }
-    if (world.rank() == 0 && stages > 1) {
+    if (world.rank() == 0) {
       fmt::print("[run] stage {}/{} ({}) done in {:.1f}s\n", state.stage + 1, stages, stage.name(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start)
                      .count());
@@ -260,7 +260,7 @@ int run_command(const RunOptions& options) {
   }
   world.barrier();
   if (world.rank() == 0) {
-    if (stages == 1 && !has_search) {
+    if (stages == 1 && config.stages.front().kind() == StageKind::train) {
       const std::string where =
           last_groups > 1 ? (std::filesystem::path(config.output.dir) / "members/<m>").string()
                           : config.output.dir;

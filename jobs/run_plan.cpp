@@ -26,6 +26,7 @@ ModelSize model_size(const Config& config) {
     sample = {first_rows.train.channels, first_rows.train.height, first_rows.train.width};
     classes = first_rows.num_classes;
   }
+  if (!config.data.classes.empty()) classes = static_cast<int>(config.data.classes.size());
   Model model(config.layers, sample, classes, 0, config.file);
   ModelSize size;
   size.parameters = model.parameter_count();

@@ -53,4 +53,18 @@ sed 's/^output:/checkpoint: {signal: USR2}\noutput:/' plan.yaml > usr2.yaml
 expect_exit 0 '#SBATCH --signal=B:USR2@600' -- "$STRATA" sbatch usr2.yaml --nodes 1 --signal-margin 600
 expect_exit 2 'parallel.model: 3 ranks cannot be split into model groups of 3 shards|8 ranks cannot' -- \
   "$STRATA" sbatch bad_model.yaml --nodes 4 --ranks-per-node 2
+# A stage with its own parallel block gets its own plan; data.classes sizes the model's output.
+cat > stages.yaml <<YAML
+data: {source: synthetic, synthetic: {classes: 4}, classes: [0, 1, 2]}
+model: {layers: [flatten, {dense: {units: 16}}, relu, {dense: {units: 3}}]}
+training: {local_batch: 16}
+parallel: {max_global_batch: 16}
+stages:
+  - train
+  - ensemble: {seeds: 2, parallel: {max_global_batch: 32}}
+YAML
+expect_exit 0 'stage 2 \(ensemble\) with its own parallel block' -- "$STRATA" plan stages.yaml --ranks 4
+"$STRATA" plan stages.yaml --ranks 4 > stages.txt
+grep -q 'G = 4: 4 ranks' stages.txt && grep -q 'G = 2: 4 ranks / (D x M = 2)' stages.txt ||
+  { echo "FAIL: the stage plans are not G 4 x D 1 and G 2 x D 2"; cat stages.txt; fails=$((fails + 1)); }
 finish
