@@ -127,9 +127,9 @@ std::vector<int> config_reader::parse_class_list(const Reader& at) {
 namespace {
 
 DataConfig parse_data(const MapReader& m) {
-  static constexpr std::string_view known[] = {
-      "source",    "path", "validation_fraction", "train_subset", "test_subset",
-      "synthetic", "read", "classes",             "samples_per_class"};
+  static constexpr std::string_view known[] = {"source",       "path",        "validation_fraction",
+                                               "train_subset", "test_subset", "synthetic",
+                                               "read",         "classes",     "samples_per_class"};
   m.allow_only(known);
   DataConfig data;
   if (auto c = m.get("classes")) data.classes = parse_class_list(*c);

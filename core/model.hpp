@@ -2,8 +2,8 @@
 #pragma once
 
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -84,9 +84,9 @@ class Model {
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Tensor> outputs_;   // outputs_[i]: output of layer i
-  std::vector<Tensor> grads_;     // grads_[i]: d(loss)/d(output of layer i)
-  std::set<std::string> frozen_;  // names of layers whose parameters do not learn
+  std::vector<Tensor> outputs_;              // outputs_[i]: output of layer i
+  std::vector<Tensor> grads_;                // grads_[i]: d(loss)/d(output of layer i)
+  std::set<std::string> frozen_;             // names of layers whose parameters do not learn
   std::map<std::string, double> lr_scales_;  // layer name -> learning-rate multiple
   // Backward stops here: layers up to the first one with parameters need no input gradient,
   // because nothing before them learns.

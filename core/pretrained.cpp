@@ -24,7 +24,8 @@ PretrainedWeights read_pretrained(const std::string& path) {
   out.path = path;
   const bool checkpoint = [&] {
     const auto file = h5::File::open_read(path);
-    return file.has_attr("/", "format") && file.read_attr_string("/", "format") == checkpoint_format;
+    return file.has_attr("/", "format") &&
+           file.read_attr_string("/", "format") == checkpoint_format;
   }();
   if (checkpoint) {
     const StateDict state = read_checkpoint(path);
@@ -44,9 +45,10 @@ PretrainedWeights read_pretrained(const std::string& path) {
     }
   }
   if (out.tensors.empty())
-    throw DataError(fmt::format("{}: no weights in it (a weights file holds /weights/<layer>/weight "
-                                "and .../bias; a checkpoint, weights/...)",
-                                path));
+    throw DataError(
+        fmt::format("{}: no weights in it (a weights file holds /weights/<layer>/weight "
+                    "and .../bias; a checkpoint, weights/...)",
+                    path));
   out.normalisation = read_normalisation(path);
   return out;
 }

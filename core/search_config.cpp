@@ -104,11 +104,12 @@ void replace_in_place(YAML::Node node, const std::map<std::string, std::string>&
 
 HpoSpec parse_hpo(const MapReader& m) {
   static constexpr std::string_view known[] = {
-      "algorithm",       "space",          "population",         "generations", "tournament",
-      "elites",          "demes",          "migration_interval", "migrants",    "blend_alpha",
-      "crossover_rate",  "mutation_sigma", "mutation_rate",      "patience",    "target",
-      "max_trainings",   "trials",         "grid_points",        "fitness",     "direction",
-      "trial_timeout_s", "keep_top",     "parallel"};
+      "algorithm",       "space",       "population",     "generations",
+      "tournament",      "elites",      "demes",          "migration_interval",
+      "migrants",        "blend_alpha", "crossover_rate", "mutation_sigma",
+      "mutation_rate",   "patience",    "target",         "max_trainings",
+      "trials",          "grid_points", "fitness",        "direction",
+      "trial_timeout_s", "keep_top",    "parallel"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, algorithm_choices, "search algorithm");

@@ -67,16 +67,17 @@ EnsembleSpec parse_ensemble(const MapReader& m) {
   read(m, "epochs", e.epochs, IntRange{1});
   if (auto list = m.get("feature_subsets")) {
     if (!list->node().IsSequence() || list->node().size() == 0)
-      list->fail(fmt::format("expected a non-empty list of subsets, e.g. [{{rows: [0, 14]}}, "
-                             "{{rows: [14, 28]}}], got {}",
-                             list->found()));
+      list->fail(
+          fmt::format("expected a non-empty list of subsets, e.g. [{{rows: [0, 14]}}, "
+                      "{{rows: [14, 28]}}], got {}",
+                      list->found()));
     for (std::size_t i = 0; i < list->node().size(); ++i)
       e.feature_subsets.push_back(parse_feature_subset(list->item(i, list->node()[i])));
   }
   if (auto list = m.get("combiners")) {
     if (!list->node().IsSequence() || list->node().size() == 0)
-      list->fail(fmt::format("expected a non-empty list of mean, weighted, vote, got {}",
-                             list->found()));
+      list->fail(
+          fmt::format("expected a non-empty list of mean, weighted, vote, got {}", list->found()));
     e.combiners.clear();
     for (std::size_t i = 0; i < list->node().size(); ++i) {
       const Reader item = list->item(i, list->node()[i]);
@@ -125,23 +126,26 @@ bool names_artifact(const std::string& text) {
 
 TransferSpec parse_transfer(const MapReader& m) {
   static constexpr std::string_view known[] = {
-      "pretrained", "classes", "samples_per_class", "freeze",   "head",
-      "lr_groups",  "epochs",  "compare_scratch",   "parallel", "hierarchical", "local_batch", "lr"};
+      "pretrained",  "classes", "samples_per_class", "freeze",   "head",
+      "lr_groups",   "epochs",  "compare_scratch",   "parallel", "hierarchical",
+      "local_batch", "lr"};
   m.allow_only(known);
   TransferSpec t;
   if (auto h = m.get("hierarchical")) {
     const MapReader groups(*h);
     if (groups.size() < 2)
-      h->fail("expected at least 2 super-classes, e.g. {tops: [0, 2, 3, 4, 6], footwear: [5, 7, "
-              "9], other: [1, 8]}");
+      h->fail(
+          "expected at least 2 super-classes, e.g. {tops: [0, 2, 3, 4, 6], footwear: [5, 7, "
+          "9], other: [1, 8]}");
     for (const auto& name : groups.keys()) {
       const Reader list = *groups.get(name);
       t.hierarchy.push_back({name, parse_class_list(list), list.mark()});
     }
     for (const char* key : {"classes", "samples_per_class", "head", "compare_scratch"})
       if (auto k = m.get(key))
-        k->fail("a hierarchical transfer sets its own label sets and heads, and compares with a "
-                "flat model; leave this out");
+        k->fail(
+            "a hierarchical transfer sets its own label sets and heads, and compares with a "
+            "flat model; leave this out");
   }
   // A hierarchical transfer may start from scratch; a plain one needs its weights.
   const std::optional<Reader> pretrained =

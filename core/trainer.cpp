@@ -368,7 +368,8 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
   if (e.count == 0) return e;
   const std::int64_t chunks = (e.count + eval_batch - 1) / eval_batch;
   std::vector<double> sums(static_cast<std::size_t>(2 * chunks), 0.0);
-  for_each_evaluation_chunk(set, [&](Worker& w, std::int64_t c, std::int64_t, const Tensor& logits) {
+  for_each_evaluation_chunk(set, [&](Worker& w, std::int64_t c, std::int64_t,
+                                     const Tensor& logits) {
     sums[static_cast<std::size_t>(2 * c)] = softmax_cross_entropy(logits, w.labels, w.grad_logits) *
                                             static_cast<double>(w.labels.size());
     sums[static_cast<std::size_t>(2 * c + 1)] =
@@ -390,18 +391,19 @@ std::vector<float> Trainer::predict(const SampleSet& set) {
   // Each row is this replica's or zero; the sum over replicas assembles them (adding zeros is
   // exact).
   std::vector<double> probabilities(static_cast<std::size_t>(set.count() * classes), 0.0);
-  for_each_evaluation_chunk(
-      set, [&](Worker&, std::int64_t, std::int64_t first, const Tensor& logits) {
-        const std::int64_t rows = logits.shape()[0];
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const float* z = logits.data() + r * classes;
-          const float top = *std::max_element(z, z + classes);
-          double total = 0.0;
-          double* out = probabilities.data() + (first + r) * classes;
-          for (std::int64_t k = 0; k < classes; ++k) total += out[k] = std::exp(double{z[k]} - top);
-          for (std::int64_t k = 0; k < classes; ++k) out[k] /= total;
-        }
-      });
+  for_each_evaluation_chunk(set,
+                            [&](Worker&, std::int64_t, std::int64_t first, const Tensor& logits) {
+                              const std::int64_t rows = logits.shape()[0];
+                              for (std::int64_t r = 0; r < rows; ++r) {
+                                const float* z = logits.data() + r * classes;
+                                const float top = *std::max_element(z, z + classes);
+                                double total = 0.0;
+                                double* out = probabilities.data() + (first + r) * classes;
+                                for (std::int64_t k = 0; k < classes; ++k)
+                                  total += out[k] = std::exp(double{z[k]} - top);
+                                for (std::int64_t k = 0; k < classes; ++k) out[k] /= total;
+                              }
+                            });
   sum_over_replicas(probabilities);
   return {probabilities.begin(), probabilities.end()};
 }

@@ -41,7 +41,8 @@ struct Statistics {
   float mean = 0.0f, stddev = 1.0f;
 };
 
-// Accumulates pixel sums row by row, in the order of `rows`, the same arithmetic in memory and shards mode.
+// Accumulates pixel sums row by row, in the order of `rows`, the same arithmetic in memory and
+// shards mode.
 class PixelMoments {
  public:
   void add(const std::uint8_t* pixels, std::int64_t size) {
@@ -63,11 +64,13 @@ class PixelMoments {
 };
 
 // The held-out split of rows [0, n): the same seeded choice in memory and shards mode.
-std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_rows(std::int64_t n, double fraction,
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_rows(std::int64_t n,
+                                                                           double fraction,
                                                                            std::uint64_t seed) {
   const auto order = shuffled_indices(n, seed);
   const auto held_out = static_cast<std::int64_t>(std::floor(fraction * static_cast<double>(n)));
-  std::vector<std::int64_t> train(order.begin(), order.end() - held_out), validation(order.end() - held_out, order.end());
+  std::vector<std::int64_t> train(order.begin(), order.end() - held_out),
+      validation(order.end() - held_out, order.end());
   // Keep the file order inside each part so that the split is the only thing the seed changes.
   std::sort(train.begin(), train.end());
   std::sort(validation.begin(), validation.end());
@@ -77,7 +80,8 @@ std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_rows(std::
 void check_labels(const std::string& path, const std::vector<std::uint8_t>& labels, int classes) {
   for (std::size_t i = 0; i < labels.size(); ++i)
     if (labels[i] >= classes)
-      throw DataError(fmt::format("{}: /train/labels: label {} is not below num_classes {}", path, labels[i], classes));
+      throw DataError(fmt::format("{}: /train/labels: label {} is not below num_classes {}", path,
+                                  labels[i], classes));
 }
 
 }  // namespace
@@ -98,7 +102,8 @@ TrainingData prepare_training_data(const Dataset& dataset, double validation_fra
   data.sample_shape = {train.channels, train.height, train.width};
   data.num_classes = dataset.num_classes;
 
-  const auto [train_rows, validation_rows] = split_rows(train.count, validation_fraction, split_seed);
+  const auto [train_rows, validation_rows] =
+      split_rows(train.count, validation_fraction, split_seed);
   if (given != nullptr) {
     data.mean = given->mean;
     data.stddev = given->stddev;
@@ -123,11 +128,13 @@ namespace {
 // batches come from the file as each step needs them.
 TrainingData load_sharded(const Config& config, const Normalisation* given) {
   const DataConfig& d = config.data;
-  const Dataset head = read_dataset(d.path, 1, d.test_subset);  // checks the layout; the test split whole
+  const Dataset head =
+      read_dataset(d.path, 1, d.test_subset);  // checks the layout; the test split whole
   const h5::File file = h5::File::open_read(d.path);
   std::int64_t n = file.shape("/train/images").at(0);
   if (d.train_subset > 0) n = std::min<std::int64_t>(n, d.train_subset);
-  auto [train_rows, validation_rows] = split_rows(n, d.validation_fraction, derive_seed(config.run.seed, {seed_split}));
+  auto [train_rows, validation_rows] =
+      split_rows(n, d.validation_fraction, derive_seed(config.run.seed, {seed_split}));
 
   TrainingData data;
   data.sample_shape = {head.train.channels, head.train.height, head.train.width};
@@ -141,9 +148,11 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
     std::vector<std::uint8_t> chunk;
     constexpr std::size_t chunk_rows = 4096;
     for (std::size_t first = 0; first < train_rows.size(); first += chunk_rows) {
-      const auto rows = std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
+      const auto rows =
+          std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
       file.read_u8_rows("/train/images", rows, chunk);
-      for (std::size_t r = 0; r < rows.size(); ++r) moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
     }
     const Statistics stats = moments.result();
     data.mean = stats.mean;
@@ -161,15 +170,15 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
   std::vector<std::int64_t> test_rows(static_cast<std::size_t>(head.test.count));
   std::iota(test_rows.begin(), test_rows.end(), 0);
   data.test = to_samples(head.test, test_rows, data.mean, data.stddev);
-  data.train.reader =
-      std::make_shared<const ShardReader>(d.path, std::move(train_rows), data.sample_shape, data.mean, data.stddev);
+  data.train.reader = std::make_shared<const ShardReader>(
+      d.path, std::move(train_rows), data.sample_shape, data.mean, data.stddev);
   return data;
 }
 
 }  // namespace
 
-ShardReader::ShardReader(const std::string& path, std::vector<std::int64_t> file_rows, Shape sample_shape,
-                         float mean, float stddev)
+ShardReader::ShardReader(const std::string& path, std::vector<std::int64_t> file_rows,
+                         Shape sample_shape, float mean, float stddev)
     : file_(h5::File::open_read(path)),
       file_rows_(std::move(file_rows)),
       sample_shape_(std::move(sample_shape)),
@@ -181,10 +190,12 @@ void ShardReader::read(std::span<const std::int64_t> positions, Tensor& images,
   // HDF5 returns a union of rows in file order; read them sorted, then place each where asked.
   order_.resize(positions.size());
   std::iota(order_.begin(), order_.end(), 0);
-  std::sort(order_.begin(), order_.end(),
-            [&](std::size_t a, std::size_t b) { return file_rows_[positions[a]] < file_rows_[positions[b]]; });
+  std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+    return file_rows_[positions[a]] < file_rows_[positions[b]];
+  });
   wanted_.resize(positions.size());
-  for (std::size_t i = 0; i < order_.size(); ++i) wanted_[i] = file_rows_[static_cast<std::size_t>(positions[order_[i]])];
+  for (std::size_t i = 0; i < order_.size(); ++i)
+    wanted_[i] = file_rows_[static_cast<std::size_t>(positions[order_[i]])];
   file_.read_u8_rows("/train/images", wanted_, pixels_);
   file_.read_u8_rows("/train/labels", wanted_, label_bytes_);
   rows_read_ += static_cast<std::int64_t>(positions.size());
@@ -226,8 +237,9 @@ TrainingData load_training_data(const Config& config, const Normalisation* given
       for (int c = 0; c < data.num_classes; ++c) classes.push_back(c);
     for (int c : classes)
       if (c >= data.num_classes)
-        throw ConfigError(fmt::format("{}: data.classes: class {} is not below the data's {} classes",
-                                      config.file, c, data.num_classes));
+        throw ConfigError(
+            fmt::format("{}: data.classes: class {} is not below the data's {} classes",
+                        config.file, c, data.num_classes));
     select_classes(data, classes, d.samples_per_class,
                    derive_seed(config.run.seed, {seed_split, 1}));
   }
@@ -254,7 +266,8 @@ void keep_classes(SampleSet& set, const std::vector<int>& position_of, std::int6
   for (std::size_t i = 0; i < rows.size(); ++i) {
     std::copy_n(set.images.data() + rows[i] * sample_size, sample_size,
                 out.images.data() + static_cast<std::int64_t>(i) * sample_size);
-    out.labels.push_back(position_of[static_cast<std::size_t>(set.labels[static_cast<std::size_t>(rows[i])])]);
+    out.labels.push_back(
+        position_of[static_cast<std::size_t>(set.labels[static_cast<std::size_t>(rows[i])])]);
   }
   set = std::move(out);
 }
@@ -264,18 +277,20 @@ void keep_classes(SampleSet& set, const std::vector<int>& position_of, std::int6
 void select_classes(TrainingData& data, const std::vector<int>& classes, int samples_per_class,
                     std::uint64_t seed) {
   std::vector<int> position_of(static_cast<std::size_t>(data.num_classes), -1);
-  for (std::size_t i = 0; i < classes.size(); ++i) position_of[static_cast<std::size_t>(classes[i])] = static_cast<int>(i);
+  for (std::size_t i = 0; i < classes.size(); ++i)
+    position_of[static_cast<std::size_t>(classes[i])] = static_cast<int>(i);
   const std::int64_t size = element_count(data.sample_shape);
   const int k = static_cast<int>(classes.size());
-  keep_classes(data.train, position_of, size, shuffled_indices(data.train.count(), seed), samples_per_class, k);
+  keep_classes(data.train, position_of, size, shuffled_indices(data.train.count(), seed),
+               samples_per_class, k);
   if (samples_per_class > 0) {
     std::vector<int> count(static_cast<std::size_t>(k), 0);
     for (int label : data.train.labels) ++count[static_cast<std::size_t>(label)];
     for (int c = 0; c < k; ++c)
       if (count[static_cast<std::size_t>(c)] < samples_per_class)
-        throw DataError(fmt::format("data.samples_per_class {}: class {} has only {} training samples",
-                                    samples_per_class, classes[static_cast<std::size_t>(c)],
-                                    count[static_cast<std::size_t>(c)]));
+        throw DataError(fmt::format(
+            "data.samples_per_class {}: class {} has only {} training samples", samples_per_class,
+            classes[static_cast<std::size_t>(c)], count[static_cast<std::size_t>(c)]));
   }
   keep_classes(data.validation, position_of, size, iota_rows(data.validation.count()), 0, k);
   keep_classes(data.test, position_of, size, iota_rows(data.test.count()), 0, k);

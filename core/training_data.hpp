@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/dataset.hpp"
@@ -19,11 +19,13 @@ namespace strata {
 // trainer reads on its main thread.
 class ShardReader {
  public:
-  // `file_rows`: the /train rows this set is made of, ascending; position i is file row file_rows[i].
-  ShardReader(const std::string& path, std::vector<std::int64_t> file_rows, Shape sample_shape, float mean,
-              float stddev);
+  // `file_rows`: the /train rows this set is made of, ascending; position i is file row
+  // file_rows[i].
+  ShardReader(const std::string& path, std::vector<std::int64_t> file_rows, Shape sample_shape,
+              float mean, float stddev);
   std::int64_t count() const { return static_cast<std::int64_t>(file_rows_.size()); }
-  void read(std::span<const std::int64_t> positions, Tensor& images, std::vector<std::int32_t>& labels) const;
+  void read(std::span<const std::int64_t> positions, Tensor& images,
+            std::vector<std::int32_t>& labels) const;
   // Rows read from the file so far, for tests and progress.
   std::int64_t rows_read() const { return rows_read_; }
 
@@ -43,7 +45,9 @@ struct SampleSet {
   Tensor images;                     // [N, C, H, W], normalised; empty when read from the file
   std::vector<std::int32_t> labels;  // N; empty when read from the file
   std::shared_ptr<const ShardReader> reader;
-  std::int64_t count() const { return reader ? reader->count() : static_cast<std::int64_t>(labels.size()); }
+  std::int64_t count() const {
+    return reader ? reader->count() : static_cast<std::int64_t>(labels.size());
+  }
 };
 
 // The input standardisation a model was trained with: pixel / 255 minus mean, over stddev.

@@ -16,8 +16,7 @@ std::string dataset_name(const std::string& param) {
 }
 }  // namespace
 
-void save_weights(const std::string& path,
-                  const std::vector<std::pair<std::string, Tensor>>& named,
+void save_weights(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& named,
                   const Normalisation* normalisation) {
   // Written under a temporary name and renamed into place, so that a full disk never leaves half a
   // file under the final name.
@@ -45,8 +44,8 @@ std::optional<Normalisation> read_normalisation(const std::string& path) {
   const auto file = h5::File::open_read(path);
   // A weights file keeps it at the root, a checkpoint with the trainer's state.
   for (const char* object : {"/", "/trainer"})
-    if ((std::string_view(object) == "/" || file.exists(object)) && file.has_attr(object, "input_mean") &&
-        file.has_attr(object, "input_stddev")) {
+    if ((std::string_view(object) == "/" || file.exists(object)) &&
+        file.has_attr(object, "input_mean") && file.has_attr(object, "input_stddev")) {
       const Normalisation n{static_cast<float>(file.read_attr_real(object, "input_mean")),
                             static_cast<float>(file.read_attr_real(object, "input_stddev"))};
       if (!(n.stddev > 0.0f) || !std::isfinite(n.mean))

@@ -15,7 +15,8 @@ namespace strata {
 // format = "strata-weights" and format_version = 1, and, when given, the input normalisation the
 // model was trained with (input_mean, input_stddev), so that whoever uses the weights feeds them
 // the same inputs.
-void save_weights(const std::string& path, Model& model, const Normalisation* normalisation = nullptr);
+void save_weights(const std::string& path, Model& model,
+                  const Normalisation* normalisation = nullptr);
 // The same layout from tensors named "<layer>/weight" and "<layer>/bias" (a model-parallel model's
 // parameters assembled whole).
 void save_weights(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& named,

@@ -59,7 +59,8 @@ TrainingData bootstrap_sample(const TrainingData& data, std::uint64_t seed) {
   return out;
 }
 
-void mask_features(TrainingData& data, const FeatureSubset& subset, const std::string& config_file) {
+void mask_features(TrainingData& data, const FeatureSubset& subset,
+                   const std::string& config_file) {
   const auto fail = [&](const std::string& why) {
     throw ConfigError(fmt::format("{}:{}:{}: feature_subsets: {}", config_file, subset.mark.line,
                                   subset.mark.column, why));
@@ -81,8 +82,9 @@ void mask_features(TrainingData& data, const FeatureSubset& subset, const std::s
 
 std::string describe(const FeatureSubset& f) {
   const auto range = [](int begin, int end) {
-    return end > 0 ? fmt::format("{}-{}", begin, end)
-                   : begin > 0 ? fmt::format("{}-end", begin) : std::string("all");
+    return end > 0     ? fmt::format("{}-{}", begin, end)
+           : begin > 0 ? fmt::format("{}-end", begin)
+                       : std::string("all");
   };
   return fmt::format("rows {}, cols {}, channels {}", range(f.row_begin, f.row_end),
                      range(f.col_begin, f.col_end),

@@ -24,9 +24,9 @@ EnsembleSums::EnsembleSums(std::int64_t samples, int classes)
 
 void EnsembleSums::add(const Predictions& member, double weight) {
   if (member.classes != classes_ || member.samples() != samples_)
-    throw std::invalid_argument(fmt::format(
-        "EnsembleSums: a member with {} samples of {} classes, expected {} of {}",
-        member.samples(), member.classes, samples_, classes_));
+    throw std::invalid_argument(
+        fmt::format("EnsembleSums: a member with {} samples of {} classes, expected {} of {}",
+                    member.samples(), member.classes, samples_, classes_));
   if (!(weight >= 0.0 && weight <= 1.0))
     throw std::invalid_argument(fmt::format("EnsembleSums: weight {} is not in [0, 1]", weight));
   const std::size_t cells = member.probabilities.size();
@@ -51,8 +51,8 @@ void EnsembleSums::sum_over(const Communicator& peers) {
 CombinedPredictions EnsembleSums::finish() const {
   const double count = sums_.back(), weight = sums_[sums_.size() - 2];
   if (!(count > 0.0) || !(weight > 0.0))
-    throw std::invalid_argument(fmt::format(
-        "EnsembleSums: {} members with weights summing to {}", count, weight / fixed_one));
+    throw std::invalid_argument(fmt::format("EnsembleSums: {} members with weights summing to {}",
+                                            count, weight / fixed_one));
   const auto cells = static_cast<std::size_t>(samples_ * classes_);
   const double* mean = sums_.data();
   const double* weighted = mean + cells;

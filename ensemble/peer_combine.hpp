@@ -13,8 +13,8 @@ namespace strata {
 
 // What every combiner gives for one set of samples.
 struct CombinedPredictions {
-  Predictions mean;      // the mean of the members' probabilities
-  Predictions weighted;  // their mean with each member's weight
+  Predictions mean;       // the mean of the members' probabilities
+  Predictions weighted;   // their mean with each member's weight
   std::vector<int> vote;  // combine_vote's rule, ties on the summed probabilities
 };
 

@@ -103,13 +103,12 @@ std::vector<nlohmann::json> complete_rows(const std::filesystem::path& path) {
     if (in.eof()) break;  // no newline: the write was cut short
     auto row = nlohmann::json::parse(line, nullptr, false);
     // A row this version did not write (or a damaged one) ends the journal there.
-    const bool complete = !row.is_discarded() && row.is_object() && row.contains("trial") &&
-                          row["trial"].is_number_integer() && row.contains("status") &&
-                          row["status"].is_string() && row.contains("ended_s") &&
-                          row["ended_s"].is_number() && row.contains("params") &&
-                          row.contains("fitness") && row.contains("generation") &&
-                          row.contains("deme") && row.contains("member_group") &&
-                          row.contains("seconds") && row.contains("reason");
+    const bool complete =
+        !row.is_discarded() && row.is_object() && row.contains("trial") &&
+        row["trial"].is_number_integer() && row.contains("status") && row["status"].is_string() &&
+        row.contains("ended_s") && row["ended_s"].is_number() && row.contains("params") &&
+        row.contains("fitness") && row.contains("generation") && row.contains("deme") &&
+        row.contains("member_group") && row.contains("seconds") && row.contains("reason");
     if (!complete) break;
     rows.push_back(std::move(row));
   }

@@ -23,8 +23,8 @@ std::string Artifacts::summary() const {
     const auto add = [&files](const nlohmann::json& item) {
       for (const char* key : {"report", "config", "weights"})
         if (item.is_object() && item.contains(key) && item[key].is_string())
-          files += fmt::format("{}{} {}", files.empty() ? "" : ", ", key,
-                               item[key].get<std::string>());
+          files +=
+              fmt::format("{}{} {}", files.empty() ? "" : ", ", key, item[key].get<std::string>());
     };
     add(value);
     const nlohmann::json* list = value.is_array() ? &value

@@ -57,9 +57,8 @@ std::filesystem::path member_dir(const StageContext& c, int member) {
 }
 
 std::uint64_t member_seed(const StageContext& c, const Member& m) {
-  return derive_seed(c.config.run.seed,
-                     {seed_ensemble, static_cast<std::uint64_t>(c.stage_index),
-                      static_cast<std::uint64_t>(m.index)});
+  return derive_seed(c.config.run.seed, {seed_ensemble, static_cast<std::uint64_t>(c.stage_index),
+                                         static_cast<std::uint64_t>(m.index)});
 }
 
 // The member's training: its base config on the stage's layout, with its own seed and the stage's
@@ -92,8 +91,9 @@ const TrainingData& member_data(const StageContext& c, const EnsembleSpec& spec,
                                 const TrainingData& shared, std::optional<TrainingData>& own) {
   if (spec.bagging > 0) {
     own.emplace(bootstrap_sample(
-        shared, derive_seed(c.config.run.seed, {seed_bagging, static_cast<std::uint64_t>(c.stage_index),
-                                                static_cast<std::uint64_t>(m.index)})));
+        shared,
+        derive_seed(c.config.run.seed, {seed_bagging, static_cast<std::uint64_t>(c.stage_index),
+                                        static_cast<std::uint64_t>(m.index)})));
     return *own;
   }
   if (!spec.feature_subsets.empty()) {
@@ -110,8 +110,11 @@ nlohmann::json member_json(const StageContext& c, const EnsembleSpec& spec,
   nlohmann::json subset = nullptr;
   if (!spec.feature_subsets.empty()) {
     const FeatureSubset& f = spec.feature_subsets[static_cast<std::size_t>(m.variant)];
-    subset = {{"row_begin", f.row_begin}, {"row_end", f.row_end},     {"col_begin", f.col_begin},
-              {"col_end", f.col_end},     {"channels", f.channels}};
+    subset = {{"row_begin", f.row_begin},
+              {"row_end", f.row_end},
+              {"col_begin", f.col_begin},
+              {"col_end", f.col_end},
+              {"channels", f.channels}};
   }
   return {{"member", m.index},
           {"feature_subset", subset},
@@ -143,7 +146,8 @@ TrainingJob member_job(const StageContext& c, const EnsembleSpec& spec,
     if (c.topology.member().rank() != 0) return;
     const auto dir = member_dir(c, m.index);
     write_predictions(dir / "predictions.h5", p);
-    write_text_atomically(dir / "config.yaml", member_config_text(member_config(c, spec, bases, m)));
+    write_text_atomically(dir / "config.yaml",
+                          member_config_text(member_config(c, spec, bases, m)));
     write_text_atomically(dir / "member.json", member_json(c, spec, bases, m).dump(2) + "\n");
   };
   return job;
@@ -187,7 +191,8 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
     if (done[static_cast<std::size_t>(m)])
       weight_of[static_cast<std::size_t>(m)] = shares[static_cast<std::size_t>(k++)];
   const int classes = shared.num_classes;
-  EnsembleSums val_sums(shared.validation.count(), classes), test_sums(shared.test.count(), classes);
+  EnsembleSums val_sums(shared.validation.count(), classes),
+      test_sums(shared.test.count(), classes);
   for (const auto& [m, p] : held) {
     val_sums.add(as_predictions(p.validation, classes), weight_of[static_cast<std::size_t>(m)]);
     test_sums.add(as_predictions(p.test, classes), weight_of[static_cast<std::size_t>(m)]);
@@ -204,13 +209,16 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
     nlohmann::json row = member_json(c, spec, bases, member);
     const bool ok = done[static_cast<std::size_t>(m)];
     row["status"] = ok ? "ok" : "failed";
-    row["val_accuracy"] = ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m)]) : nullptr;
+    row["val_accuracy"] =
+        ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m)]) : nullptr;
     row["test_accuracy"] =
         ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m + 1)]) : nullptr;
     row["weight"] = weight_of[static_cast<std::size_t>(m)];
     report["members"].push_back(row);
     if (!ok) continue;
-    const auto a = [&](int k, int off) { return accuracies[static_cast<std::size_t>(2 * k + off)]; };
+    const auto a = [&](int k, int off) {
+      return accuracies[static_cast<std::size_t>(2 * k + off)];
+    };
     if (best_val < 0 || a(m, 0) > a(best_val, 0)) best_val = m;
     if (best_test < 0 || a(m, 1) > a(best_test, 1)) best_test = m;
   }

@@ -85,9 +85,10 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
   const Config base = source ? source->config : c.config;
   const std::string head = head_of(base.layers);
   if (head.empty())
-    throw ConfigError(fmt::format("{}: transfer.hierarchical: the model has no dense layer to "
-                                  "size for each label set",
-                                  c.config.file));
+    throw ConfigError(
+        fmt::format("{}: transfer.hierarchical: the model has no dense layer to "
+                    "size for each label set",
+                    c.config.file));
   std::optional<PretrainedWeights> pretrained;
   if (source) pretrained.emplace(read_pretrained(source->weights));
   const auto* normalisation =
@@ -113,24 +114,24 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
     Config sized_config = model_config(c, spec, base, classes, "", 0);
     return sized_config.layers;
   };
-  std::int64_t hierarchical_parameters =
-      parameter_count(sized(supers), full.sample_shape, supers);
+  std::int64_t hierarchical_parameters = parameter_count(sized(supers), full.sample_shape, supers);
   for (int s : subs) {
     const int k = static_cast<int>(hierarchy.classes[static_cast<std::size_t>(s)].size());
     hierarchical_parameters += parameter_count(sized(k), full.sample_shape, k);
   }
   Config flat = model_config(c, spec, base, full.num_classes, phase_dir(c, "first") / "1", 1);
-  flat.layers =
-      widen_to(sized(full.num_classes), full.sample_shape, full.num_classes, hierarchical_parameters);
+  flat.layers = widen_to(sized(full.num_classes), full.sample_shape, full.num_classes,
+                         hierarchical_parameters);
   flat.training.freeze.clear();
   flat.training.lr_groups.clear();
   const std::int64_t flat_parameters =
       parameter_count(flat.layers, full.sample_shape, full.num_classes);
   if (coordinator) {
-    fmt::print("[hierarchy] {} super-classes, {} sub-classifiers, {} parameters in all; a flat "
-               "model of {} parameters to compare; coarse from {}\n",
-               supers, subs.size(), hierarchical_parameters, flat_parameters,
-               source ? source->description : "scratch");
+    fmt::print(
+        "[hierarchy] {} super-classes, {} sub-classifiers, {} parameters in all; a flat "
+        "model of {} parameters to compare; coarse from {}\n",
+        supers, subs.size(), hierarchical_parameters, flat_parameters,
+        source ? source->description : "scratch");
     std::fflush(stdout);
   }
   // Every model predicts the full validation and test sets, for routing.
@@ -181,7 +182,8 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
                                 phase_dir(c, "first").string()));
 
   // Then a sub-classifier per super-class, from the coarse trunk.
-  const auto coarse_weights = read_pretrained((phase_dir(c, "first") / "0" / "weights.h5").string());
+  const auto coarse_weights =
+      read_pretrained((phase_dir(c, "first") / "0" / "weights.h5").string());
   const std::vector<bool> second = run_training_queue(
       c, "hierarchy", phase_dir(c, "subs"), static_cast<int>(subs.size()),
       [&](int job, const std::function<void()>& serve) {
@@ -211,8 +213,9 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
             serve);
       },
       [&](int job) {
-        return fmt::format("sub-classifier {}",
-                           hierarchy.names[static_cast<std::size_t>(subs[static_cast<std::size_t>(job)])]);
+        return fmt::format(
+            "sub-classifier {}",
+            hierarchy.names[static_cast<std::size_t>(subs[static_cast<std::size_t>(job)])]);
       });
   for (std::size_t j = 0; j < subs.size(); ++j)
     if (!second[j])
@@ -222,15 +225,17 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
   if (!coordinator) return {};
 
   // Routing, on world rank 0 from the predictions files.
-  const SetPredictions coarse = read_predictions((phase_dir(c, "first") / "0" / "predictions.h5").string());
-  const SetPredictions flat_p = read_predictions((phase_dir(c, "first") / "1" / "predictions.h5").string());
+  const SetPredictions coarse =
+      read_predictions((phase_dir(c, "first") / "0" / "predictions.h5").string());
+  const SetPredictions flat_p =
+      read_predictions((phase_dir(c, "first") / "1" / "predictions.h5").string());
   std::vector<std::optional<Predictions>> sub_val(static_cast<std::size_t>(supers)),
       sub_test(static_cast<std::size_t>(supers));
   nlohmann::json sub_rows = nlohmann::json::array();
   for (std::size_t j = 0; j < subs.size(); ++j) {
     const auto s = static_cast<std::size_t>(subs[j]);
-    const SetPredictions p = read_predictions(
-        (phase_dir(c, "subs") / std::to_string(j) / "predictions.h5").string());
+    const SetPredictions p =
+        read_predictions((phase_dir(c, "subs") / std::to_string(j) / "predictions.h5").string());
     sub_val[s] = Predictions{p.classes, p.validation};
     sub_test[s] = Predictions{p.classes, p.test};
     sub_rows.push_back({{"super_class", hierarchy.names[s]},
@@ -253,26 +258,29 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
         hierarchy.classes[static_cast<std::size_t>(s)];
   report["coarse_from"] = source ? source->description : "scratch";
   report["coarse"] = {
-      {"val_accuracy", accuracy_of(coarse.validation, supers, super_labels(full.validation.labels))},
+      {"val_accuracy",
+       accuracy_of(coarse.validation, supers, super_labels(full.validation.labels))},
       {"test_accuracy", accuracy_of(coarse.test, supers, super_labels(full.test.labels))},
       {"weights", "hierarchy/first/0/weights.h5"}};
   report["sub_classifiers"] = sub_rows;
   report["hierarchical"] = {{"val_accuracy", routed_val},
                             {"test_accuracy", routed_test},
                             {"parameters", hierarchical_parameters}};
-  report["flat"] = {{"val_accuracy", accuracy_of(flat_p.validation, full.num_classes, full.validation.labels)},
-                    {"test_accuracy", accuracy_of(flat_p.test, full.num_classes, full.test.labels)},
-                    {"parameters", flat_parameters},
-                    {"weights", "hierarchy/first/1/weights.h5"}};
+  report["flat"] = {
+      {"val_accuracy", accuracy_of(flat_p.validation, full.num_classes, full.validation.labels)},
+      {"test_accuracy", accuracy_of(flat_p.test, full.num_classes, full.test.labels)},
+      {"parameters", flat_parameters},
+      {"weights", "hierarchy/first/1/weights.h5"}};
   report["gain_over_flat_points"] =
       100.0 * (routed_test - report["flat"]["test_accuracy"].get<double>());
   write_text_atomically(fs::path(c.config.output.dir) / "hierarchy_report.json",
                         report.dump(2) + "\n");
-  fmt::print("[hierarchy] test acc {:.4f} hierarchical ({} parameters), {:.4f} flat ({} "
-             "parameters): {:+.2f} points; coarse {:.4f} on super-classes\n",
-             routed_test, hierarchical_parameters, report["flat"]["test_accuracy"].get<double>(),
-             flat_parameters, report["gain_over_flat_points"].get<double>(),
-             report["coarse"]["test_accuracy"].get<double>());
+  fmt::print(
+      "[hierarchy] test acc {:.4f} hierarchical ({} parameters), {:.4f} flat ({} "
+      "parameters): {:+.2f} points; coarse {:.4f} on super-classes\n",
+      routed_test, hierarchical_parameters, report["flat"]["test_accuracy"].get<double>(),
+      flat_parameters, report["gain_over_flat_points"].get<double>(),
+      report["coarse"]["test_accuracy"].get<double>());
   fmt::print("[hierarchy] report: {}/hierarchy_report.json\n", c.config.output.dir);
   return {{"report", "hierarchy_report.json"},
           {"weights", "hierarchy/first/0/weights.h5"},

@@ -31,7 +31,6 @@ namespace strata {
 
 namespace {
 
-
 SearchSpace search_space_of(const Config& config, const HpoSpec& spec) {
   if (config.objective) return objective_space(config.objective->name, config.objective->dims);
   SearchSpace space;
@@ -176,8 +175,8 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
       throw TrialOverTime(
           fmt::format("stopped in epoch {} of {} after {:.1f} s: over "
                       "trial_timeout_s {}",
-                      trainer->position().epoch, config.training.epochs,
-                      session->elapsed_seconds(), spec.trial_timeout_s));
+                      trainer->position().epoch, config.training.epochs, session->elapsed_seconds(),
+                      spec.trial_timeout_s));
     };
     session.emplace(*trainer, topology, c.signals, std::move(settings), std::move(work));
   };
@@ -286,15 +285,15 @@ SearchResults publish_best(const StageContext& c, const HpoSpec& spec, const Sea
   // Each kept trial's config, so that later stages (an ensemble of the top k) can train it again.
   for (const Trial& t : search.top(spec.keep_top)) {
     const auto trial = dir / "trials" / std::to_string(t.id);
-    write_text_atomically(trial / "config.yaml",
-                          trial_config_text(c.config, trial_values(search.space(), t),
-                                            trial.string()));
+    write_text_atomically(
+        trial / "config.yaml",
+        trial_config_text(c.config, trial_values(search.space(), t), trial.string()));
   }
   const auto source = dir / "trials" / std::to_string(best.id) / "weights.h5";
   replace_atomically(dir / results.best_weights, [&](const std::filesystem::path& temporary) {
     std::error_code ec;
-    std::filesystem::copy_file(source, temporary,
-                               std::filesystem::copy_options::overwrite_existing, ec);
+    std::filesystem::copy_file(source, temporary, std::filesystem::copy_options::overwrite_existing,
+                               ec);
     if (ec)
       throw DataError(fmt::format("cannot copy the best trial's weights {} to {}: {}",
                                   source.string(), temporary.string(), ec.message()));

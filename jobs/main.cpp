@@ -141,7 +141,8 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
-  if (world_size > 1 && (*predict_cmd || *import_cmd || *inspect_cmd || *sbatch_cmd || *report_cmd)) {
+  if (world_size > 1 &&
+      (*predict_cmd || *import_cmd || *inspect_cmd || *sbatch_cmd || *report_cmd)) {
     throw strata::ConfigError(
         fmt::format("strata {} runs on one rank, but was started on {}; start it without mpiexec "
                     "or with mpiexec -n 1",

@@ -37,8 +37,8 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 int predict_ensemble(const Config& config, const std::filesystem::path& report_path, int threads) {
   const nlohmann::json report = read_json(report_path);
   if (!report.contains("members") || !report["members"].is_array())
-    throw DataError(fmt::format("{}: no members list: not an ensemble_report.json",
-                                report_path.string()));
+    throw DataError(
+        fmt::format("{}: no members list: not an ensemble_report.json", report_path.string()));
   // Paths in the report are relative to the ensemble stage's directory, where the report is.
   const auto stage_dir = report_path.parent_path();
   // Every member was trained on the same inputs; the first one's weights say how they were
@@ -46,19 +46,19 @@ int predict_ensemble(const Config& config, const std::filesystem::path& report_p
   std::optional<Normalisation> normalisation;
   for (const auto& member : report["members"])
     if (member.value("status", "") == "ok") {
-      normalisation = read_normalisation((stage_dir / member.at("weights").get<std::string>()).string());
+      normalisation =
+          read_normalisation((stage_dir / member.at("weights").get<std::string>()).string());
       break;
     }
-  const TrainingData data =
-      load_training_data(config, normalisation ? &*normalisation : nullptr);
+  const TrainingData data = load_training_data(config, normalisation ? &*normalisation : nullptr);
   EnsembleSums sums(data.test.count(), data.num_classes);
   for (const auto& member : report["members"]) {
     if (member.value("status", "") != "ok") continue;
     const Config member_config =
         load_config((stage_dir / member.at("config").get<std::string>()).string());
-    const nlohmann::json info =
-        read_json(stage_dir / std::filesystem::path(member.at("config").get<std::string>())
-                                  .parent_path() / "member.json");
+    const nlohmann::json info = read_json(
+        stage_dir / std::filesystem::path(member.at("config").get<std::string>()).parent_path() /
+        "member.json");
     TrainingData own = data;
     if (info.contains("feature_subset") && !info["feature_subset"].is_null()) {
       const auto& f = info["feature_subset"];
@@ -98,8 +98,7 @@ int predict_command(const std::string& config_path, const std::string& weights_p
     return predict_ensemble(config, ensemble_report_path(path), workers);
   // The inputs as the weights were trained to see them, when the file says how.
   const auto normalisation = read_normalisation(weights_path);
-  const TrainingData data =
-      load_training_data(config, normalisation ? &*normalisation : nullptr);
+  const TrainingData data = load_training_data(config, normalisation ? &*normalisation : nullptr);
   Trainer trainer(config, build_model(config, data), data, standalone_plan(config), workers);
   load_weights(weights_path, trainer.model());
   trainer.broadcast_weights();

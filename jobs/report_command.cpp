@@ -46,7 +46,7 @@ std::string read_text(const fs::path& path) {
 
 double number(const nlohmann::json& row, const char* key) {
   return row.contains(key) && row[key].is_number() ? row[key].get<double>()
-                                                    : std::numeric_limits<double>::quiet_NaN();
+                                                   : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string percent(const nlohmann::json& value) {
@@ -69,8 +69,8 @@ std::vector<std::pair<int, fs::path>> numbered_metrics(const fs::path& parent) {
 
 // Train loss and validation accuracy per epoch, a line per training; `thin`: many grey lines (a
 // search's trials) instead of a legend.
-std::string curves(const std::string& what, const std::vector<std::pair<std::string, fs::path>>& runs,
-                   bool thin) {
+std::string curves(const std::string& what,
+                   const std::vector<std::pair<std::string, fs::path>>& runs, bool thin) {
   std::vector<ChartSeries> loss, accuracy;
   for (const auto& [name, path] : runs) {
     ChartSeries l{thin ? "" : name, {}, true, thin ? "#9aa" : "", thin ? 0.8 : 1.5};
@@ -105,12 +105,12 @@ std::string search_section(const fs::path& dir, const nlohmann::json& summary) {
           "</div>\n";
   if (summary.contains("best") && summary["best"].is_object()) {
     const auto& b = summary["best"];
-    html += fmt::format("<p>Best: trial {} with fitness {:.4f}; parameters <code>{}</code>. "
-                        "{} trainings, stopped: {}.</p>\n",
-                        b.value("trial", -1), number(b, "fitness"),
-                        html_escape(b.value("params", nlohmann::json::object()).dump()),
-                        summary.value("trainings", 0),
-                        html_escape(summary.value("stop_reason", std::string())));
+    html += fmt::format(
+        "<p>Best: trial {} with fitness {:.4f}; parameters <code>{}</code>. "
+        "{} trainings, stopped: {}.</p>\n",
+        b.value("trial", -1), number(b, "fitness"),
+        html_escape(b.value("params", nlohmann::json::object()).dump()),
+        summary.value("trainings", 0), html_escape(summary.value("stop_reason", std::string())));
   }
   std::vector<std::pair<std::string, fs::path>> runs;
   for (const auto& [id, path] : numbered_metrics(dir / "trials"))
@@ -123,12 +123,14 @@ std::string ensemble_section(const fs::path& dir, const nlohmann::json& report) 
       "<h3>Ensemble</h3>\n<table><tr><th>member</th><th>from</th><th>variation</th>"
       "<th>val acc</th><th>test acc</th><th>weight</th></tr>\n";
   for (const auto& m : report.value("members", nlohmann::json::array()))
-    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td></tr>\n",
-                        m.value("member", -1), html_escape(m.value("source", std::string())),
-                        html_escape(m.value("variation", std::string())), percent(m["val_accuracy"]),
-                        percent(m["test_accuracy"]), number(m, "weight"));
-  html += "</table>\n<table><tr><th>combiner</th><th>val acc</th><th>test acc</th>"
-          "<th>gain over the best member (points)</th></tr>\n";
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td></tr>\n",
+        m.value("member", -1), html_escape(m.value("source", std::string())),
+        html_escape(m.value("variation", std::string())), percent(m["val_accuracy"]),
+        percent(m["test_accuracy"]), number(m, "weight"));
+  html +=
+      "</table>\n<table><tr><th>combiner</th><th>val acc</th><th>test acc</th>"
+      "<th>gain over the best member (points)</th></tr>\n";
   const nlohmann::json combiners = report.value("combiners", nlohmann::json::object());
   for (const auto& [name, c] : combiners.items())
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:+.2f}</td></tr>\n",
@@ -159,9 +161,10 @@ std::string transfer_section(const fs::path& dir, const nlohmann::json& report) 
                           percent(report[key]["test_accuracy"]));
   html += "</table>\n";
   if (report.contains("gain_over_scratch_points"))
-    html += fmt::format("<p>Fine-tuning against training from scratch: {:+.2f} points of test "
-                        "accuracy.</p>\n",
-                        number(report, "gain_over_scratch_points"));
+    html += fmt::format(
+        "<p>Fine-tuning against training from scratch: {:+.2f} points of test "
+        "accuracy.</p>\n",
+        number(report, "gain_over_scratch_points"));
   std::vector<std::pair<std::string, fs::path>> runs;
   for (const auto& [id, path] : numbered_metrics(dir / "transfer"))
     runs.emplace_back(id == 0 ? "fine-tuned" : "from scratch", path);
@@ -214,8 +217,8 @@ std::string stage_sections(const fs::path& dir) {
 int report_command(const std::string& dir_path, const std::string& out_path) {
   const fs::path dir(dir_path);
   if (!fs::is_directory(dir))
-    throw DataError(fmt::format("{}: not a directory (strata report takes a run's output.dir)",
-                                dir_path));
+    throw DataError(
+        fmt::format("{}: not a directory (strata report takes a run's output.dir)", dir_path));
   std::string body = stage_sections(dir);
   std::vector<fs::path> subdirectories;
   for (const auto& entry : fs::directory_iterator(dir))

@@ -14,12 +14,12 @@
 #include "core/errors.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
+#include "jobs/artifacts.hpp"
 #include "jobs/checkpoint_store.hpp"
 #include "jobs/commands.hpp"
-#include "jobs/artifacts.hpp"
-#include "jobs/stage.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/stage.hpp"
 #include "jobs/stop_signals.hpp"
 #include "parallel/topology.hpp"
 
@@ -156,8 +156,9 @@ int run_command(const RunOptions& options) {
   const Communicator world = Communicator::world(config.parallel.watchdog_s);
   check_slurm_step(world);
   // Every rank reads the same config, so every rank stops here alike, before any collective.
-  const bool has_search = std::any_of(config.stages.begin(), config.stages.end(),
-                                      [](const StageSpec& s) { return s.kind() == StageKind::hpo; });
+  const bool has_search =
+      std::any_of(config.stages.begin(), config.stages.end(),
+                  [](const StageSpec& s) { return s.kind() == StageKind::hpo; });
   if (config.objective && (!has_search || config.stages.size() > 1))
     throw ConfigError(
         fmt::format("{}: model.objective: a function objective replaces training: the stages must "
@@ -230,7 +231,9 @@ int run_command(const RunOptions& options) {
                                  state.stage,
                                  state.first_groups,
                                  &signals,
-                                 stage_output ? &*stage_output : top ? &*top : nullptr,
+                                 stage_output ? &*stage_output
+                                 : top        ? &*top
+                                              : nullptr,
                                  config.output.dir};
       stage.run(context, state.artifacts);
     } catch (const Interrupted& e) {
@@ -243,9 +246,9 @@ int run_command(const RunOptions& options) {
       return exit_checkpointed;
     }
     if (world.rank() == 0) {
-      fmt::print("[run] stage {}/{} ({}) done in {:.1f}s\n", state.stage + 1, stages, stage.name(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start)
-                     .count());
+      fmt::print(
+          "[run] stage {}/{} ({}) done in {:.1f}s\n", state.stage + 1, stages, stage.name(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_start).count());
       std::fflush(stdout);
     }
     // Later stages on every rank read what this one published (on world rank 0).

@@ -160,26 +160,26 @@ class TransferStage final : public Stage {
     if (!spec.pretrained_artifact) {
       // A file path, relative to the working directory as data.path is.
       if (!std::filesystem::exists(spec.pretrained_path))
-        throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}",
-                                      c.config.file, spec.pretrained_mark.line,
-                                      spec.pretrained_mark.column, name(), spec.pretrained_path));
+        throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", c.config.file,
+                                      spec.pretrained_mark.line, spec.pretrained_mark.column,
+                                      name(), spec.pretrained_path));
       return {"a file", spec.pretrained_path, c.config};
     }
     const std::string& artifact = spec.pretrained_artifact->name;
     const nlohmann::json& value = artifacts.get(artifact);
     // A search's best names its config; a train stage's members train the run's config.
     if (value.is_object() && value.contains("config") && value.contains("weights"))
-      return {fmt::format("{}{}", artifact,
-                          value.contains("trial")
-                              ? fmt::format(" (trial {})", value["trial"].get<int>())
-                              : ""),
-              (c.run_dir / value["weights"].get<std::string>()).string(),
-              load_config((c.run_dir / value["config"].get<std::string>()).string())};
+      return {
+          fmt::format(
+              "{}{}", artifact,
+              value.contains("trial") ? fmt::format(" (trial {})", value["trial"].get<int>()) : ""),
+          (c.run_dir / value["weights"].get<std::string>()).string(),
+          load_config((c.run_dir / value["config"].get<std::string>()).string())};
     if (value.is_object() && value.contains("members") && !value["members"].empty())
       return {artifact + " (member 0)",
               (c.run_dir / value["members"][0]["weights"].get<std::string>()).string(), c.config};
-    throw DataError(fmt::format("{}: {} holds no weights (did every trial fail?)", name(),
-                                artifact));
+    throw DataError(
+        fmt::format("{}: {} holds no weights (did every trial fail?)", name(), artifact));
   }
 };
 
@@ -192,8 +192,8 @@ void check_reads(const Config& config, const Stage& stage, const std::set<std::s
                                    ref.mark.column, stage.name());
     if (!published.contains(ref.name))
       throw ConfigError(fmt::format(
-          "{}: no earlier stage publishes '{}' (published before this stage: {})", where,
-          ref.name, published.empty() ? "none" : fmt::format("{}", fmt::join(published, ", "))));
+          "{}: no earlier stage publishes '{}' (published before this stage: {})", where, ref.name,
+          published.empty() ? "none" : fmt::format("{}", fmt::join(published, ", "))));
     if (std::none_of(read.kinds.begin(), read.kinds.end(),
                      [&](const std::string& kind) { return ref.name.ends_with(kind); }))
       throw ConfigError(fmt::format("{}: '{}' will not do: {} {}", where, ref.name, read.purpose,

@@ -36,11 +36,20 @@ std::vector<double> ticks(double lo, double hi, int count) {
 std::string html_escape(const std::string& text) {
   std::string out;
   for (char ch : text) switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
     }
   return out;
 }
@@ -96,14 +105,15 @@ std::string svg_chart(const std::string& title, const std::string& x_label,
       if (s.lines)
         path += fmt::format("{:.1f},{:.1f} ", px(x), py(y));
       else
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\" "
-                           "fill-opacity=\"0.6\"/>\n",
-                           px(x), py(y), color);
+        svg += fmt::format(
+            "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\" "
+            "fill-opacity=\"0.6\"/>\n",
+            px(x), py(y), color);
     }
     if (s.lines && !path.empty())
-      svg += fmt::format(
-          "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n", path,
-          color, s.stroke_width);
+      svg +=
+          fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n",
+                      path, color, s.stroke_width);
     if (s.name.empty() || legend >= 12) continue;
     const double ly = top + 6 + 15 * legend++;
     svg += fmt::format(

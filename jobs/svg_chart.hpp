@@ -9,8 +9,8 @@ namespace strata {
 struct ChartSeries {
   std::string name;
   std::vector<std::pair<double, double>> points;
-  bool lines = true;         // false: points only (every trial of a search)
-  std::string color;         // empty: the next of a fixed palette
+  bool lines = true;  // false: points only (every trial of a search)
+  std::string color;  // empty: the next of a fixed palette
   double stroke_width = 1.5;
 };
 

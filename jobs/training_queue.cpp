@@ -100,13 +100,12 @@ std::vector<bool> run_training_queue(
       [&](const Trial& trial, const TrialOutcome& o) {
         log->append(trial, o);
         ++finished;
-        fmt::print("[{}] {} on group {}: {} | {}/{} done\n", what, describe(trial.id),
-                   o.member_group,
-                   o.status == TrialStatus::ok
-                       ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s", o.val_accuracy,
-                                     o.test_accuracy, o.seconds)
-                       : fmt::format("{}: {}", to_string(o.status), o.reason),
-                   finished, count);
+        fmt::print(
+            "[{}] {} on group {}: {} | {}/{} done\n", what, describe(trial.id), o.member_group,
+            o.status == TrialStatus::ok ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s",
+                                                      o.val_accuracy, o.test_accuracy, o.seconds)
+                                        : fmt::format("{}: {}", to_string(o.status), o.reason),
+            finished, count);
         std::fflush(stdout);
       },
       Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });

@@ -17,7 +17,7 @@ namespace strata {
 
 // One training of a queue, as its member group runs it.
 struct TrainingJob {
-  Config config;                  // output.dir: where metrics.jsonl and weights.h5 go
+  Config config;  // output.dir: where metrics.jsonl and weights.h5 go
   const TrainingData* data = nullptr;
   std::filesystem::path checkpoints;  // its own checkpoints, removed once it is done
   std::string label;                  // "member 3: ", for resume lines

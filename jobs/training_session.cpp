@@ -17,7 +17,6 @@ namespace strata {
 
 namespace {
 
-
 enum VoteFlag : unsigned { stop_flag = 1u, clock_flag = 2u, limit_flag = 4u };
 
 std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps_per_epoch) {
@@ -75,7 +74,8 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
   member.broadcast_string(chosen, 0);
   if (chosen.empty()) return std::nullopt;
   const StateDict state = verified ? std::move(*verified) : read_checkpoint(chosen);
-  elapsed_before_ = state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
+  elapsed_before_ =
+      state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
   started_ = Clock::now();
   try {
     trainer_.load_state(state);

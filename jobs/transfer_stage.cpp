@@ -50,9 +50,10 @@ void check_layer_names(const StageContext& c, const TransferSpec& spec, const Co
   }
   const auto check = [&](const std::string& name, SourceMark at, const char* key) {
     if (!names.contains(name))
-      throw ConfigError(fmt::format("{}:{}:{}: transfer.{}: the pretrained model has no layer '{}' "
-                                    "(layers: {})",
-                                    c.config.file, at.line, at.column, key, name, known));
+      throw ConfigError(
+          fmt::format("{}:{}:{}: transfer.{}: the pretrained model has no layer '{}' "
+                      "(layers: {})",
+                      c.config.file, at.line, at.column, key, name, known));
   };
   for (const auto& f : spec.freeze) check(f.name, f.mark, "freeze");
   for (const auto& h : spec.head) check(h.name, h.mark, "head");
@@ -94,8 +95,8 @@ Config job_config(const StageContext& c, const TransferSpec& spec, const Pretrai
         it->units = static_cast<int>(spec.classes.size());
         break;
       }
-  config.run.seed = derive_seed(c.config.run.seed,
-                                {seed_transfer, static_cast<std::uint64_t>(c.stage_index)});
+  config.run.seed =
+      derive_seed(c.config.run.seed, {seed_transfer, static_cast<std::uint64_t>(c.stage_index)});
   return config;
 }
 
@@ -121,7 +122,8 @@ std::string job_config_text(const Config& config, const TransferSpec& spec) {
   return std::string(out.c_str()) + "\n";
 }
 
-nlohmann::json job_result(const std::filesystem::path& dir, const std::filesystem::path& stage_dir) {
+nlohmann::json job_result(const std::filesystem::path& dir,
+                          const std::filesystem::path& stage_dir) {
   const auto relative = std::filesystem::relative(dir, stage_dir);
   nlohmann::json result = {{"weights", (relative / "weights.h5").string()},
                            {"config", (relative / "config.yaml").string()},
@@ -193,8 +195,8 @@ nlohmann::json transfer_stage(const StageContext& c, const TransferSpec& spec,
       },
       [](int job) { return job == fine_tuned ? "fine-tuned" : "from scratch"; });
   if (!done[fine_tuned])
-    throw DataError(fmt::format("transfer: the fine-tuning failed (see {}/trials.csv)",
-                                jobs_dir(c).string()));
+    throw DataError(
+        fmt::format("transfer: the fine-tuning failed (see {}/trials.csv)", jobs_dir(c).string()));
   if (!coordinator) return {};
   const std::filesystem::path stage_dir(c.config.output.dir);
   nlohmann::json report;

@@ -18,10 +18,10 @@ std::vector<int> Hierarchy::super_of(int num_classes) const {
             fmt::format("super-class {}: class {} is not below the data's {} classes",
                         names[static_cast<std::size_t>(s)], c, num_classes));
       if (of[static_cast<std::size_t>(c)] >= 0)
-        throw std::invalid_argument(fmt::format(
-            "class {} is in super-classes {} and {}", c,
-            names[static_cast<std::size_t>(of[static_cast<std::size_t>(c)])],
-            names[static_cast<std::size_t>(s)]));
+        throw std::invalid_argument(
+            fmt::format("class {} is in super-classes {} and {}", c,
+                        names[static_cast<std::size_t>(of[static_cast<std::size_t>(c)])],
+                        names[static_cast<std::size_t>(s)]));
       of[static_cast<std::size_t>(c)] = s;
     }
   for (int c = 0; c < num_classes; ++c)
@@ -40,8 +40,8 @@ std::vector<int> route(const Hierarchy& hierarchy, const Predictions& coarse,
   for (std::size_t i = 0; i < super.size(); ++i) {
     const auto s = static_cast<std::size_t>(super[i]);
     const auto& members = hierarchy.classes[s];
-    out[i] = members.size() == 1 ? members.front()
-                                 : members[static_cast<std::size_t>(within[s].at(i))];
+    out[i] =
+        members.size() == 1 ? members.front() : members[static_cast<std::size_t>(within[s].at(i))];
   }
   return out;
 }

@@ -14,8 +14,9 @@
 namespace strata {
 
 struct Hierarchy {
-  std::vector<std::string> names;          // super-class s's name
-  std::vector<std::vector<int>> classes;   // its classes, in the order its sub-classifier numbers them
+  std::vector<std::string> names;  // super-class s's name
+  std::vector<std::vector<int>>
+      classes;  // its classes, in the order its sub-classifier numbers them
 
   int super_classes() const { return static_cast<int>(classes.size()); }
   // super_of()[c]: the super-class of class c (of `num_classes`). Throws std::invalid_argument

@@ -598,8 +598,9 @@ TEST_CASE("ensemble settings are checked", "[config][errors]") {
         "search's best configs), 'seeds: n', 'bagging: n' or 'feature_subsets: [...]'");
   CHECK(error_of(model + "      seeds: 2\n      combiners: [mean, mean]\n") ==
         "t.yaml:5:25: stages[0].ensemble.combiners[1]: 'mean' is listed twice");
-  CHECK(error_of(model + "      feature_subsets: [{rows: [5, 5]}]\n") ==
-        "t.yaml:4:32: stages[0].ensemble.feature_subsets[0].rows: expected begin < end, got [5, 5]");
+  CHECK(
+      error_of(model + "      feature_subsets: [{rows: [5, 5]}]\n") ==
+      "t.yaml:4:32: stages[0].ensemble.feature_subsets[0].rows: expected begin < end, got [5, 5]");
   CHECK(error_of(model + "      seeds: 2\n      parallel: {model: -1}\n") ==
         "t.yaml:5:25: stages[0].ensemble.parallel.model: expected a non-negative integer, "
         "got -1");

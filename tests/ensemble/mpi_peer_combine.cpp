@@ -27,8 +27,7 @@ Predictions member_of(int r) {
 
 }  // namespace
 
-TEST_CASE("the sums over the peers equal combining every member in one place",
-          "[mpi][ensemble]") {
+TEST_CASE("the sums over the peers equal combining every member in one place", "[mpi][ensemble]") {
   const Communicator world = Communicator::world();
   std::vector<Predictions> all;
   std::vector<double> weights;

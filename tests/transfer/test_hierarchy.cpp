@@ -17,7 +17,8 @@ Hierarchy fashion() {
 
 Predictions rows(int classes, std::vector<std::vector<float>> values) {
   Predictions p{classes, {}};
-  for (const auto& row : values) p.probabilities.insert(p.probabilities.end(), row.begin(), row.end());
+  for (const auto& row : values)
+    p.probabilities.insert(p.probabilities.end(), row.begin(), row.end());
   return p;
 }
 
@@ -33,13 +34,12 @@ TEST_CASE("every class has one super-class", "[transfer][hierarchy]") {
   CHECK_THROWS_WITH(fashion().super_of(9), Contains("class 9 is not below the data's 9 classes"));
 }
 
-TEST_CASE("routing sends each sample to its super-class's sub-classifier", "[transfer][hierarchy]") {
+TEST_CASE("routing sends each sample to its super-class's sub-classifier",
+          "[transfer][hierarchy]") {
   const Hierarchy h = fashion();
   // Four samples: coarse says tops, footwear, other, footwear.
-  const Predictions coarse = rows(3, {{0.7f, 0.2f, 0.1f},
-                                      {0.1f, 0.8f, 0.1f},
-                                      {0.2f, 0.3f, 0.5f},
-                                      {0.4f, 0.45f, 0.15f}});
+  const Predictions coarse =
+      rows(3, {{0.7f, 0.2f, 0.1f}, {0.1f, 0.8f, 0.1f}, {0.2f, 0.3f, 0.5f}, {0.4f, 0.45f, 0.15f}});
   // Each sub-classifier prefers a different position for each sample, so a sample routed to the
   // wrong one would come out as another class.
   std::vector<std::optional<Predictions>> subs(3);
@@ -63,10 +63,9 @@ TEST_CASE("a flat model is widened to a parameter count", "[transfer][hierarchy]
     spec.units = units;
     return spec;
   };
-  const std::vector<LayerSpec> layers{layer(LayerKind::flatten, "flatten", 0),
-                                      layer(LayerKind::dense, "hidden", 32),
-                                      layer(LayerKind::relu, "relu", 0),
-                                      layer(LayerKind::dense, "out", 10)};
+  const std::vector<LayerSpec> layers{
+      layer(LayerKind::flatten, "flatten", 0), layer(LayerKind::dense, "hidden", 32),
+      layer(LayerKind::relu, "relu", 0), layer(LayerKind::dense, "out", 10)};
   const Shape input{1, 8, 8};
   const std::int64_t base = parameter_count(layers, input, 10);
   CHECK(base == 64 * 32 + 32 + 32 * 10 + 10);
