@@ -428,7 +428,7 @@ TEST_CASE("stages must be a list of known stage names", "[config][errors]") {
   CHECK(error_of(model + "stages: {train: {}}\n") ==
         "t.yaml:2:9: stages: expected a non-empty list of stages, got a map");
   CHECK(error_of(model + "stages: [train, eval]\n") ==
-        "t.yaml:2:17: stages[1]: unknown stage 'eval' (known: train, hpo, ensemble)");
+        "t.yaml:2:17: stages[1]: unknown stage 'eval' (known: train, hpo, ensemble, transfer)");
   CHECK(error_of(model + "stages:\n  - train: {epochs: 3}\n") ==
         "t.yaml:3:13: stages[0].train.epochs: unknown key (known: parallel)");
   CHECK(error_of(model + "stages: [[train]]\n") ==

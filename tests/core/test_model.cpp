@@ -19,6 +19,7 @@
 #include "core/hdf5_file.hpp"
 #include "core/loss.hpp"
 #include "core/model.hpp"
+#include "core/pretrained.hpp"
 #include "core/weights_io.hpp"
 #include "tests/core/gradient_check.hpp"
 #include "tests/core/layer_specs.hpp"
@@ -289,4 +290,45 @@ with h5py.File(sys.argv[1], "w") as f:
   REQUIRE(y.shape() == Shape{1, 2});
   CHECK(y[0] == Approx(1.5).epsilon(1e-6));
   CHECK(y[1] == Approx(-0.05).epsilon(1e-5));
+}
+
+TEST_CASE("pretrained weights fill the trunk and leave a new head as initialised",
+          "[model][weights][transfer]") {
+  TempDir dir;
+  const auto path = dir.file("pretrained.h5");
+  Model source(tiny_cnn(), cnn_input, 3, 31);
+  const Normalisation recorded{0.25f, 0.5f};
+  save_weights(path, source, &recorded);
+  // The same trunk with a 4-class head: a head swap for a new label set.
+  auto specs = tiny_cnn();
+  specs.back().units = 4;
+  Model target(specs, cnn_input, 4, 32);
+  const auto initial_head = *target.params().back().value;
+  const PretrainedWeights weights = read_pretrained(path);
+  REQUIRE(weights.normalisation.has_value());
+  CHECK(weights.normalisation->mean == 0.25f);
+  CHECK(weights.normalisation->stddev == 0.5f);
+  const auto before = snapshot(target);
+  load_pretrained(weights, target, {"fc2"});
+  const auto src = snapshot(source), got = snapshot(target);
+  const auto params = target.params();
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    INFO(params[k].name);
+    if (params[k].name.starts_with("fc2/"))
+      CHECK(got[k] == before[k]);  // the fresh head keeps its initialisation
+    else
+      CHECK(got[k] == src[k]);  // the trunk is the pretrained one, to the bit
+  }
+  CHECK(target.params().back().value->values()[0] == initial_head.values()[0]);
+  // Without listing the head, its other shape is named, with the tensor's file and model shapes.
+  Model again(specs, cnn_input, 4, 33);
+  CHECK_THROWS_WITH(load_pretrained(weights, again, {}),
+                    Contains("other shape: fc2/weight (file [3,5], model [4,5]), fc2/bias (file "
+                             "[3], model [4])"));
+  // A model with another layer name: the missing and the extra tensors are named.
+  specs[4].name = "hidden";
+  Model renamed(specs, cnn_input, 4, 34);
+  CHECK_THROWS_WITH(load_pretrained(weights, renamed, {"fc2"}),
+                    Contains("missing from the file: hidden/weight, hidden/bias") &&
+                        Contains("in the file but not in the model: fc1/bias, fc1/weight"));
 }

@@ -2,6 +2,7 @@
 # `strata plan` prints the decomposition without starting ranks, and rejects an impossible one with exit 2.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
+root="$PWD"
 cd "$work"
 write_synthetic_config out | sed 's/^output:/parallel: {max_global_batch: 64}\noutput:/' > plan.yaml
 expect_exit 0 '8 ranks = G 4 member groups x D 2 data replicas x M 1 model shards; global batch 64' -- \
@@ -65,6 +66,9 @@ stages:
 YAML
 expect_exit 0 'stage 2 \(ensemble\) with its own parallel block' -- "$STRATA" plan stages.yaml --ranks 4
 "$STRATA" plan stages.yaml --ranks 4 > stages.txt
+# The shipped combined config plans, and its job script is valid bash.
+expect_exit 0 'models of search trials, at most' -- bash -c "cd '$root' && '$STRATA' plan configs/combined.yaml --ranks 8"
+bash -n "$root/jobs/slurm/combined.sbatch" || { echo "FAIL: combined.sbatch is not valid bash"; fails=$((fails + 1)); }
 grep -q 'G = 4: 4 ranks' stages.txt && grep -q 'G = 2: 4 ranks / (D x M = 2)' stages.txt ||
   { echo "FAIL: the stage plans are not G 4 x D 1 and G 2 x D 2"; cat stages.txt; fails=$((fails + 1)); }
 finish

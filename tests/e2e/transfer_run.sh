@@ -68,6 +68,11 @@ PY
 want="$(/usr/bin/python3 -c 'import json; print(json.load(open("few/transfer_report.json"))["fine_tuned"]["test_accuracy"])')"
 expect_exit 0 "test accuracy $want " -- "$STRATA" predict few/transfer/0/config.yaml few/transfer/0/weights.h5
 
+# A checkpoint serves as pretrained weights too, with the normalisation saved in it.
+ckpt="$(ls few/checkpoints/stage0/member0/ckpt-*.h5 | tail -1)"
+sed -e "s|pretrained: train.model|pretrained: $ckpt|" -e 's/dir: few/dir: fromckpt/' -e 's/  - train$//' few.yaml > fromckpt.yaml
+expect_exit 0 'from a file \(few/checkpoints/stage0/member0/ckpt-[0-9]+\.h5\).*normalisation from the weights' -- "$STRATA" run fromckpt.yaml
+
 # Weights of another architecture: every mismatching tensor is named.
 sed -e 's/units: 64, init: glorot, name: trunk/units: 32, init: glorot, name: trunk/' \
     -e 's|pretrained: train.model|pretrained: few/members/0/weights.h5|' -e 's/dir: few/dir: other/' \

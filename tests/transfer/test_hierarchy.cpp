@@ -3,6 +3,7 @@
 // widened to a parameter count.
 #include <catch2/catch.hpp>
 
+#include "tests/core/layer_specs.hpp"
 #include "transfer/hierarchy.hpp"
 
 using namespace strata;
@@ -56,13 +57,7 @@ TEST_CASE("routing sends each sample to its super-class's sub-classifier",
 }
 
 TEST_CASE("a flat model is widened to a parameter count", "[transfer][hierarchy]") {
-  auto layer = [](LayerKind kind, const char* name, int units) {
-    LayerSpec spec;
-    spec.kind = kind;
-    spec.name = name;
-    spec.units = units;
-    return spec;
-  };
+  using strata::testing::layer;
   const std::vector<LayerSpec> layers{
       layer(LayerKind::flatten, "flatten", 0), layer(LayerKind::dense, "hidden", 32),
       layer(LayerKind::relu, "relu", 0), layer(LayerKind::dense, "out", 10)};
