@@ -68,6 +68,23 @@ PY
 want="$(/usr/bin/python3 -c 'import json; print(json.load(open("few/transfer_report.json"))["fine_tuned"]["test_accuracy"])')"
 expect_exit 0 "test accuracy $want " -- "$STRATA" predict few/transfer/0/config.yaml few/transfer/0/weights.h5
 
+# A transfer stage with its own parallel block: the same fine-tuning with the model split over
+# M = 2 shards (each shard loads its slice of the pretrained tensors); the frozen trunk comes out
+# whole and bit-identical.
+sed -e 's/name: trunk}/name: trunk, split: column}/' -e 's/name: out}/name: out, split: row}/' \
+    -e 's/      compare_scratch: true/      compare_scratch: true\n      parallel: {model: 2}/' \
+    -e 's/dir: few/dir: split/' few.yaml > split.yaml
+expect_exit 0 '\[run\] stage 2/2: transfer on G = 1 x D = 1 x M = 2' -- "$MPIEXEC" -n 2 "$STRATA" run split.yaml
+/usr/bin/python3 - <<'PY' || fails=$((fails + 1))
+import h5py, numpy as np
+pre = h5py.File("split/members/0/weights.h5")
+tuned = h5py.File("split/transfer/0/weights.h5")
+for t in ("weight", "bias"):
+    assert np.array_equal(pre[f"weights/trunk/{t}"][:], tuned[f"weights/trunk/{t}"][:]), t
+assert tuned["weights/out/weight"].shape == (5, 64)
+print("ok: the transfer on M = 2 loads each shard's slice; its frozen trunk is the pretrained one")
+PY
+
 # A checkpoint serves as pretrained weights too, with the normalisation saved in it.
 ckpt="$(ls few/checkpoints/stage0/member0/ckpt-*.h5 | tail -1)"
 sed -e "s|pretrained: train.model|pretrained: $ckpt|" -e 's/dir: few/dir: fromckpt/' -e 's/  - train$//' few.yaml > fromckpt.yaml
