@@ -33,29 +33,13 @@ std::string head_of(const std::vector<LayerSpec>& layers) {
   return {};
 }
 
-// `base` on the stage's data, layout and checkpoints, its head sized for `classes` labels, in
-// `dir`, with its own seed.
+// `base` as the stage trains it, its head sized for `classes` labels, in `dir`, with its own seed.
 Config model_config(const StageContext& c, const TransferSpec& spec, const Config& base,
                     int classes, const fs::path& dir, std::uint64_t which) {
-  Config config = base;
-  config.data = c.config.data;
-  config.parallel = c.config.parallel;
-  config.checkpoint = c.config.checkpoint;
-  config.output = c.config.output;
-  config.output.dir = dir.string();
-  if (spec.epochs > 0) config.training.epochs = spec.epochs;
-  if (spec.local_batch > 0) config.training.local_batch = spec.local_batch;
-  if (spec.lr > 0) config.training.optimizer.lr = spec.lr;
-  config.training.freeze = spec.freeze;
-  config.training.lr_groups = spec.lr_groups;
-  for (auto it = config.layers.rbegin(); it != config.layers.rend(); ++it)
-    if (it->kind == LayerKind::dense) {
-      it->units = classes;
-      break;
-    }
-  config.run.seed = derive_seed(c.config.run.seed,
-                                {seed_transfer, static_cast<std::uint64_t>(c.stage_index), which});
-  return config;
+  return fine_tuning_config(
+      c, spec, base, classes, dir,
+      derive_seed(c.config.run.seed,
+                  {seed_transfer, static_cast<std::uint64_t>(c.stage_index), which}));
 }
 
 TrainingData with_super_labels(const TrainingData& data, const std::vector<int>& super_of,

@@ -71,32 +71,20 @@ void check_layer_names(const StageContext& c, const TransferSpec& spec, const Co
   }
 }
 
-// Training `job` (fine-tuned or from scratch): the pretrained model on the stage's data and
-// layout, its last dense layer resized to the new label set; both start from the same seed, so
-// the head starts alike.
+// Training `job` (fine-tuned or from scratch) on the stage's data, a new label set if it has one;
+// both start from the same seed, so the head starts alike. The baseline freezes nothing.
 Config job_config(const StageContext& c, const TransferSpec& spec, const PretrainedSource& source,
                   int job) {
-  Config config = source.config;
-  config.data = c.config.data;
+  Config config = fine_tuning_config(
+      c, spec, source.config, static_cast<int>(spec.classes.size()),
+      jobs_dir(c) / std::to_string(job),
+      derive_seed(c.config.run.seed, {seed_transfer, static_cast<std::uint64_t>(c.stage_index)}));
   if (!spec.classes.empty()) config.data.classes = spec.classes;
   if (spec.samples_per_class > 0) config.data.samples_per_class = spec.samples_per_class;
-  config.parallel = c.config.parallel;
-  config.checkpoint = c.config.checkpoint;
-  config.output = c.config.output;
-  config.output.dir = (jobs_dir(c) / std::to_string(job)).string();
-  if (spec.epochs > 0) config.training.epochs = spec.epochs;
-  if (spec.local_batch > 0) config.training.local_batch = spec.local_batch;
-  if (spec.lr > 0) config.training.optimizer.lr = spec.lr;
-  config.training.freeze = job == fine_tuned ? spec.freeze : std::vector<FrozenLayer>{};
-  config.training.lr_groups = job == fine_tuned ? spec.lr_groups : std::vector<LrGroup>{};
-  if (!spec.classes.empty())
-    for (auto it = config.layers.rbegin(); it != config.layers.rend(); ++it)
-      if (it->kind == LayerKind::dense) {
-        it->units = static_cast<int>(spec.classes.size());
-        break;
-      }
-  config.run.seed =
-      derive_seed(c.config.run.seed, {seed_transfer, static_cast<std::uint64_t>(c.stage_index)});
+  if (job != fine_tuned) {
+    config.training.freeze.clear();
+    config.training.lr_groups.clear();
+  }
   return config;
 }
 
@@ -140,6 +128,29 @@ nlohmann::json job_result(const std::filesystem::path& dir,
 }
 
 }  // namespace
+
+Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const Config& base,
+                          int classes, const std::filesystem::path& dir, std::uint64_t seed) {
+  Config config = base;
+  config.data = c.config.data;
+  config.parallel = c.config.parallel;
+  config.checkpoint = c.config.checkpoint;
+  config.output = c.config.output;
+  config.output.dir = dir.string();
+  if (spec.epochs > 0) config.training.epochs = spec.epochs;
+  if (spec.local_batch > 0) config.training.local_batch = spec.local_batch;
+  if (spec.lr > 0) config.training.optimizer.lr = spec.lr;
+  config.training.freeze = spec.freeze;
+  config.training.lr_groups = spec.lr_groups;
+  if (classes > 0)
+    for (auto it = config.layers.rbegin(); it != config.layers.rend(); ++it)
+      if (it->kind == LayerKind::dense) {
+        it->units = classes;
+        break;
+      }
+  config.run.seed = seed;
+  return config;
+}
 
 nlohmann::json transfer_stage(const StageContext& c, const TransferSpec& spec,
                               const PretrainedSource& source) {

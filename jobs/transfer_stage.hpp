@@ -4,6 +4,8 @@
 // from scratch on the same samples, into transfer_report.json.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +21,12 @@ struct PretrainedSource {
   std::string weights;      // a weights file or checkpoint
   Config config;            // the config whose model the weights fit
 };
+
+// `base` (the pretrained model's config) as a transfer stage trains it: the stage's data, layout,
+// checkpoints and output `dir`; the stage's epochs, local batch, lr, frozen layers and
+// learning-rate groups; its last dense layer sized for `classes` labels (0: as it is); and `seed`.
+Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const Config& base,
+                          int classes, const std::filesystem::path& dir, std::uint64_t seed);
 
 // Collective over the world. Returns, on world rank 0, the <stage>.model artifact (paths
 // relative to the stage's directory).
