@@ -2,6 +2,7 @@
 // with what a run's stages wrote: training curves per member, the search's fitness per generation,
 // the ensemble and transfer tables, and the plan.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,7 +60,9 @@ std::vector<std::pair<int, fs::path>> numbered_metrics(const fs::path& parent) {
   if (!fs::is_directory(parent)) return found;
   for (const auto& entry : fs::directory_iterator(parent)) {
     const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    if (name.empty() || !std::all_of(name.begin(), name.end(),
+                                     [](unsigned char ch) { return std::isdigit(ch) != 0; }))
+      continue;
     if (fs::exists(entry.path() / "metrics.jsonl"))
       found.emplace_back(std::stoi(name), entry.path() / "metrics.jsonl");
   }

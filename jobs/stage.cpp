@@ -20,7 +20,7 @@ namespace {
 
 // Paths in a stage's own files are relative to the stage's directory; artifacts', to the run's.
 nlohmann::json in_run(const std::string& subdirectory, nlohmann::json item) {
-  for (const char* key : {"config", "weights", "report"})
+  for (const char* key : {"config", "weights", "report", "predictions", "metrics"})
     if (item.is_object() && item.contains(key) && item[key].is_string())
       item[key] = (std::filesystem::path(subdirectory) / item[key].get<std::string>())
                       .lexically_normal()
