@@ -23,6 +23,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/config_reader.hpp"
+#include "core/config_tree.hpp"
 #include "core/errors.hpp"
 #include "core/search_config.hpp"
 #include "core/stage_config.hpp"
@@ -477,15 +478,6 @@ CheckpointConfig parse_checkpoint(const MapReader& m) {
 
 // ---------------------------------------------------------------------------------------------
 
-YAML::Node load_yaml(const std::string& text, const std::string& file) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    const SourceMark at = to_source_mark(e.mark, {1, 1});
-    throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}", file, at.line, at.column, e.msg));
-  }
-}
-
 std::string read_file(const std::string& path) {
   const auto cannot_read = [&path](int err) {
     return ConfigError(fmt::format("{}: cannot read config file ({})", path,
@@ -552,8 +544,9 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
 // where it is used: each one is tried at its bounds (or each choice), the others at their first.
 // The sections of `text` with `values` in place of their references, from a freshly loaded tree.
 Config parse_substituted(const std::string& text, const std::string& file,
-                         const std::map<std::string, std::string>& values) {
-  YAML::Node root = load_yaml(text, file);
+                         const std::map<std::string, std::string>& values,
+                         const std::vector<std::string>& overrides) {
+  YAML::Node root = load_config_tree(text, file, overrides);
   substitute(root, values);
   return parse_sections(root, file);
 }
@@ -561,7 +554,7 @@ Config parse_substituted(const std::string& text, const std::string& file,
 // Returns the first value of every parameter, and the largest local batch any probe gave.
 std::pair<std::map<std::string, std::string>, int> check_references(
     const std::string& text, const Reader& root, const std::vector<SearchParamSpec>& space,
-    const std::string& file) {
+    const std::string& file, const std::vector<std::string>& overrides) {
   int largest_local_batch = 0;
   std::map<std::string, std::string> first;
   for (const auto& p : space) first[p.name] = probe_values(p).front();
@@ -591,7 +584,7 @@ std::pair<std::map<std::string, std::string>, int> check_references(
       values[p.name] = value;
       try {
         largest_local_batch = std::max(largest_local_batch,
-                                       parse_substituted(text, file, values).training.local_batch);
+                                       parse_substituted(text, file, values, overrides).training.local_batch);
       } catch (const ConfigError& e) {
         if (!at_reference_of(e.what(), p.name)) throw;
         throw ConfigError(
@@ -603,8 +596,11 @@ std::pair<std::map<std::string, std::string>, int> check_references(
 
 }  // namespace
 
-Config parse_config(const std::string& yaml_text, const std::string& file) {
-  const YAML::Node root_node = load_yaml(yaml_text, file);
+namespace {
+
+Config parse_tree(const std::string& yaml_text, const std::string& file,
+                  const std::vector<std::string>& overrides) {
+  const YAML::Node root_node = load_config_tree(yaml_text, file, overrides);
   const Reader root(root_node, "", to_source_mark(root_node.Mark(), {1, 1}), file);
   if (root_node.IsNull())
     root.fail("the config is empty; expected a map with at least 'data' and 'model.layers'");
@@ -621,10 +617,14 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   std::vector<SearchParamSpec> space;
   for (const auto& stage : stages)
     if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) space = hpo->space;
-  const auto [first_values, largest_local_batch] = check_references(yaml_text, root, space, file);
+  const auto [first_values, largest_local_batch] =
+      check_references(yaml_text, root, space, file, overrides);
   Config config = first_values.empty() ? parse_sections(root_node, file)
-                                       : parse_substituted(yaml_text, file, first_values);
+                                       : parse_substituted(yaml_text, file, first_values, overrides);
   config.text = yaml_text;
+  YAML::Emitter resolved;
+  resolved << root_node;
+  config.resolved_text = std::string(resolved.c_str()) + "\n";
   // Probes set one parameter at a time, each to its bounds and every choice; local_batch refers
   // to one parameter at most, so the probes reach its largest value.
   if (largest_local_batch > config.training.local_batch)
@@ -645,9 +645,25 @@ Config parse_config(const std::string& yaml_text, const std::string& file) {
   return config;
 }
 
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& file,
+                    const std::vector<std::string>& overrides) {
+  try {
+    Config config = parse_tree(yaml_text, file, overrides);
+    config.overrides = overrides;
+    return config;
+  } catch (const ConfigError& e) {
+    // A value an override set has no line in the file: the error names the override.
+    throw ConfigError(attribute_to_override(e.what(), file, overrides));
+  }
+}
+
 Config instantiate(const Config& base, const std::map<std::string, std::string>& values) {
-  Config config = parse_substituted(base.text, base.file, values);
+  Config config = parse_substituted(base.text, base.file, values, base.overrides);
   config.text = base.text;
+  config.overrides = base.overrides;
+  config.resolved_text = base.resolved_text;
   config.stages = base.stages;
   return config;
 }
@@ -659,8 +675,8 @@ const std::vector<SearchParamSpec>& search_space(const Config& config) {
   return none;
 }
 
-Config load_config(const std::string& path) {
-  return parse_config(read_file(path), path);
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_config(read_file(path), path, overrides);
 }
 
 const char* to_string(LayerKind kind) {

@@ -303,6 +303,10 @@ struct ObjectiveSpec {
 struct Config {
   std::string file;  // the YAML file it was loaded from
   std::string text;  // its YAML source, from which each search trial's config is made
+  // `--set key.path=value` overrides, applied after ${VAR} expansion to every tree made from text
+  std::vector<std::string> overrides;
+  // The tree the run reads, as YAML: environment variables expanded and overrides applied.
+  std::string resolved_text;
   RunSection run;
   DataConfig data;
   std::vector<LayerSpec> layers;  // empty when `objective` is set
@@ -314,11 +318,14 @@ struct Config {
   std::vector<StageSpec> stages;  // defaults to one train stage
 };
 
-// Loads and checks a config. Throws ConfigError whose message names the file, line, column,
-// the key path (e.g. "training.optimizer.lr") and what was expected.
-Config load_config(const std::string& path);
+// Loads and checks a config: ${VAR} and ${VAR:-default} in its values are expanded from the
+// environment, then `overrides` ("training.epochs=3", "model.layers[1].dense.units=64") applied.
+// Throws ConfigError whose message names the file, line, column (or the override), the key path
+// (e.g. "training.optimizer.lr") and what was expected.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 // The same, from YAML text; `file` is only used in messages.
-Config parse_config(const std::string& yaml_text, const std::string& file);
+Config parse_config(const std::string& yaml_text, const std::string& file,
+                    const std::vector<std::string>& overrides = {});
 
 // A search trial's config: `base` with every "$name" replaced by values.at(name), a YAML scalar
 // ("0.01", "32", "adam"). Throws ConfigError as parse_config does.

@@ -1,5 +1,7 @@
 #include "core/search_config.hpp"
 
+#include "core/config_tree.hpp"
+
 #include <cmath>
 #include <set>
 
@@ -208,7 +210,9 @@ namespace strata {
 
 std::string trial_config_text(const Config& base, const std::map<std::string, std::string>& values,
                               const std::string& output_dir) {
-  YAML::Node root = YAML::Load(base.text);
+  // The run's tree: environment variables expanded and overrides applied, so the file says what
+  // was run.
+  YAML::Node root = load_config_tree(base.text, base.file, base.overrides);
   config_reader::substitute(root, values);
   root.remove("stages");
   root["output"]["dir"] = output_dir;

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace strata {
 
 struct RunOptions {
   std::string config_path;
+  std::vector<std::string> overrides;  // --set key.path=value
   bool fresh = false;
   int threads = -1;  // -1: use run.threads from the config
 };
@@ -16,7 +18,8 @@ int run_command(const RunOptions& options);
 int predict_command(const std::string& config_path, const std::string& weights_path, int threads);
 int import_idx_command(const std::string& dir, const std::string& out_path);
 // Prints the decomposition for `ranks` ranks without starting them; ranks_per_node 0: one node.
-int plan_command(const std::string& config_path, int ranks, int ranks_per_node);
+int plan_command(const std::string& config_path, int ranks, int ranks_per_node,
+                 const std::vector<std::string>& overrides = {});
 
 // Prints what a checkpoint file holds (stage, generation, epoch and step, the decomposition it was
 // written on, tensors and bytes) after verifying every checksum; for a directory (a run's output

@@ -53,6 +53,10 @@ int dispatch(int argc, char** argv, int world_size) {
                     "aside, not deleted");
   run_cmd->add_option("--threads", run.threads,
                       "Worker threads per rank (overrides run.threads; 0 = all cores)");
+  run_cmd->add_option("--set", run.overrides,
+                      "Override a config value, checked as the file's: --set training.epochs=3 "
+                      "--set model.layers[1].dense.units=64 (repeatable; after ${VAR} expansion, "
+                      "which every config value gets: ${VAR} or ${VAR:-default})");
 
   std::string predict_config, weights;
   int predict_threads = -1;
@@ -71,12 +75,14 @@ int dispatch(int argc, char** argv, int world_size) {
   predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
 
   std::string plan_config;
+  std::vector<std::string> plan_overrides;
   int plan_ranks = 1, plan_ranks_per_node = 0;
   auto* plan_cmd =
       app.add_subcommand("plan",
                          "Print how N ranks would split into member groups, data replicas and "
                          "model shards for CONFIG, and why; starts no ranks");
   plan_cmd->add_option("config", plan_config, "YAML run configuration")->required();
+  plan_cmd->add_option("--set", plan_overrides, "Override a config value, as strata run --set");
   plan_cmd->add_option("--ranks", plan_ranks, "Number of MPI ranks of the job")
       ->required()
       ->check(CLI::Range(1, 1 << 24));
@@ -156,7 +162,7 @@ int dispatch(int argc, char** argv, int world_size) {
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
-  if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node);
+  if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node, plan_overrides);
   if (*inspect_cmd) return strata::inspect_command(inspect_path);
   if (*sbatch_cmd) return strata::sbatch_command(sbatch);
   if (*report_cmd) return strata::report_command(report_dir, report_out);

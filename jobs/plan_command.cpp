@@ -11,8 +11,9 @@
 
 namespace strata {
 
-int plan_command(const std::string& config_path, int ranks, int ranks_per_node_option) {
-  const Config config = load_config(config_path);
+int plan_command(const std::string& config_path, int ranks, int ranks_per_node_option,
+                 const std::vector<std::string>& overrides) {
+  const Config config = load_config(config_path, overrides);
   const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
   // Counted once, for the plan and for the line below (a search probes many models).
   std::optional<ModelSize> size;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 
 #include <fmt/format.h>
@@ -150,11 +151,21 @@ void check_slurm_step(const Communicator& world) {
 int run_command(const RunOptions& options) {
   // Loading the config needs no MPI; it gives the world (and every communicator split from it)
   // its stall watchdog.
-  const Config config = load_config(options.config_path);
+  const Config config = load_config(options.config_path, options.overrides);
   // Handlers first: a stop signal that comes while the world is set up is kept, not fatal.
   const StopSignals signals(config.checkpoint.signal);
   const Communicator world = Communicator::world(config.parallel.watchdog_s);
   check_slurm_step(world);
+  // ${VAR} expands on every rank from its own environment: a variable that differs between ranks
+  // (SLURM_PROCID) would give them different configs, and they would part ways in a collective.
+  const auto fingerprint =
+      static_cast<int>(std::hash<std::string>{}(config.resolved_text) & 0x3fffffffU);
+  if (world.allreduce_max(fingerprint) != -world.allreduce_max(-fingerprint))
+    throw ConfigError(fmt::format(
+        "{}: the ranks read different configs: an environment variable it expands (${{...}}) "
+        "differs between ranks; use one that is the same on every rank (SLURM_JOB_ID, not "
+        "SLURM_PROCID)",
+        config.file));
   // Every rank reads the same config, so every rank stops here alike, before any collective.
   const bool has_search =
       std::any_of(config.stages.begin(), config.stages.end(),

@@ -607,3 +607,64 @@ TEST_CASE("ensemble settings are checked", "[config][errors]") {
   CHECK(error_of("model: {layers: [relu]}\nstages: [ensemble]\n") ==
         "t.yaml:2:10: stages[0]: the ensemble stage needs its settings: '- ensemble: {...}'");
 }
+
+TEST_CASE("${VAR} and ${VAR:-default} expand from the environment", "[config][env]") {
+  ::setenv("STRATA_TEST_RUN", "job_17", 1);
+  ::setenv("STRATA_TEST_EMPTY", "", 1);
+  ::unsetenv("STRATA_TEST_UNSET");
+  // In a flow map ({...}) a value with ${...} must be quoted; in block style it need not be.
+  const Config c = parse_config(with_data(R"(run:
+  name: "${STRATA_TEST_RUN}"
+  seed: ${STRATA_TEST_UNSET:-7}
+model: {layers: [relu]}
+output: {dir: "runs/${STRATA_TEST_RUN}/x${STRATA_TEST_EMPTY:-e}"}
+)"),
+                                "env.yaml");
+  CHECK(c.run.name == "job_17");
+  CHECK(c.run.seed == 7);  // typed after expansion, as if written so
+  CHECK(c.output.dir == "runs/job_17/xe");
+  CHECK(c.resolved_text.find("runs/job_17/xe") != std::string::npos);
+  CHECK(error_of("model: {layers: [relu]}\noutput: {dir: \"a/${STRATA_TEST_UNSET}\"}\n") ==
+        "t.yaml:2:15: environment variable STRATA_TEST_UNSET is not set (write "
+        "${STRATA_TEST_UNSET:-value} for a default)");
+  CHECK(error_of("model: {layers: [relu]}\noutput: {dir: \"a/${STRATA_TEST_RUN\"}\n") ==
+        "t.yaml:2:15: 'a/${STRATA_TEST_RUN': '${' without its closing '}'");
+  CHECK(error_of("model: {layers: [relu]}\noutput: {dir: \"${1X}\"}\n") ==
+        "t.yaml:2:15: '${1X}': expected ${NAME} or ${NAME:-default} with NAME a variable name");
+}
+
+TEST_CASE("--set overrides are typed and checked like the file, and name themselves in errors",
+          "[config][overrides]") {
+  const std::string yaml = with_data(R"(model: {layers: [flatten, {dense: {units: 8}}, {dense: {units: 10}}]}
+training: {epochs: 2}
+)");
+  const Config c = parse_config(yaml, "o.yaml",
+                                {"training.epochs=5", "model.layers[1].dense.units=64",
+                                 "training.optimizer.lr=0.25", "output.dir=runs/o"});
+  CHECK(c.training.epochs == 5);
+  CHECK(c.layers[1].units == 64);
+  CHECK(c.training.optimizer.lr == 0.25);  // a section the file does not have
+  CHECK(c.output.dir == "runs/o");
+  CHECK(c.overrides.size() == 4);
+  const auto error = [&](const std::string& override_text) {
+    try {
+      parse_config(yaml, "o.yaml", {override_text});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    FAIL("no ConfigError for --set " << override_text);
+    return std::string();
+  };
+  CHECK(error("training.epochs=many") ==
+        "--set training.epochs=many: training.epochs: expected an integer, got 'many'");
+  CHECK(error("training.epoch=3") ==
+        "--set training.epoch=3: training.epoch: unknown key (known: epochs, local_batch, "
+        "optimizer, schedule, freeze, lr_groups)");
+  CHECK(error("model.layers[9].dense.units=3") ==
+        "--set model.layers[9].dense.units=3: model.layers has no item [9]");
+  CHECK(error("training.epochs.x=3") ==
+        "--set training.epochs.x=3: training.epochs is not a map of settings");
+  CHECK(error("epochs") == "--set epochs: expected key.path=value, e.g. training.epochs=3");
+  CHECK(error("training..epochs=3") ==
+        "--set training..epochs=3: expected key.path=value, e.g. training.epochs=3");
+}

@@ -1,0 +1,191 @@
+#include "core/config_tree.hpp"
+
+#include <cctype>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
+namespace strata {
+
+namespace {
+
+[[noreturn]] void fail_at(const std::string& file, const YAML::Mark& mark, const std::string& why) {
+  throw ConfigError(fmt::format("{}:{}:{}: {}", file, mark.line + 1, mark.column + 1, why));
+}
+
+// ${NAME} and ${NAME:-default} in `text`, as a shell expands them (an empty variable takes the
+// default too).
+std::string expand(const std::string& text, const std::string& file, const YAML::Mark& mark) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t open = text.find("${", i);
+    if (open == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    out += text.substr(i, open - i);
+    const std::size_t close = text.find('}', open);
+    if (close == std::string::npos)
+      fail_at(file, mark, fmt::format("'{}': '${{' without its closing '}}'", text));
+    const std::string inside = text.substr(open + 2, close - open - 2);
+    const std::size_t dash = inside.find(":-");
+    const std::string name = inside.substr(0, dash);
+    const bool valid = !name.empty() &&
+                       (std::isalpha(static_cast<unsigned char>(name[0])) != 0 || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(), [](unsigned char ch) {
+                         return std::isalnum(ch) != 0 || ch == '_';
+                       });
+    if (!valid)
+      fail_at(file, mark,
+              fmt::format("'${{{}}}': expected ${{NAME}} or ${{NAME:-default}} with NAME a "
+                          "variable name",
+                          inside));
+    const char* value = std::getenv(name.c_str());
+    if (value != nullptr && (*value != '\0' || dash == std::string::npos))
+      out += value;
+    else if (dash != std::string::npos)
+      out += inside.substr(dash + 2);
+    else
+      fail_at(file, mark,
+              fmt::format("environment variable {} is not set (write ${{{}:-value}} for a default)",
+                          name, name));
+    i = close + 1;
+  }
+  return out;
+}
+
+void expand_tree(YAML::Node node, const std::string& file) {
+  if (node.IsScalar()) {
+    if (node.Scalar().find("${") != std::string::npos)
+      node = expand(node.Scalar(), file, node.Mark());
+    return;
+  }
+  if (node.IsSequence())
+    for (std::size_t i = 0; i < node.size(); ++i) expand_tree(node[i], file);
+  if (node.IsMap())
+    for (auto it = node.begin(); it != node.end(); ++it) expand_tree(it->second, file);
+}
+
+// "model.layers[2].dense.units" -> keys and indices.
+struct Step {
+  std::string key;
+  int index = -1;  // a list item when >= 0
+};
+
+std::vector<Step> parse_path(const std::string& path, const std::string& what) {
+  std::vector<Step> steps;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    const std::size_t dot = path.find('.', i);
+    std::string part = path.substr(i, dot == std::string::npos ? std::string::npos : dot - i);
+    if (part.empty())
+      throw ConfigError(fmt::format("{}: expected key.path=value, e.g. training.epochs=3", what));
+    const std::size_t bracket = part.find('[');
+    steps.push_back({part.substr(0, bracket), -1});
+    while (bracket != std::string::npos && !part.empty()) {
+      const std::size_t open = part.find('['), close = part.find(']');
+      if (open == std::string::npos) break;
+      if (close == std::string::npos || close < open + 2)
+        throw ConfigError(fmt::format("{}: '{}': expected a list index as [n]", what, part));
+      const std::string digits = part.substr(open + 1, close - open - 1);
+      if (!std::all_of(digits.begin(), digits.end(), ::isdigit) || digits.size() > 6)
+        throw ConfigError(fmt::format("{}: '{}': expected a list index as [n]", what, part));
+      steps.push_back({"", std::stoi(digits)});
+      part = part.substr(close + 1);
+    }
+    if (steps.front().key.empty())
+      throw ConfigError(fmt::format("{}: expected key.path=value, e.g. training.epochs=3", what));
+    if (dot == std::string::npos) break;
+    i = dot + 1;
+  }
+  return steps;
+}
+
+void apply_override(YAML::Node root, const std::string& text) {
+  const std::string what = "--set " + text;
+  const std::size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0)
+    throw ConfigError(fmt::format("{}: expected key.path=value, e.g. training.epochs=3", what));
+  const std::string path = text.substr(0, equals);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(equals + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: the value is not valid YAML: {}", what, e.msg));
+  }
+  const std::vector<Step> steps = parse_path(path, what);
+  YAML::Node current;
+  current.reset(root);
+  std::string walked;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const Step& step = steps[k];
+    const bool last = k + 1 == steps.size();
+    YAML::Node next;
+    if (step.index >= 0) {
+      if (!current.IsSequence() || static_cast<std::size_t>(step.index) >= current.size())
+        throw ConfigError(fmt::format("{}: {} has no item [{}]", what, walked, step.index));
+      if (last) {
+        current[static_cast<std::size_t>(step.index)] = value;
+        return;
+      }
+      next.reset(current[static_cast<std::size_t>(step.index)]);
+      walked += fmt::format("[{}]", step.index);
+    } else {
+      if (!current.IsMap() && !current.IsNull())
+        throw ConfigError(fmt::format("{}: {} is not a map of settings", what,
+                                      walked.empty() ? "the config" : walked));
+      if (last) {
+        current[step.key] = value;
+        return;
+      }
+      if (!current[step.key] || current[step.key].IsNull())
+        current[step.key] = YAML::Node(YAML::NodeType::Map);
+      next.reset(current[step.key]);
+      walked += (walked.empty() ? "" : ".") + step.key;
+    }
+    current.reset(next);
+  }
+}
+
+}  // namespace
+
+YAML::Node load_config_tree(const std::string& text, const std::string& file,
+                            const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    const int column = e.mark.is_null() ? 1 : e.mark.column + 1;
+    throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}", file, line, column, e.msg));
+  }
+  expand_tree(root, file);
+  for (const auto& o : overrides) apply_override(root, o);
+  return root;
+}
+
+std::string attribute_to_override(const std::string& message, const std::string& file,
+                                  const std::vector<std::string>& overrides) {
+  if (overrides.empty() || !message.starts_with(file + ":")) return message;
+  // "file:line:column: key.path: why"
+  std::size_t at = file.size() + 1;
+  for (int colons = 0; colons < 2 && at != std::string::npos; ++colons)
+    at = message.find(':', at) == std::string::npos ? std::string::npos : message.find(':', at) + 1;
+  if (at == std::string::npos || at + 1 >= message.size()) return message;
+  const std::string rest = message.substr(at + 1);  // "key.path: why"
+  const std::string key = rest.substr(0, rest.find(": "));
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+    const std::string path = it->substr(0, it->find('='));
+    // The value it set or something inside it, or a key it named that does not exist.
+    const bool inside = key == path || key.starts_with(path + ".") || key.starts_with(path + "[");
+    const bool unknown = rest.find(": unknown key") != std::string::npos &&
+                         (path.starts_with(key + ".") || path.starts_with(key + "["));
+    if (inside || unknown) return fmt::format("--set {}: {}", *it, rest);
+  }
+  return message;
+}
+
+}  // namespace strata
