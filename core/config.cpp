@@ -583,8 +583,9 @@ std::pair<std::map<std::string, std::string>, int> check_references(
       auto values = first;
       values[p.name] = value;
       try {
-        largest_local_batch = std::max(largest_local_batch,
-                                       parse_substituted(text, file, values, overrides).training.local_batch);
+        largest_local_batch =
+            std::max(largest_local_batch,
+                     parse_substituted(text, file, values, overrides).training.local_batch);
       } catch (const ConfigError& e) {
         if (!at_reference_of(e.what(), p.name)) throw;
         throw ConfigError(
@@ -619,8 +620,9 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
     if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) space = hpo->space;
   const auto [first_values, largest_local_batch] =
       check_references(yaml_text, root, space, file, overrides);
-  Config config = first_values.empty() ? parse_sections(root_node, file)
-                                       : parse_substituted(yaml_text, file, first_values, overrides);
+  Config config = first_values.empty()
+                      ? parse_sections(root_node, file)
+                      : parse_substituted(yaml_text, file, first_values, overrides);
   config.text = yaml_text;
   YAML::Emitter resolved;
   resolved << root_node;

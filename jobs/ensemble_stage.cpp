@@ -185,7 +185,12 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
   for (int m = 0; m < n; ++m)
     if (done[static_cast<std::size_t>(m)])
       val_accuracies.push_back(accuracies[static_cast<std::size_t>(2 * m)]);
-  const std::vector<double> shares = accuracy_weights(val_accuracies);
+  // Members that all score 0 on validation (or no validation set) weigh alike.
+  const bool any_accuracy =
+      std::any_of(val_accuracies.begin(), val_accuracies.end(), [](double a) { return a > 0.0; });
+  const std::vector<double> shares =
+      any_accuracy ? accuracy_weights(val_accuracies)
+                   : std::vector<double>(val_accuracies.size(), 1.0 / val_accuracies.size());
   std::vector<double> weight_of(static_cast<std::size_t>(n), 0.0);
   for (int m = 0, k = 0; m < n; ++m)
     if (done[static_cast<std::size_t>(m)])

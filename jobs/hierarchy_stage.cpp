@@ -67,6 +67,13 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
     hierarchy.classes.push_back(s.classes);
   }
   const Config base = source ? source->config : c.config;
+  check_layer_names(c, spec, base);
+  // Sub-classifiers are selected and coarse labels remapped in memory.
+  if (c.config.data.read == DataRead::shards)
+    throw ConfigError(
+        fmt::format("{}: transfer.hierarchical relabels and selects samples in "
+                    "memory: set data.read: memory",
+                    c.config.file));
   const std::string head = head_of(base.layers);
   if (head.empty())
     throw ConfigError(
@@ -141,6 +148,11 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
               TrainingJob t;
               if (job == coarse_job) {
                 t.config = model_config(c, spec, base, supers, phase_dir(c, "first") / "0", 0);
+                if (!pretrained) {
+                  // Nothing to keep: a coarse classifier from scratch learns everywhere.
+                  t.config.training.freeze.clear();
+                  t.config.training.lr_groups.clear();
+                }
                 t.data = &coarse_data;
                 if (pretrained)
                   t.prepare = [&](Trainer& trainer) {

@@ -162,7 +162,8 @@ int dispatch(int argc, char** argv, int world_size) {
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
-  if (*plan_cmd) return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node, plan_overrides);
+  if (*plan_cmd)
+    return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node, plan_overrides);
   if (*inspect_cmd) return strata::inspect_command(inspect_path);
   if (*sbatch_cmd) return strata::sbatch_command(sbatch);
   if (*report_cmd) return strata::report_command(report_dir, report_out);

@@ -25,8 +25,9 @@ nlohmann::json in_run(const std::string& subdirectory, nlohmann::json item) {
       item[key] = (std::filesystem::path(subdirectory) / item[key].get<std::string>())
                       .lexically_normal()
                       .string();
-  if (item.is_object() && item.contains("members"))
-    for (auto& member : item["members"]) member = in_run(subdirectory, member);
+  for (const char* list : {"members", "sub_classifiers"})
+    if (item.is_object() && item.contains(list))
+      for (auto& member : item[list]) member = in_run(subdirectory, member);
   return item;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/clock.hpp"
+#include "core/errors.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/run_output.hpp"
@@ -75,6 +76,7 @@ std::vector<bool> run_training_queue(
     const std::function<std::string(int id)>& describe) {
   const Topology& topology = c.topology;
   const bool coordinator = topology.world_rank() == 0;
+  if (count == 0) return {};
   // The queue is a grid over one integer: trial i is training i.
   SearchSpace space;
   space.params.push_back(ParamSpec{what, ParamKind::integer, 0.0, double(count - 1), {}});
@@ -92,27 +94,39 @@ std::vector<bool> run_training_queue(
                  count - finished);
     }
   }
-  run_trials(
-      topology, search,
-      [&](const Trial& trial, const std::function<void()>& serve) {
-        return run(static_cast<int>(std::lround(trial.genome[0])), serve);
-      },
-      [&](const Trial& trial, const TrialOutcome& o) {
-        log->append(trial, o);
-        ++finished;
-        fmt::print(
-            "[{}] {} on group {}: {} | {}/{} done\n", what, describe(trial.id), o.member_group,
-            o.status == TrialStatus::ok ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s",
-                                                      o.val_accuracy, o.test_accuracy, o.seconds)
-                                        : fmt::format("{}: {}", to_string(o.status), o.reason),
-            finished, count);
-        std::fflush(stdout);
-      },
-      Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+  // A stop signal throws Interrupted on the groups it stopped mid-training and on the coordinator;
+  // the other ranks return. All of them learn it here, before the collectives below, and leave
+  // together.
+  std::string stopped;
+  try {
+    run_trials(
+        topology, search,
+        [&](const Trial& trial, const std::function<void()>& serve) {
+          return run(static_cast<int>(std::lround(trial.genome[0])), serve);
+        },
+        [&](const Trial& trial, const TrialOutcome& o) {
+          log->append(trial, o);
+          ++finished;
+          fmt::print(
+              "[{}] {} on group {}: {} | {}/{} done\n", what, describe(trial.id), o.member_group,
+              o.status == TrialStatus::ok ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s",
+                                                        o.val_accuracy, o.test_accuracy, o.seconds)
+                                          : fmt::format("{}: {}", to_string(o.status), o.reason),
+              finished, count);
+          std::fflush(stdout);
+        },
+        Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+  } catch (const Interrupted& e) {
+    stopped = e.what();
+  }
+  if (topology.world().allreduce_max(stopped.empty() ? 0 : 1) > 0)
+    throw Interrupted(stopped.empty() ? fmt::format("the {} stage stopped on a signal", what)
+                                      : stopped);
   // What the coordinator's search knows, on every rank.
   std::vector<int> done(static_cast<std::size_t>(count), 0);
   if (coordinator)
-    for (const Trial& t : search.trials()) done[static_cast<std::size_t>(t.id)] = t.failed ? 0 : 1;
+    for (const Trial& t : search.trials())
+      done[static_cast<std::size_t>(t.id)] = t.reported && !t.failed ? 1 : 0;
   std::string text;
   for (int d : done) text += d != 0 ? '1' : '0';
   topology.world().broadcast_string(text, 0);

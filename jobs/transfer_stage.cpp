@@ -30,7 +30,8 @@ std::filesystem::path jobs_dir(const StageContext& c) {
 std::set<std::string> head_layers(const TransferSpec& spec, const Config& model) {
   std::set<std::string> head;
   for (const auto& h : spec.head) head.insert(h.name);
-  if (head.empty() && !spec.classes.empty())
+  // A new label set resizes the last layer with parameters: it cannot take the old weights.
+  if (!spec.classes.empty())
     for (auto it = model.layers.rbegin(); it != model.layers.rend(); ++it)
       if (it->kind == LayerKind::dense || it->kind == LayerKind::conv2d) {
         head.insert(it->name);
@@ -39,8 +40,8 @@ std::set<std::string> head_layers(const TransferSpec& spec, const Config& model)
   return head;
 }
 
-// Every layer the spec names exists in the pretrained model: a ConfigError at the name otherwise,
-// the same on every rank before anything collective.
+}  // namespace
+
 void check_layer_names(const StageContext& c, const TransferSpec& spec, const Config& model) {
   std::set<std::string> names;
   std::string known;
@@ -70,6 +71,8 @@ void check_layer_names(const StageContext& c, const TransferSpec& spec, const Co
           c.config.file, spec.pretrained_mark.line, spec.pretrained_mark.column));
   }
 }
+
+namespace {
 
 // Training `job` (fine-tuned or from scratch) on the stage's data, a new label set if it has one;
 // both start from the same seed, so the head starts alike. The baseline freezes nothing.

@@ -28,6 +28,11 @@ struct PretrainedSource {
 Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const Config& base,
                           int classes, const std::filesystem::path& dir, std::uint64_t seed);
 
+// Every layer the spec names (freeze, head, lr_groups) exists in `model`, and a new label set has a
+// last dense layer to resize: a ConfigError at the name otherwise, alike on every rank before
+// anything collective.
+void check_layer_names(const StageContext& c, const TransferSpec& spec, const Config& model);
+
 // Collective over the world. Returns, on world rank 0, the <stage>.model artifact (paths
 // relative to the stage's directory).
 nlohmann::json transfer_stage(const StageContext& context, const TransferSpec& spec,

@@ -633,9 +633,10 @@ output: {dir: "runs/${STRATA_TEST_RUN}/x${STRATA_TEST_EMPTY:-e}"}
         "t.yaml:2:15: '${1X}': expected ${NAME} or ${NAME:-default} with NAME a variable name");
 }
 
-TEST_CASE("--set overrides are typed and checked like the file, and name themselves in errors",
+TEST_CASE("overrides (--set) are typed and checked like the file, and name themselves in errors",
           "[config][overrides]") {
-  const std::string yaml = with_data(R"(model: {layers: [flatten, {dense: {units: 8}}, {dense: {units: 10}}]}
+  const std::string yaml =
+      with_data(R"(model: {layers: [flatten, {dense: {units: 8}}, {dense: {units: 10}}]}
 training: {epochs: 2}
 )");
   const Config c = parse_config(yaml, "o.yaml",
