@@ -398,14 +398,7 @@ TrainingConfig parse_training(const MapReader& m) {
   m.allow_only(known);
   TrainingConfig t;
   if (auto groups = m.get("lr_groups")) t.lr_groups = parse_lr_groups(*groups);
-  if (auto f = m.get("freeze")) {
-    if (!f->node().IsSequence())
-      f->fail(fmt::format("expected a list of layer names, got {}", f->found()));
-    for (std::size_t i = 0; i < f->node().size(); ++i) {
-      const Reader name = f->item(i, f->node()[i]);
-      t.freeze.push_back({name.as_nonempty_string(), name.mark()});
-    }
-  }
+  if (auto f = m.get("freeze")) t.freeze = parse_layer_names(*f);
   read(m, "epochs", t.epochs, at_least_1);
   read(m, "local_batch", t.local_batch, at_least_1);
   if (auto o = m.get("optimizer")) t.optimizer = parse_optimizer(MapReader(*o));

@@ -337,6 +337,11 @@ Config instantiate(const Config& base, const std::map<std::string, std::string>&
 std::string trial_config_text(const Config& base, const std::map<std::string, std::string>& values,
                               const std::string& output_dir);
 
+// A plain config file that trains `config` as a stage built it: trial_config_text of its source
+// with the values a stage sets in the struct written in (run.seed; training.epochs, local_batch
+// and optimizer.lr; data.classes and samples_per_class; the last dense layer's units).
+std::string trained_config_text(const Config& config);
+
 // The search space of the config's hpo stage, empty when it has none.
 const std::vector<SearchParamSpec>& search_space(const Config& config);
 

@@ -221,6 +221,29 @@ std::string trial_config_text(const Config& base, const std::map<std::string, st
   return std::string(out.c_str()) + "\n";
 }
 
+std::string trained_config_text(const Config& config) {
+  YAML::Node root = YAML::Load(trial_config_text(config, {}, config.output.dir));
+  root["run"]["seed"] = config.run.seed;
+  root["training"]["epochs"] = config.training.epochs;
+  root["training"]["local_batch"] = config.training.local_batch;
+  root["training"]["optimizer"]["lr"] = config.training.optimizer.lr;
+  if (!config.data.classes.empty()) root["data"]["classes"] = config.data.classes;
+  if (config.data.samples_per_class > 0)
+    root["data"]["samples_per_class"] = config.data.samples_per_class;
+  // The last dense layer as the struct has it (resized for a new label set).
+  YAML::Node layers = root["model"]["layers"];
+  for (auto it = config.layers.rbegin(); it != config.layers.rend(); ++it)
+    if (it->kind == LayerKind::dense) {
+      const auto index = static_cast<std::size_t>(it.base() - config.layers.begin() - 1);
+      if (index < layers.size() && layers[index].IsMap() && layers[index]["dense"])
+        layers[index]["dense"]["units"] = it->units;
+      break;
+    }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
 const char* to_string(SearchAlgorithm algorithm) {
   for (const auto& c : config_reader::algorithm_choices)
     if (c.value == algorithm) return c.name.data();  // the names are literals, so NUL-terminated

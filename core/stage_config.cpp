@@ -101,9 +101,11 @@ EnsembleSpec parse_ensemble(const MapReader& m) {
   return e;
 }
 
+}  // namespace
+
 std::vector<FrozenLayer> parse_layer_names(const Reader& at) {
-  if (!at.node().IsSequence() || at.node().size() == 0)
-    at.fail(fmt::format("expected a non-empty list of layer names, got {}", at.found()));
+  if (!at.node().IsSequence())
+    at.fail(fmt::format("expected a list of layer names, got {}", at.found()));
   std::vector<FrozenLayer> names;
   for (std::size_t i = 0; i < at.node().size(); ++i) {
     const Reader name = at.item(i, at.node()[i]);
@@ -111,6 +113,8 @@ std::vector<FrozenLayer> parse_layer_names(const Reader& at) {
   }
   return names;
 }
+
+namespace {
 
 // "hpo.best", "train2.model": a stage name, a dot, an artifact; anything else is a file path.
 bool names_artifact(const std::string& text) {

@@ -14,6 +14,9 @@ std::vector<StageSpec> parse_stages(const Reader& list);
 void read_stage_parallel(const Reader& list, const ParallelConfig& run,
                          std::vector<StageSpec>& stages);
 
+// A list of layer names, each with its place in the file (training.freeze, transfer.head).
+std::vector<FrozenLayer> parse_layer_names(const Reader& at);
+
 // training.lr_groups' list of {layers: [names], lr_scale: x} (config.cpp).
 std::vector<LrGroup> parse_lr_groups(const Reader& at);
 

@@ -5,7 +5,6 @@
 #include <optional>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "core/atomic_file.hpp"
 #include "core/clock.hpp"
@@ -75,16 +74,6 @@ Config member_config(const StageContext& c, const EnsembleSpec& spec,
   return config;
 }
 
-// The member's config as a plain config file that trains it again (the variation aside).
-std::string member_config_text(const Config& config) {
-  YAML::Node root = YAML::Load(trial_config_text(config, {}, config.output.dir));
-  root["run"]["seed"] = config.run.seed;
-  root["training"]["epochs"] = config.training.epochs;
-  YAML::Emitter out;
-  out << root;
-  return std::string(out.c_str()) + "\n";
-}
-
 // The data member `m` trains and is judged on: the stage's, resampled or masked for its
 // variation (held in `own`), or the stage's as it is.
 const TrainingData& member_data(const StageContext& c, const EnsembleSpec& spec, const Member& m,
@@ -147,7 +136,7 @@ TrainingJob member_job(const StageContext& c, const EnsembleSpec& spec,
     const auto dir = member_dir(c, m.index);
     write_predictions(dir / "predictions.h5", p);
     write_text_atomically(dir / "config.yaml",
-                          member_config_text(member_config(c, spec, bases, m)));
+                          trained_config_text(member_config(c, spec, bases, m)));
     write_text_atomically(dir / "member.json", member_json(c, spec, bases, m).dump(2) + "\n");
   };
   return job;

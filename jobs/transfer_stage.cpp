@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <yaml-cpp/yaml.h>
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
@@ -89,28 +88,6 @@ Config job_config(const StageContext& c, const TransferSpec& spec, const Pretrai
     config.training.lr_groups.clear();
   }
   return config;
-}
-
-// The job's config as a plain config file: what `strata predict` needs for its weights.
-std::string job_config_text(const Config& config, const TransferSpec& spec) {
-  YAML::Node root = YAML::Load(trial_config_text(config, {}, config.output.dir));
-  root["run"]["seed"] = config.run.seed;
-  root["training"]["epochs"] = config.training.epochs;
-  root["training"]["local_batch"] = config.training.local_batch;
-  root["training"]["optimizer"]["lr"] = config.training.optimizer.lr;
-  if (!spec.classes.empty()) {
-    root["data"]["classes"] = spec.classes;
-    YAML::Node layers = root["model"]["layers"];
-    for (std::size_t i = layers.size(); i-- > 0;)
-      if (layers[i].IsMap() && layers[i]["dense"]) {
-        layers[i]["dense"]["units"] = spec.classes.size();
-        break;
-      }
-  }
-  if (spec.samples_per_class > 0) root["data"]["samples_per_class"] = spec.samples_per_class;
-  YAML::Emitter out;
-  out << root;
-  return std::string(out.c_str()) + "\n";
 }
 
 nlohmann::json job_result(const std::filesystem::path& dir,
@@ -198,10 +175,10 @@ nlohmann::json transfer_stage(const StageContext& c, const TransferSpec& spec,
                   load_pretrained(weights, trainer.model(), head);
                   trainer.broadcast_weights();
                 };
-              t.finish = [&c, &spec, config = t.config](Trainer&) {
+              t.finish = [&c, config = t.config](Trainer&) {
                 if (c.topology.member().rank() == 0)
                   write_text_atomically(std::filesystem::path(config.output.dir) / "config.yaml",
-                                        job_config_text(config, spec));
+                                        trained_config_text(config));
               };
               return t;
             },

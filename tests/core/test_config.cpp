@@ -2,6 +2,7 @@
 // file:line:column, key path and wording of every kind of configuration error.
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -29,9 +30,9 @@ std::string with_data(const std::string& yaml) {
 // The what() of the ConfigError that parsing `yaml` throws; fails the test if none is thrown.
 // Other exception types propagate and fail the test too: every config problem must be a
 // ConfigError so that it maps to the usage exit code.
-std::string error_of(const std::string& yaml) {
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   try {
-    parse_config(with_data(yaml), "t.yaml");
+    parse_config(with_data(yaml), "t.yaml", overrides);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -648,13 +649,7 @@ training: {epochs: 2}
   CHECK(c.output.dir == "runs/o");
   CHECK(c.overrides.size() == 4);
   const auto error = [&](const std::string& override_text) {
-    try {
-      parse_config(yaml, "o.yaml", {override_text});
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    FAIL("no ConfigError for --set " << override_text);
-    return std::string();
+    return error_of(yaml, {override_text});
   };
   CHECK(error("training.epochs=many") ==
         "--set training.epochs=many: training.epochs: expected an integer, got 'many'");
