@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -411,12 +412,18 @@ constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
     {"none", LrScaling::none},
 }};
 
+constexpr std::array<Choice<RankLayout>, 2> layout_choices{{
+    {"members", RankLayout::members},
+    {"data", RankLayout::data},
+}};
+
 }  // namespace
 
 ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig p) {
   static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
                                                "memory_per_rank_mib", "bucket_mib", "lr_scaling",
-                                               "accumulate",          "watchdog_s"};
+                                               "accumulate",          "watchdog_s",
+                                               "layout"};
   m.allow_only(known);
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
   read(m, "model", p.model, at_least_0);
@@ -430,6 +437,7 @@ ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig 
   else
     read(m, "accumulate", p.accumulate, at_least_1);
   read(m, "watchdog_s", p.watchdog_s, non_negative);
+  read(m, "layout", p.layout, layout_choices, "layout");
   return p;
 }
 
@@ -440,6 +448,7 @@ OutputConfig parse_output(const MapReader& m) {
   m.allow_only(known);
   OutputConfig out;
   read(m, "dir", out.dir);
+  if (auto d = m.get("dir")) out.dir_mark = d->mark();
   read(m, "progress_seconds", out.progress_seconds, positive);
   return out;
 }
@@ -489,6 +498,14 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
+// Relative input paths are read from the config file's directory, so that a config means the same
+// from any working directory (a job script's, each task's of a job array).
+std::string relative_to_config(const std::string& file, const std::string& path) {
+  const std::filesystem::path p(path);
+  if (path.empty() || p.is_absolute()) return path;
+  return (std::filesystem::path(file).parent_path() / p).lexically_normal().string();
+}
+
 // The sections other than stages, from a tree whose "$name" references are already replaced.
 Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   const Reader root(root_node, "", to_source_mark(root_node.Mark(), {1, 1}), file);
@@ -500,6 +517,7 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   // An objective needs no data; a model with layers does.
   if (auto d = top.get("data"); d || !config.objective)
     config.data = parse_data(MapReader(top.require("data")));
+  config.data.path = relative_to_config(file, config.data.path);
   if (auto t = top.get("training")) {
     config.training = parse_training(MapReader(*t));
     for (const auto& group : config.training.lr_groups)
@@ -608,6 +626,9 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
   // Stages first: an hpo stage defines the search parameters the other sections may refer to.
   std::vector<StageSpec> stages{StageSpec{}};
   if (auto s = top.get("stages")) stages = parse_stages(*s);
+  for (auto& stage : stages)
+    if (auto* transfer = std::get_if<TransferSpec>(&stage.settings))
+      transfer->pretrained_path = relative_to_config(file, transfer->pretrained_path);
   std::vector<SearchParamSpec> space;
   for (const auto& stage : stages)
     if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) space = hpo->space;

@@ -70,7 +70,7 @@ struct SyntheticSpec {
 
 struct DataConfig {
   DataSource source = DataSource::hdf5;
-  std::string path;                  // HDF5 file (source: hdf5), relative to the working directory
+  std::string path;  // HDF5 file (source: hdf5); a relative path is read from the config's directory
   double validation_fraction = 0.1;  // held out of /train, in [0, 0.5]
   int train_subset = 0;              // use only the first N training samples; 0 = all
   int test_subset = 0;               // use only the first N test samples; 0 = all
@@ -141,6 +141,7 @@ struct RunSection {
 struct OutputConfig {
   std::string dir = "runs/out";
   double progress_seconds = 10.0;  // at most this long between progress lines
+  SourceMark dir_mark;             // of output.dir, for errors about the directory
 };
 
 // When a run writes checkpoints (README "Checkpoints and restart"). Every epoch, generation and
@@ -155,6 +156,11 @@ struct CheckpointConfig {
 
 enum class LrScaling { none, linear };
 
+// What ranks beyond one training's bound buy: more member groups (independent trainings: search
+// trials, ensemble members, or copies of a train stage), or, with `data`, one group whose replicas
+// take every rank (a config error when that would exceed max_global_batch).
+enum class RankLayout { members, data };
+
 // How ranks are laid out and how a member group trains together (DESIGN §3-4).
 struct ParallelConfig {
   int max_global_batch = 0;  // bound on D x local_batch; 0 = local_batch (no data parallelism)
@@ -165,7 +171,8 @@ struct ParallelConfig {
   LrScaling lr_scaling = LrScaling::linear;
   int accumulate = 1;  // micro-batches per optimizer step; 0 = auto: as many as keep K*D*b <= bound
   double watchdog_s = 300.0;  // report a rank waiting this long in one MPI operation; 0 = off
-  SourceMark mark;            // of the parallel section, for planner errors
+  RankLayout layout = RankLayout::members;
+  SourceMark mark;  // of the parallel section, for planner errors
 };
 
 enum class StageKind { train, hpo, ensemble, transfer };

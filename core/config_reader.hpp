@@ -184,6 +184,11 @@ class Reader {
     const std::string& text = plain_scalar("an integer");
     const auto value = parse_integer(text);
     if (!value) fail(fmt::format("expected an integer, got {}", found()));
+    // The limit goes into the message: "a positive integer" alone does not say that 2^31 is too
+    // large.
+    if (*value > range.max && range.max == std::numeric_limits<int>::max())
+      fail(fmt::format("expected {}, got {}, above the largest allowed, {}", describe(range), text,
+                       range.max));
     if (*value < range.min || *value > range.max)
       fail(fmt::format("expected {}, got {}", describe(range), text));
     return static_cast<int>(*value);

@@ -1,6 +1,8 @@
 #include "core/config_tree.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <string_view>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -13,6 +15,43 @@ namespace {
 
 [[noreturn]] void fail_at(const std::string& file, const YAML::Mark& mark, const std::string& why) {
   throw ConfigError(fmt::format("{}:{}:{}: {}", file, mark.line + 1, mark.column + 1, why));
+}
+
+// The offset of the first byte that does not belong to a well-formed UTF-8 sequence (overlong
+// forms, surrogates and code points above U+10FFFF included), or npos. YAML is UTF-8, and a stray
+// Latin-1 byte would otherwise reach directory names and the JSON journals.
+std::size_t first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t length = 0;
+    unsigned min_next = 0x80, max_next = 0xBF;  // the allowed range of the second byte
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) min_next = 0xA0;  // overlong
+      if (lead == 0xED) max_next = 0x9F;  // surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) min_next = 0x90;  // overlong
+      if (lead == 0xF4) max_next = 0x8F;  // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      const unsigned lo = k == 1 ? min_next : 0x80, hi = k == 1 ? max_next : 0xBF;
+      if (next < lo || next > hi) return i;
+    }
+    i += length;
+  }
+  return std::string_view::npos;
 }
 
 // ${NAME} and ${NAME:-default} in `text`, as a shell expands them (an empty variable takes the
@@ -59,8 +98,14 @@ std::string expand(const std::string& text, const std::string& file, const YAML:
 
 void expand_tree(YAML::Node node, const std::string& file) {
   if (node.IsScalar()) {
-    if (node.Scalar().find("${") != std::string::npos)
-      node = expand(node.Scalar(), file, node.Mark());
+    if (node.Scalar().find("${") == std::string::npos) return;
+    const std::string expanded = expand(node.Scalar(), file, node.Mark());
+    if (first_invalid_utf8(expanded) != std::string_view::npos)
+      fail_at(file, node.Mark(),
+              fmt::format("'{}' expands to bytes that are not UTF-8 (an environment variable "
+                          "holds them)",
+                          node.Scalar()));
+    node = expanded;
     return;
   }
   if (node.IsSequence())
@@ -154,6 +199,19 @@ void apply_override(YAML::Node root, const std::string& text) {
 
 YAML::Node load_config_tree(const std::string& text, const std::string& file,
                             const std::vector<std::string>& overrides) {
+  if (const std::size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+    const std::size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const std::size_t column_start = line_start == std::string::npos ? 0 : line_start + 1;
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n');
+    throw ConfigError(fmt::format(
+        "{}:{}:{}: byte 0x{:02X} is not UTF-8: a config must be UTF-8 text (convert it, e.g. "
+        "iconv -f latin1 -t utf-8)",
+        file, line, bad - column_start + 1, static_cast<unsigned char>(text[bad])));
+  }
+  for (const auto& o : overrides)
+    if (const std::size_t bad = first_invalid_utf8(o); bad != std::string_view::npos)
+      throw ConfigError(fmt::format("--set {}: byte 0x{:02X} at character {} is not UTF-8", o,
+                                    static_cast<unsigned char>(o[bad]), bad + 1));
   YAML::Node root;
   try {
     root = YAML::Load(text);

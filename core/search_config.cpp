@@ -3,6 +3,7 @@
 #include "core/config_tree.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 namespace strata::config_reader {
@@ -216,6 +217,10 @@ std::string trial_config_text(const Config& base, const std::map<std::string, st
   config_reader::substitute(root, values);
   root.remove("stages");
   root["output"]["dir"] = output_dir;
+  // The file is written elsewhere than the config it comes from: its data path must not depend on
+  // where it lies.
+  if (!base.data.path.empty())
+    root["data"]["path"] = std::filesystem::absolute(base.data.path).lexically_normal().string();
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";

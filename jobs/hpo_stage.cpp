@@ -376,12 +376,6 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     }
     fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
                to_string(spec.algorithm), space.params.size(), groups);
-    // A generation is a barrier: groups beyond its size have nothing to do.
-    if (spec.algorithm == SearchAlgorithm::genetic && spec.population < groups)
-      fmt::print(
-          "[hpo] note: a generation of {} trials leaves {} of the {} member groups idle; a "
-          "population of {} or more (better, several times that) keeps every group busy\n",
-          spec.population, groups - spec.population, groups, groups);
     std::fflush(stdout);
   }
   const int planned = planned_trainings(spec, space);

@@ -23,6 +23,7 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
   if (config.objective) {
     fmt::print("model: the {} function in {} dimensions\n", config.objective->name,
                config.objective->dims);
+    for (const auto& stage : make_stages(config)) fmt::print("{}", stage->layout_note(config, plan));
     return 0;
   }
   fmt::print(
@@ -33,10 +34,14 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
   // Stages with their own parallel block are planned on their own (artifact references are
   // checked here too, as `strata run` does before it starts).
   const auto stages = make_stages(config);
-  for (std::size_t i = 0; i < stages.size(); ++i)
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const Plan stage_plan =
+        config.stages[i].parallel ? stages[i]->plan(config, ranks, per_node) : plan;
     if (config.stages[i].parallel)
       fmt::print("stage {} ({}) with its own parallel block:\n{}", i + 1, stages[i]->name(),
-                 describe(stages[i]->plan(config, ranks, per_node)));
+                 describe(stage_plan));
+    fmt::print("{}", stages[i]->layout_note(config, stage_plan));
+  }
   return 0;
 }
 

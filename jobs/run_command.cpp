@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/config.hpp"
+#include "core/config_tree.hpp"
 #include "core/errors.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
@@ -60,8 +61,13 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
     }
   }
   world.broadcast_string(problem, 0);
-  if (!problem.empty()) throw ConfigError(problem);
-  return output;
+  if (problem.empty()) return output;
+  const SourceMark at = config.output.dir_mark;
+  if (at.line == 0) throw ConfigError(fmt::format("output.dir (default): {}", problem));
+  // A directory an override set is named by the override.
+  throw ConfigError(attribute_to_override(
+      fmt::format("{}:{}:{}: output.dir: {}", config.file, at.line, at.column, problem),
+      config.file, config.overrides));
 }
 
 // Where the run as a whole stands: the stage it is in, the member groups that stage had in the
@@ -187,6 +193,8 @@ int run_command(const RunOptions& options) {
     fmt::print("[run] {} from {}, seed {}, output {}\n[plan] {}", config.run.name, config.file,
                config.run.seed, config.output.dir, describe_plans(pipeline, plans));
     top->write_text("plan.txt", describe_plans(pipeline, plans));
+    for (std::size_t i = 0; i < pipeline.size(); ++i)
+      fmt::print("{}", pipeline[i]->layout_note(config, plans[i]));
     if (top->resuming())
       fmt::print("[run] resuming in {}: stage {}/{}{}\n", top->dir().string(),
                  std::min(state.stage + 1, stages), stages,

@@ -1,5 +1,9 @@
 #include "jobs/run_output.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -50,12 +54,35 @@ RunOutput RunOutput::inside_checked_run(const fs::path& dir) {
   return output;
 }
 
+namespace {
+
+// Why `dir` cannot be created: the nearest ancestor that exists is a file, or one the process may
+// not write into.
+std::string why_not_created(const fs::path& dir, const std::error_code& error) {
+  std::error_code ec;
+  fs::path existing = fs::absolute(dir, ec).parent_path();
+  while (!existing.empty() && existing != existing.root_path() && !fs::exists(existing, ec))
+    existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec))
+    return fmt::format("{} is a file, not a directory", existing.string());
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("no permission to create entries in {} ({})", existing.string(),
+                       std::generic_category().message(errno));
+  return error.message();
+}
+
+}  // namespace
+
 void RunOutput::create_directory() const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw DataError(
-        fmt::format("cannot create output directory {}: {}", dir_.string(), ec.message()));
+    throw DataError(fmt::format("cannot create output directory {}: {}", dir_.string(),
+                                why_not_created(dir_, ec)));
+  // Found now rather than at the first checkpoint, hours into the run.
+  if (::access(dir_.c_str(), W_OK | X_OK) != 0)
+    throw DataError(fmt::format("output directory {} is not writable: {}", dir_.string(),
+                                std::generic_category().message(errno)));
 }
 
 void RunOutput::write_text(const std::string& name, const std::string& text) const {

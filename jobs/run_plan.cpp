@@ -124,6 +124,7 @@ PlanRequest request_from(const Config& config, int world_size, int ranks_per_nod
   request.fixed_data = p.data;
   request.accumulate = p.accumulate;
   request.ranks_per_node = ranks_per_node;
+  request.one_group = p.layout == RankLayout::data;
   return request;
 }
 

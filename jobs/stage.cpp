@@ -38,6 +38,17 @@ class TrainStage final : public Stage {
   TrainStage(std::string name, bool first, const StageSpec& spec)
       : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override { return {name() + ".model"}; }
+  // Nothing idles here: every group trains a copy, which a user who wanted one training with more
+  // ranks would not expect.
+  std::string layout_note(const Config& run, const Plan& plan) const override {
+    const Config c = config(run);
+    if (plan.groups == 1 || c.parallel.layout == RankLayout::data) return "";
+    return fmt::format(
+        "note: stage {}: G = {} member groups train {} independent copies of this config (seeds "
+        "derived from run.seed), each in {}/members/<m>/; parallel.layout: data gives every rank "
+        "to one training instead\n",
+        name(), plan.groups, plan.groups, c.output.dir);
+  }
   void run(const StageContext& context, Artifacts& artifacts) override {
     train_stage(context);
     nlohmann::json members = nlohmann::json::array();
@@ -61,6 +72,14 @@ class HpoStage final : public Stage {
       : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override {
     return {name() + ".best", name() + ".top_k"};
+  }
+  std::optional<int> concurrent_trainings(const Config& /*run*/) const override {
+    const auto& h = std::get<HpoSpec>(spec().settings);
+    int most = h.algorithm == SearchAlgorithm::genetic ? h.population
+               : h.algorithm == SearchAlgorithm::random ? h.trials
+                                                        : 0;
+    if (h.max_trainings > 0) most = most > 0 ? std::min(most, h.max_trainings) : h.max_trainings;
+    return most > 0 ? std::optional(most) : std::nullopt;
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
     hpo_stage(context, std::get<HpoSpec>(spec().settings));
@@ -86,6 +105,20 @@ class EnsembleStage final : public Stage {
   EnsembleStage(std::string name, bool first, const StageSpec& spec)
       : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override { return {name() + ".members"}; }
+  std::optional<int> concurrent_trainings(const Config& run) const override {
+    const EnsembleSpec& e = settings();
+    int bases = 1;
+    if (e.from && !e.from->name.ends_with(".best")) {
+      bases = e.members;
+      if (bases == 0)
+        for (const auto& stage : run.stages)
+          if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) bases = hpo->keep_top;
+    }
+    const int variations = !e.feature_subsets.empty()
+                               ? static_cast<int>(e.feature_subsets.size())
+                               : std::max({1, e.seeds, e.bagging});
+    return std::max(bases, 1) * variations;
+  }
   std::vector<Read> reads() const override {
     const auto& from = settings().from;
     if (!from) return {};
@@ -136,6 +169,12 @@ class TransferStage final : public Stage {
   TransferStage(std::string name, bool first, const StageSpec& spec)
       : Stage(std::move(name), first, spec) {}
   std::vector<std::string> publishes() const override { return {name() + ".model"}; }
+  std::optional<int> concurrent_trainings(const Config& /*run*/) const override {
+    const TransferSpec& t = settings();
+    // A hierarchy trains the coarse and the flat model, then one sub-classifier per super-class.
+    if (!t.hierarchy.empty()) return std::max(2, static_cast<int>(t.hierarchy.size()));
+    return t.compare_scratch ? 2 : 1;
+  }
   std::vector<Read> reads() const override {
     const auto& from = settings().pretrained_artifact;
     if (!from) return {};
@@ -159,7 +198,7 @@ class TransferStage final : public Stage {
   PretrainedSource source(const StageContext& c, const Artifacts& artifacts) const {
     const TransferSpec& spec = settings();
     if (!spec.pretrained_artifact) {
-      // A file path, relative to the working directory as data.path is.
+      // A file path, relative to the config file's directory as data.path is.
       if (!std::filesystem::exists(spec.pretrained_path))
         throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", c.config.file,
                                       spec.pretrained_mark.line, spec.pretrained_mark.column,
@@ -203,6 +242,15 @@ void check_reads(const Config& config, const Stage& stage, const std::set<std::s
 }
 
 }  // namespace
+
+std::string Stage::layout_note(const Config& run, const Plan& plan) const {
+  const auto most = concurrent_trainings(run);
+  if (!most || *most >= plan.groups) return "";
+  return fmt::format(
+      "note: stage {} runs at most {} training(s) at once, so {} of the G = {} member groups will "
+      "be idle; {} ranks (G = {}) would do the same work\n",
+      name(), *most, plan.groups - *most, plan.groups, *most * plan.group_size(), *most);
+}
 
 Plan Stage::plan(const Config& run, int world_size, int ranks_per_node) const {
   return plan_run(config(run), world_size, ranks_per_node);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,15 @@ class Stage {
     std::string purpose;  // "an ensemble's members come from"
   };
   virtual std::vector<Read> reads() const { return {}; }
+  // The most trainings it can keep busy at once, where that is fewer than any number of member
+  // groups (a generation's population, an ensemble's members); nullopt: no such limit.
+  virtual std::optional<int> concurrent_trainings(const Config& /*run*/) const {
+    return std::nullopt;
+  }
+  // What a user would not expect from `plan` for this stage, as lines: member groups it leaves
+  // idle (by default, from concurrent_trainings), or extra ranks that became independent
+  // trainings. Empty when nothing.
+  virtual std::string layout_note(const Config& run, const Plan& plan) const;
   // Collective over the world. Throws Interrupted after checkpointing on a stop signal. On world
   // rank 0 it publishes its artifacts into `artifacts` (which holds, on every rank, what earlier
   // stages published).

@@ -12,14 +12,22 @@ std::string mib(std::int64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
+// "; N ranks would work (or M)": the multiples of `unit` nearest to n, for a request that needs
+// a multiple of it.
+std::string nearest_rank_counts(int n, int unit) {
+  const int below = n / unit * unit, above = below + unit;
+  if (below < 1) return fmt::format("; the nearest rank count that works is {}", above);
+  return fmt::format("; the nearest rank counts that work are {} and {}", below, above);
+}
+
 int choose_model(const PlanRequest& r, std::vector<std::string>& reasons) {
   const int n = r.world_size;
   if (r.fixed_model > 0) {
     if (n % r.fixed_model != 0)
       throw ConfigError(
           fmt::format("parallel.model: {} ranks cannot be split into model groups of {} shards ({} "
-                      "is not a multiple of {})",
-                      n, r.fixed_model, n, r.fixed_model));
+                      "is not a multiple of {}){}",
+                      n, r.fixed_model, n, r.fixed_model, nearest_rank_counts(n, r.fixed_model)));
     reasons.push_back(fmt::format("M = {}: fixed by parallel.model", r.fixed_model));
     return r.fixed_model;
   }
@@ -61,10 +69,30 @@ int choose_data(const PlanRequest& r, int model, int bound, int b,
                       r.fixed_data, b, r.fixed_data * b, bound));
     if (n % (r.fixed_data * model) != 0)
       throw ConfigError(fmt::format(
-          "parallel.data: {} ranks cannot be split into groups of D x M = {} x {} = {} ranks", n,
-          r.fixed_data, model, r.fixed_data * model));
+          "parallel.data: {} ranks cannot be split into groups of D x M = {} x {} = {} ranks{}", n,
+          r.fixed_data, model, r.fixed_data * model,
+          nearest_rank_counts(n, r.fixed_data * model)));
+    if (r.one_group && n != r.fixed_data * model)
+      throw ConfigError(fmt::format(
+          "parallel.layout: data puts every rank into one training, but parallel.data fixes D x M "
+          "= {} x {} = {} ranks, not {}; start {} ranks, or leave parallel.data out",
+          r.fixed_data, model, r.fixed_data * model, n, r.fixed_data * model));
     reasons.push_back(fmt::format("D = {}: fixed by parallel.data", r.fixed_data));
     return r.fixed_data;
+  }
+  if (r.one_group) {
+    const int d = n / model;
+    if (d * b > bound)
+      throw ConfigError(fmt::format(
+          "parallel.layout: data puts every rank into one training: D = {} ranks / M = {} = {} "
+          "replicas x {} samples per step = global batch {}, above parallel.max_global_batch {}; "
+          "at most {} ranks fit one training (or raise max_global_batch, or use layout: members "
+          "for more trainings)",
+          n, model, d, b, d * b, bound, bound / b * model));
+    reasons.push_back(fmt::format(
+        "D = {}: parallel.layout: data gives every rank to one training ({} x {} <= {})", d, d, b,
+        bound));
+    return d;
   }
   int best = 1;
   for (int d = 1; d * b <= bound && d * model <= n; ++d)

@@ -20,13 +20,16 @@ struct PlanRequest {
   std::int64_t split_bytes = 0;  // the part of model_bytes in layers marked `split`: / M per rank
   std::int64_t memory_per_rank_bytes = 0;  // 0: no limit
   int ranks_per_node = 0;                  // 0: all ranks on one node
+  bool one_group = false;  // every rank in one member group (parallel.layout: data): G = 1
 };
 
 // Chooses G, D and M by DESIGN §3:
 //   M: the fixed value, else the smallest divisor of N whose shard of the model fits the memory
 //   limit; D: the fixed value, else the largest D with D*b <= B such that D*M divides N; G = N /
 //   (D*M): extra ranks become more member groups, never a larger batch.
-// Throws ConfigError with the actual numbers when no layout exists. It is pure arithmetic on the
+// With one_group, D = N / M instead (an error when D x b exceeds B).
+// Throws ConfigError with the actual numbers, and the nearest rank counts that would work, when no
+// layout exists. It is pure arithmetic on the
 // request, so every rank that calls it with the same request fails the same way before any
 // collective.
 Plan make_plan(const PlanRequest& request);

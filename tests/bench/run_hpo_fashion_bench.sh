@@ -33,7 +33,7 @@ grep -q 'algorithm: genetic' "$config" && grep -q '^  seed: 1$' "$config" && [ -
 for seed in $seeds; do
   for kind in genetic random; do
     cfg="$work/$kind-$seed.yaml"
-    sed -e "s|^  seed: 1$|  seed: $seed|" -e "s|path: data/|path: $root/data/|" \
+    sed -e "s|^  seed: 1$|  seed: $seed|" -e "s|path: \.\./data/|path: $root/data/|" \
         -e "s|dir: runs/fashion_hpo|dir: $work/$kind-$seed|" -e '/^ *target: /d' "$config" > "$cfg"
     # Random search: the same space and budget, without the genetic settings (strata rejects them).
     [ "$kind" = random ] && sed -i -e "s/algorithm: genetic/algorithm: random\n      trials: $budget/" \

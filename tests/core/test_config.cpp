@@ -96,7 +96,7 @@ stages: [train, {train: {}}]
   CHECK(c.run.threads == 2);
 
   CHECK(c.data.source == strata::DataSource::hdf5);
-  CHECK(c.data.path == "../data/fashion_mnist.h5");  // stored as written, not resolved
+  CHECK(c.data.path == "data/fashion_mnist.h5");  // read from the config file's directory, configs/
   CHECK(c.data.validation_fraction == 0.2);
   CHECK(c.data.train_subset == 1000);
   CHECK(c.data.test_subset == 200);
@@ -302,8 +302,14 @@ TEST_CASE("out-of-range values report the allowed range and the value as written
   CHECK(error_of("run:\n  seed: 18446744073709551616\n" + model) ==
         "t.yaml:2:9: run.seed: expected an integer in [0, 18446744073709551615], got "
         "18446744073709551616");
+  // Beyond int, the message gives the limit: "a positive integer" alone does not say 2^31 is too
+  // large.
   CHECK(error_of("run:\n  threads: 99999999999\n" + model) ==
-        "t.yaml:2:12: run.threads: expected a non-negative integer, got 99999999999");
+        "t.yaml:2:12: run.threads: expected a non-negative integer, got 99999999999, above the "
+        "largest allowed, 2147483647");
+  CHECK(error_of("training:\n  epochs: 1000000000000\n" + model) ==
+        "t.yaml:2:11: training.epochs: expected a positive integer, got 1000000000000, above the "
+        "largest allowed, 2147483647");
   CHECK(error_of("data:\n  source: synthetic\n  synthetic: {classes: 300}\n" + model) ==
         "t.yaml:3:24: data.synthetic.classes: expected an integer in [2, 256], got 300");
   CHECK(error_of("model:\n  layers:\n    - dropout: {rate: 1.0}\n") ==
@@ -663,4 +669,53 @@ training: {epochs: 2}
   CHECK(error("epochs") == "--set epochs: expected key.path=value, e.g. training.epochs=3");
   CHECK(error("training..epochs=3") ==
         "--set training..epochs=3: expected key.path=value, e.g. training.epochs=3");
+}
+
+TEST_CASE("a config must be UTF-8: the first other byte is an error at its line and column",
+          "[config][errors]") {
+  // Latin-1 'e acute' (0xE9) in a value on line 2, column 12.
+  CHECK(error_of("run:\n  name: caf\xE9\nmodel: {layers: [relu]}\n") ==
+        "t.yaml:2:12: byte 0xE9 is not UTF-8: a config must be UTF-8 text (convert it, e.g. iconv "
+        "-f latin1 -t utf-8)");
+  // In a comment too, and in a choice of the search space, where it would reach the journal.
+  CHECK(error_of("# \xFF\nmodel: {layers: [relu]}\n").starts_with("t.yaml:1:3: byte 0xFF"));
+  // Overlong forms and surrogates are not UTF-8 either; well-formed multi-byte text is.
+  CHECK(error_of("run: {name: \"\xC0\xAF\"}\nmodel: {layers: [relu]}\n")
+            .starts_with("t.yaml:1:14: byte 0xC0"));
+  CHECK(error_of("run: {name: \"\xED\xA0\x80\"}\nmodel: {layers: [relu]}\n")
+            .starts_with("t.yaml:1:14: byte 0xED"));
+  const Config ok = parse_config(
+      with_data("run: {name: \"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80\"}\nmodel: {layers: [relu]}\n"),
+      "t.yaml");
+  CHECK(ok.run.name == "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80");
+  CHECK(error_of("model: {layers: [relu]}\n", {"run.name=x\xFF"}) ==
+        "--set run.name=x\xFF: byte 0xFF at character 11 is not UTF-8");
+  ::setenv("STRATA_TEST_LATIN1", "\xE9t\xE9", 1);
+  CHECK(error_of("run: {name: \"${STRATA_TEST_LATIN1}\"}\nmodel: {layers: [relu]}\n") ==
+        "t.yaml:1:13: '${STRATA_TEST_LATIN1}' expands to bytes that are not UTF-8 (an environment "
+        "variable holds them)");
+}
+
+TEST_CASE("relative input paths are read from the config file's directory", "[config][paths]") {
+  const std::string yaml = "data: {path: ../data/d.h5}\nmodel: {layers: [relu]}\n";
+  CHECK(parse_config(yaml, "configs/a.yaml").data.path == "data/d.h5");
+  CHECK(parse_config(yaml, "/site/project/configs/a.yaml").data.path == "/site/project/data/d.h5");
+  CHECK(parse_config(yaml, "a.yaml").data.path == "../data/d.h5");  // the working directory's
+  CHECK(parse_config("data: {path: /abs/d.h5}\nmodel: {layers: [relu]}\n", "configs/a.yaml")
+            .data.path == "/abs/d.h5");
+  // Outputs stay relative to the working directory: one config, a directory per job.
+  CHECK(parse_config(yaml + "output: {dir: runs/x}\n", "configs/a.yaml").output.dir == "runs/x");
+  const Config transfer = parse_config(
+      yaml + "stages:\n  - transfer: {pretrained: ../w/weights.h5}\n", "configs/a.yaml");
+  CHECK(std::get<strata::TransferSpec>(transfer.stages.front().settings).pretrained_path ==
+        "w/weights.h5");
+}
+
+TEST_CASE("parallel.layout chooses members or data", "[config]") {
+  const std::string model = "model: {layers: [relu]}\n";
+  CHECK(parse_config(with_data(model), "t.yaml").parallel.layout == strata::RankLayout::members);
+  CHECK(parse_config(with_data("parallel: {layout: data}\n" + model), "t.yaml").parallel.layout ==
+        strata::RankLayout::data);
+  CHECK(error_of("parallel: {layout: wide}\n" + model) ==
+        "t.yaml:1:20: parallel.layout: unknown layout 'wide' (known: members, data)");
 }

@@ -53,4 +53,35 @@ expect_exit 2 'ck.yaml:[0-9]+:[0-9]+: checkpoint.keep: keep at least 2 checkpoin
 write_synthetic_config "$work/ck_out" > ck2.yaml
 printf 'checkpoint: {signal: KILL}\n' >> ck2.yaml
 expect_exit 2 "ck2.yaml:[0-9]+:[0-9]+: checkpoint.signal: unknown signal 'KILL' \(known: USR1, USR2, TERM, INT, HUP\)" -- "$STRATA" run ck2.yaml
+# Configs are UTF-8: a Latin-1 byte is an error at its line and column, before any directory is made.
+printf 'run: {name: caf\xe9}\ndata: {source: synthetic}\nmodel: {layers: [flatten, {dense: {units: 10}}]}\noutput: {dir: latin_out}\n' > latin1.yaml
+expect_exit 2 'latin1.yaml:1:16: byte 0xE9 is not UTF-8' -- "$STRATA" run latin1.yaml
+[ ! -e latin_out ] || { echo "FAIL: a Latin-1 config created its output directory"; fails=$((fails + 1)); }
+# Integers beyond int say the limit.
+write_synthetic_config "$work/big_out" | sed 's/epochs: [0-9]*/epochs: 1000000000000/' > big.yaml
+expect_exit 2 'big.yaml:[0-9]+:[0-9]+: training.epochs: expected a positive integer, got 1000000000000, above the largest allowed, 2147483647' -- \
+  "$STRATA" run big.yaml
+# Output directory problems say what is wrong, at output.dir's line: a parent that is a file, a
+# directory the user may not write (checked as an unprivileged user: root writes anywhere).
+write_synthetic_config "plain_file/out" > under_file.yaml
+touch plain_file
+expect_exit 2 'under_file.yaml:[0-9]+:[0-9]+: output.dir: cannot create output directory plain_file/out: .*plain_file is a file, not a directory' -- \
+  "$STRATA" run under_file.yaml
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  mkdir -p locked && chmod 755 locked "$work" && chmod 644 under_file.yaml
+  write_synthetic_config "locked/out" > locked.yaml && chmod 644 locked.yaml
+  expect_exit 2 'locked.yaml:[0-9]+:[0-9]+: output.dir: cannot create output directory locked/out: no permission to create entries in .*locked \(Permission denied\)' -- \
+    runuser -u nobody -- "$STRATA" run locked.yaml
+  expect_exit 2 '^strata: config error: --set output.dir=locked: output.dir: output directory locked is not writable: Permission denied' -- \
+    runuser -u nobody -- "$STRATA" run locked.yaml --set output.dir=locked
+fi
+# Relative data paths are read from the config's directory, whatever the working directory.
+mkdir -p project/configs project/data && cp "$work/full.h5" project/data/fm.h5
+cat > project/configs/rel.yaml <<YAML
+data: {path: ../data/fm.h5, train_subset: 256, test_subset: 128}
+model: {layers: [flatten, {dense: {units: 10}}]}
+training: {epochs: 1}
+output: {dir: rel_out}
+YAML
+expect_exit 0 'done' -- bash -c "cd / && '$STRATA' run '$work/project/configs/rel.yaml' --set output.dir='$work/rel_out'"
 finish

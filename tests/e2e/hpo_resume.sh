@@ -10,7 +10,7 @@ root="$PWD"
 cd "$work"
 
 # A genetic search of 3 generations of 8 on one-rank groups; trials checkpoint every 10 steps.
-sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: out|" \
+sed -e "s|path: \.\./data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: out|" \
     -e 's/generations: 9/generations: 3/' -e 's/population: 10/population: 8/' \
     -e '/target: /d' -e '/max_trainings: /d' -e 's/progress_seconds: 10/progress_seconds: 100/' \
     -e 's/train_subset: 20000/train_subset: 6000/' -e 's/test_subset: 2000/test_subset: 500/' \

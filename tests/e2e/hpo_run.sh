@@ -22,9 +22,9 @@ expect_exit 0 '\[hpo\] 164 trainings in .*stopped: generations' -- "$MPIEXEC" -n
 expect_exit 0 '\[hpo\] generation 10/10 done in [0-9.]+s: best' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml --fresh
 sed -e 's/population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/population: 3, generations: 2, elites: 1/' \
     -e "s|dir: $work/function|dir: $work/small_population|" function.yaml > small_population.yaml
-expect_exit 0 'a generation of 3 trials leaves 1 of the 4 member groups idle' -- "$MPIEXEC" -n 4 "$STRATA" run small_population.yaml
+expect_exit 0 'runs at most 3 training\(s\) at once, so 1 of the G = 4 member groups will be idle' -- "$MPIEXEC" -n 4 "$STRATA" run small_population.yaml
 
-sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: $work/fashion|" \
+sed -e "s|path: \.\./data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: $work/fashion|" \
     -e 's/generations: 9/generations: 2/' -e 's/population: 10/population: 4/' \
     -e '/target: /d' -e '/max_trainings: /d' \
     -e 's/train_subset: 20000/train_subset: 3000/' -e 's/test_subset: 2000/test_subset: 500/' \

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
 root="$PWD"
 cd "$work"
-sed -e "s|path: data/|path: $root/data/|" -e "s|dir: runs/parallel|dir: $work/out|" \
+sed -e "s|path: \.\./data/|path: $root/data/|" -e "s|dir: runs/parallel|dir: $work/out|" \
     -e 's/validation_fraction: 0.1/validation_fraction: 0.1\n  train_subset: 2560\n  test_subset: 500/' \
     -e 's/epochs: 2/epochs: 1/' "$root/configs/parallel.yaml" > parallel.yaml
 

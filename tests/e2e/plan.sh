@@ -13,6 +13,31 @@ sed 's/max_global_batch: 64/max_global_batch: 64, model: 3/' plan.yaml > bad_mod
 expect_exit 2 'bad_model.yaml:[0-9]+:[0-9]+: parallel.model: 8 ranks cannot be split into model groups of 3 shards' -- \
   "$STRATA" plan bad_model.yaml --ranks 8
 expect_exit 2 'ranks' -- "$STRATA" plan plan.yaml --ranks 0
+# An impossible request suggests the rank counts that would work.
+sed 's/max_global_batch: 64/max_global_batch: 64, data: 2/' plan.yaml > fixed_data.yaml
+for n in 3 5 7; do
+  expect_exit 2 "fixed_data.yaml:[0-9]+:[0-9]+: parallel.data: $n ranks cannot be split into groups of D x M = 2 x 1 = 2 ranks; the nearest rank counts that work are $((n - 1)) and $((n + 1))" -- \
+    "$STRATA" plan fixed_data.yaml --ranks $n
+done
+# Extra ranks on a train stage become independent copies, and plan says so; layout: data gives them
+# to one training instead, up to the bound.
+expect_exit 0 'note: stage train: G = 4 member groups train 4 independent copies of this config' -- \
+  "$STRATA" plan plan.yaml --ranks 8
+sed 's/max_global_batch: 64/max_global_batch: 64, layout: data/' plan.yaml > one_group.yaml
+expect_exit 0 '2 ranks = G 1 member groups x D 2 data replicas' -- "$STRATA" plan one_group.yaml --ranks 2
+expect_exit 2 'one_group.yaml:[0-9]+:[0-9]+: parallel.layout: data puts every rank into one training: D = 8 ranks / M = 1 = 8 replicas x 32 samples per step = global batch 256, above parallel.max_global_batch 64; at most 2 ranks fit one training' -- \
+  "$STRATA" plan one_group.yaml --ranks 8
+if "$STRATA" plan one_group.yaml --ranks 2 | grep -q 'independent copies'; then
+  echo "FAIL: layout: data still notes independent copies"; fails=$((fails + 1))
+fi
+# A population of 10 on 2048 ranks: 2038 groups would idle, and plan says so.
+cat > small_search.yaml <<YAML
+run: {name: rastrigin, seed: 3}
+model: {objective: rastrigin, dims: 4}
+stages: [{hpo: {population: 10, generations: 3}}]
+YAML
+expect_exit 0 'note: stage hpo runs at most 10 training\(s\) at once, so 2038 of the G = 2048 member groups will be idle; 10 ranks \(G = 10\) would do the same work' -- \
+  "$STRATA" plan small_search.yaml --ranks 2048
 # A searched width: M is chosen so that the largest model a trial can build fits memory_per_rank_mib
 # (at units 100000, 6.9 M parameters x 12 bytes = 79 MiB; at the first value, 4 units, a few KiB).
 cat > searched.yaml <<YAML

@@ -1,5 +1,6 @@
 // The bounded-batch planner: its choices, its bound, its layout formula and its error messages.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "core/errors.hpp"
 #include "parallel/planner.hpp"
@@ -165,11 +166,21 @@ TEST_CASE("impossible requests name the numbers", "[planner]") {
   r.fixed_model = 4;
   CHECK(error_of(r) ==
         "parallel.model: 6 ranks cannot be split into model groups of 4 shards (6 is not a "
-        "multiple of 4)");
+        "multiple of 4); the nearest rank counts that work are 4 and 8");
+  r = request(3, 32, 256);
+  r.fixed_model = 4;
+  CHECK(error_of(r).ends_with("; the nearest rank count that works is 4"));
   r = request(6, 32, 256);
   r.fixed_data = 4;
   CHECK(error_of(r) ==
-        "parallel.data: 6 ranks cannot be split into groups of D x M = 4 x 1 = 4 ranks");
+        "parallel.data: 6 ranks cannot be split into groups of D x M = 4 x 1 = 4 ranks; the "
+        "nearest rank counts that work are 4 and 8");
+  for (int n : {3, 5, 7}) {
+    r = request(n, 32, 256);
+    r.fixed_data = 2;
+    CHECK(error_of(r).ends_with(fmt::format("the nearest rank counts that work are {} and {}",
+                                            n - 1, n + 1)));
+  }
   r = request(8, 32, 64);
   r.fixed_data = 4;
   CHECK(error_of(r) ==
@@ -187,4 +198,33 @@ TEST_CASE("describe lists the groups and the reasons", "[planner]") {
           "8 ranks = G 4 member groups x D 2 data replicas x M 1 model shards; global batch 128"));
   CHECK_THAT(text, Catch::Contains("D = 2: the largest D with D x 64 <= 128"));
   CHECK_THAT(text, Catch::Contains("group 3: ranks 6-7 on node 1"));
+}
+
+TEST_CASE("layout data puts every rank into one group, within the bound", "[planner]") {
+  PlanRequest r = request(4, 32, 128);
+  r.one_group = true;
+  Plan p = make_plan(r);
+  CHECK(p.groups == 1);
+  CHECK(p.data == 4);
+  // Without it the same request gives the largest D under the bound, and more groups for more
+  // ranks; with it, ranks beyond the bound are an error that says how many fit.
+  r = request(8, 32, 128);
+  CHECK(make_plan(r).groups == 2);
+  r.one_group = true;
+  CHECK(error_of(r) ==
+        "parallel.layout: data puts every rank into one training: D = 8 ranks / M = 1 = 8 replicas "
+        "x 32 samples per step = global batch 256, above parallel.max_global_batch 128; at most 4 "
+        "ranks fit one training (or raise max_global_batch, or use layout: members for more "
+        "trainings)");
+  r = request(8, 32, 512);
+  r.one_group = true;
+  r.fixed_model = 2;
+  p = make_plan(r);
+  CHECK(p.groups == 1);
+  CHECK(p.data == 4);
+  CHECK(p.model == 2);
+  r.fixed_data = 2;
+  CHECK(error_of(r) ==
+        "parallel.layout: data puts every rank into one training, but parallel.data fixes D x M = 2 "
+        "x 2 = 4 ranks, not 8; start 4 ranks, or leave parallel.data out");
 }
