@@ -6,8 +6,8 @@
 #include <charconv>
 #include <cmath>
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -23,6 +23,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/config_names.hpp"
 #include "core/config_reader.hpp"
 #include "core/config_tree.hpp"
 #include "core/errors.hpp"
@@ -36,29 +37,6 @@ using namespace config_reader;
 
 // ---------------------------------------------------------------------------------------------
 // Sections
-
-constexpr std::array<Choice<InitKind>, 4> init_choices{{
-    {"he", InitKind::he},
-    {"glorot", InitKind::glorot},
-    {"zeros", InitKind::zeros},
-    {"uniform_fan_in", InitKind::uniform_fan_in},
-}};
-
-constexpr std::array<Choice<DataSource>, 2> source_choices{{
-    {"hdf5", DataSource::hdf5},
-    {"synthetic", DataSource::synthetic},
-}};
-
-constexpr std::array<Choice<OptimizerKind>, 2> optimizer_choices{{
-    {"sgd", OptimizerKind::sgd},
-    {"adam", OptimizerKind::adam},
-}};
-
-constexpr std::array<Choice<ScheduleKind>, 3> schedule_choices{{
-    {"constant", ScheduleKind::constant},
-    {"step", ScheduleKind::step},
-    {"cosine", ScheduleKind::cosine},
-}};
 
 RunSection parse_run(const MapReader& m) {
   static constexpr std::string_view known[] = {"name", "seed", "threads"};
@@ -83,11 +61,6 @@ SyntheticSpec parse_synthetic(const MapReader& m) {
   read(m, "width", s.width, at_least_1);
   return s;
 }
-
-constexpr std::array<Choice<DataRead>, 2> read_choices{{
-    {"memory", DataRead::memory},
-    {"shards", DataRead::shards},
-}};
 
 }  // namespace
 
@@ -136,13 +109,13 @@ DataConfig parse_data(const MapReader& m) {
   DataConfig data;
   if (auto c = m.get("classes")) data.classes = parse_class_list(*c);
   read(m, "samples_per_class", data.samples_per_class, at_least_0);
-  read(m, "source", data.source, source_choices, "data source");
+  read(m, "source", data.source, EnumNames<DataSource>::choices, "data source");
   read(m, "path", data.path);
   read(m, "validation_fraction", data.validation_fraction, NumRange{0.0, 0.5});
   read(m, "train_subset", data.train_subset, at_least_0);
   read(m, "test_subset", data.test_subset, at_least_0);
   if (auto s = m.get("synthetic")) data.synthetic = parse_synthetic(MapReader(*s));
-  read(m, "read", data.read, read_choices, "read mode");
+  read(m, "read", data.read, EnumNames<DataRead>::choices, "read mode");
   if (data.source == DataSource::synthetic && data.read == DataRead::shards)
     m.get("read")->fail("shards reads an HDF5 file; synthetic data lives in memory");
   if (data.source == DataSource::hdf5 && !m.get("path"))
@@ -223,15 +196,10 @@ void read_layer_params(const MapReader& params, LayerSpec& spec) {
   read(params, "size", spec.size, at_least_1);
   read(params, "rate", spec.rate, zero_to_one_open);
   read(params, "alpha", spec.alpha, non_negative);
-  read(params, "init", spec.init, init_choices, "init");
+  read(params, "init", spec.init, EnumNames<InitKind>::choices, "init");
   read(params, "name", spec.name);
 }
 
-constexpr std::array<Choice<SplitKind>, 3> split_choices{{
-    {"none", SplitKind::none},
-    {"column", SplitKind::column},
-    {"row", SplitKind::row},
-}};
 constexpr std::array<Choice<SplitKind>, 2> conv_split_choices{{
     {"none", SplitKind::none},
     {"column", SplitKind::column},
@@ -252,7 +220,7 @@ ParsedLayer parse_layer(const Reader& item, std::size_t index) {
   if (info.kind == LayerKind::conv2d)
     read(params, "split", spec.split, conv_split_choices, "split");
   else
-    read(params, "split", spec.split, split_choices, "split");
+    read(params, "split", spec.split, EnumNames<SplitKind>::choices, "split");
 
   if (info.kind == LayerKind::dense) params.require("units");
   if (info.kind == LayerKind::conv2d) {
@@ -348,7 +316,7 @@ void parse_model(const MapReader& m, Config& config) {
 
 OptimizerSpec parse_optimizer(const MapReader& m) {
   OptimizerSpec opt;
-  read(m, "type", opt.kind, optimizer_choices, "optimizer type");
+  read(m, "type", opt.kind, EnumNames<OptimizerKind>::choices, "optimizer type");
 
   static constexpr std::string_view sgd_keys[] = {"type", "lr", "momentum", "nesterov",
                                                   "weight_decay"};
@@ -374,7 +342,7 @@ OptimizerSpec parse_optimizer(const MapReader& m) {
 
 ScheduleSpec parse_schedule(const MapReader& m) {
   ScheduleSpec s;
-  read(m, "type", s.kind, schedule_choices, "schedule type");
+  read(m, "type", s.kind, EnumNames<ScheduleKind>::choices, "schedule type");
 
   static constexpr std::string_view constant_keys[] = {"type", "warmup_epochs"};
   static constexpr std::string_view step_keys[] = {"type", "warmup_epochs", "step_epochs", "gamma"};
@@ -407,37 +375,26 @@ TrainingConfig parse_training(const MapReader& m) {
   return t;
 }
 
-constexpr std::array<Choice<LrScaling>, 2> lr_scaling_choices{{
-    {"linear", LrScaling::linear},
-    {"none", LrScaling::none},
-}};
-
-constexpr std::array<Choice<RankLayout>, 2> layout_choices{{
-    {"members", RankLayout::members},
-    {"data", RankLayout::data},
-}};
-
 }  // namespace
 
 ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig p) {
   static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
                                                "memory_per_rank_mib", "bucket_mib", "lr_scaling",
-                                               "accumulate",          "watchdog_s",
-                                               "layout"};
+                                               "accumulate",          "watchdog_s", "layout"};
   m.allow_only(known);
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
   read(m, "model", p.model, at_least_0);
   read(m, "data", p.data, at_least_0);
   read(m, "memory_per_rank_mib", p.memory_per_rank_mib, non_negative);
   read(m, "bucket_mib", p.bucket_mib, non_negative);
-  read(m, "lr_scaling", p.lr_scaling, lr_scaling_choices, "lr_scaling");
+  read(m, "lr_scaling", p.lr_scaling, EnumNames<LrScaling>::choices, "lr_scaling");
   // "auto" lets the planner pick K; a number fixes it.
   if (auto k = m.get("accumulate"); k && k->node().IsScalar() && k->node().Scalar() == "auto")
     p.accumulate = 0;
   else
     read(m, "accumulate", p.accumulate, at_least_1);
   read(m, "watchdog_s", p.watchdog_s, non_negative);
-  read(m, "layout", p.layout, layout_choices, "layout");
+  read(m, "layout", p.layout, EnumNames<RankLayout>::choices, "layout");
   return p;
 }
 
@@ -698,12 +655,6 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 const char* to_string(LayerKind kind) {
   for (const auto& info : layer_kinds)
     if (info.kind == kind) return info.name.data();  // the names are literals, so NUL-terminated
-  return "unknown";
-}
-
-const char* to_string(InitKind kind) {
-  for (const auto& c : init_choices)
-    if (c.value == kind) return c.name.data();
   return "unknown";
 }
 

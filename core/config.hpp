@@ -353,10 +353,6 @@ std::string trained_config_text(const Config& config);
 const std::vector<SearchParamSpec>& search_space(const Config& config);
 
 const char* to_string(LayerKind kind);
-const char* to_string(InitKind kind);
-const char* to_string(SearchAlgorithm algorithm);
-const char* to_string(StageKind kind);
-const char* to_string(CombinerKind kind);
 
 // The config a stage runs: `config` with the stage's parallel block in place of the run's.
 Config stage_config(const Config& config, const StageSpec& stage);

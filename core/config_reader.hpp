@@ -19,6 +19,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/config.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 
 namespace strata::config_reader {
@@ -100,12 +101,6 @@ inline std::optional<double> parse_number(std::string_view text) {
   if (ec != std::errc{} || ptr != end || !std::isfinite(value)) return std::nullopt;
   return value;
 }
-
-template <class E>
-struct Choice {
-  std::string_view name;
-  E value;
-};
 
 template <class E, std::size_t N>
 std::string choice_names(const std::array<Choice<E>, N>& choices) {

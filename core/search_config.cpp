@@ -1,5 +1,6 @@
 #include "core/search_config.hpp"
 
+#include "core/config_names.hpp"
 #include "core/config_tree.hpp"
 
 #include <cmath>
@@ -9,19 +10,6 @@
 namespace strata::config_reader {
 
 namespace {
-
-constexpr std::array<Choice<SearchAlgorithm>, 3> algorithm_choices{{
-    {"genetic", SearchAlgorithm::genetic},
-    {"random", SearchAlgorithm::random},
-    {"grid", SearchAlgorithm::grid},
-}};
-
-constexpr std::array<Choice<SearchParamKind>, 4> param_kind_choices{{
-    {"uniform", SearchParamKind::uniform},
-    {"log_uniform", SearchParamKind::log_uniform},
-    {"int", SearchParamKind::integer},
-    {"choice", SearchParamKind::choice},
-}};
 
 // "lr: {log_uniform: [1.0e-4, 0.1]}" or "optimizer: {choice: [sgd, adam]}".
 SearchParamSpec parse_param(const std::string& name, const Reader& at) {
@@ -35,7 +23,7 @@ SearchParamSpec parse_param(const std::string& name, const Reader& at) {
   p.name = name;
   p.mark = at.mark();
   p.kind = at.with(kind_at.node(), at.path(), kind_at.mark())
-               .as_choice(param_kind_choices, "parameter type");
+               .as_choice(EnumNames<SearchParamKind>::choices, "parameter type");
   const YAML::Node& list = range_at.node();
   if (!list.IsSequence()) range_at.fail(fmt::format("expected a list, got {}", range_at.found()));
   if (p.kind == SearchParamKind::choice) {
@@ -115,7 +103,7 @@ HpoSpec parse_hpo(const MapReader& m) {
       "trial_timeout_s", "keep_top",    "parallel"};
   m.allow_only(known);
   HpoSpec h;
-  read(m, "algorithm", h.algorithm, algorithm_choices, "search algorithm");
+  read(m, "algorithm", h.algorithm, EnumNames<SearchAlgorithm>::choices, "search algorithm");
   if (auto space = m.get("space"))
     h.space = parse_space(*space);  // a function objective brings its own
   read(m, "population", h.population, IntRange{2});
@@ -247,12 +235,6 @@ std::string trained_config_text(const Config& config) {
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
-}
-
-const char* to_string(SearchAlgorithm algorithm) {
-  for (const auto& c : config_reader::algorithm_choices)
-    if (c.value == algorithm) return c.name.data();  // the names are literals, so NUL-terminated
-  return "unknown";
 }
 
 }  // namespace strata

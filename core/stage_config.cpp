@@ -13,19 +13,6 @@ namespace strata::config_reader {
 
 namespace {
 
-constexpr std::array<Choice<StageKind>, 4> stage_choices{{
-    {"train", StageKind::train},
-    {"hpo", StageKind::hpo},
-    {"ensemble", StageKind::ensemble},
-    {"transfer", StageKind::transfer},
-}};
-
-constexpr std::array<Choice<CombinerKind>, 3> combiner_choices{{
-    {"mean", CombinerKind::mean},
-    {"weighted", CombinerKind::weighted},
-    {"vote", CombinerKind::vote},
-}};
-
 // "[begin, end)" of a row or column range, 0 <= begin < end.
 std::pair<int, int> parse_range(const Reader& at) {
   const YAML::Node& list = at.node();
@@ -81,7 +68,7 @@ EnsembleSpec parse_ensemble(const MapReader& m) {
     e.combiners.clear();
     for (std::size_t i = 0; i < list->node().size(); ++i) {
       const Reader item = list->item(i, list->node()[i]);
-      const CombinerKind kind = item.as_choice(combiner_choices, "combiner");
+      const CombinerKind kind = item.as_choice(EnumNames<CombinerKind>::choices, "combiner");
       if (std::find(e.combiners.begin(), e.combiners.end(), kind) != e.combiners.end())
         item.fail(fmt::format("'{}' is listed twice", to_string(kind)));
       e.combiners.push_back(kind);
@@ -178,7 +165,7 @@ StageSpec parse_stage(const Reader& item) {
   StageSpec stage;
   stage.mark = item.mark();
   if (item.node().IsScalar()) {
-    const StageKind kind = item.as_choice(stage_choices, "stage");
+    const StageKind kind = item.as_choice(EnumNames<StageKind>::choices, "stage");
     if (kind != StageKind::train)
       item.fail(fmt::format("the {0} stage needs its settings: '- {0}: {{...}}'", to_string(kind)));
     return stage;
@@ -190,8 +177,8 @@ StageSpec parse_stage(const Reader& item) {
     item.fail(fmt::format("expected one stage per list item, got {} keys ({})", entries.size(),
                           fmt::join(entries.keys(), ", ")));
   const auto [key_at, params_at] = entries.first_entry();
-  const StageKind kind =
-      item.with(key_at.node(), item.path(), key_at.mark()).as_choice(stage_choices, "stage");
+  const StageKind kind = item.with(key_at.node(), item.path(), key_at.mark())
+                             .as_choice(EnumNames<StageKind>::choices, "stage");
   const MapReader params(params_at);
   switch (kind) {
     case StageKind::train:
@@ -239,18 +226,6 @@ void read_stage_parallel(const Reader& list, const ParallelConfig& run,
 }  // namespace strata::config_reader
 
 namespace strata {
-
-const char* to_string(StageKind kind) {
-  for (const auto& c : config_reader::stage_choices)
-    if (c.value == kind) return c.name.data();  // the names are literals, so NUL-terminated
-  return "unknown";
-}
-
-const char* to_string(CombinerKind kind) {
-  for (const auto& c : config_reader::combiner_choices)
-    if (c.value == kind) return c.name.data();
-  return "unknown";
-}
 
 Config stage_config(const Config& config, const StageSpec& stage) {
   Config out = config;

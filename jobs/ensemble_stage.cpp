@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/clock.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5_file.hpp"
 #include "core/rng.hpp"

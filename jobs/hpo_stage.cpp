@@ -15,6 +15,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/clock.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "core/rng.hpp"
 #include "core/trainer.hpp"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "jobs/ensemble_stage.hpp"
 #include "jobs/hierarchy_stage.hpp"
@@ -75,7 +76,7 @@ class HpoStage final : public Stage {
   }
   std::optional<int> concurrent_trainings(const Config& /*run*/) const override {
     const auto& h = std::get<HpoSpec>(spec().settings);
-    int most = h.algorithm == SearchAlgorithm::genetic ? h.population
+    int most = h.algorithm == SearchAlgorithm::genetic  ? h.population
                : h.algorithm == SearchAlgorithm::random ? h.trials
                                                         : 0;
     if (h.max_trainings > 0) most = most > 0 ? std::min(most, h.max_trainings) : h.max_trainings;
@@ -114,9 +115,8 @@ class EnsembleStage final : public Stage {
         for (const auto& stage : run.stages)
           if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) bases = hpo->keep_top;
     }
-    const int variations = !e.feature_subsets.empty()
-                               ? static_cast<int>(e.feature_subsets.size())
-                               : std::max({1, e.seeds, e.bagging});
+    const int variations = !e.feature_subsets.empty() ? static_cast<int>(e.feature_subsets.size())
+                                                      : std::max({1, e.seeds, e.bagging});
     return std::max(bases, 1) * variations;
   }
   std::vector<Read> reads() const override {

@@ -1,5 +1,6 @@
 #include "parallel/communicator.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -373,6 +374,37 @@ void Communicator::broadcast_string(std::string& text, int root) const {
   const auto [blocking_text, start_text] =
       bcast(text.data(), count(text.size(), op), MPI_CHAR, root, comm_);
   collective(op, blocking_text, start_text);
+}
+
+std::vector<std::string> Communicator::allgather_strings(const std::string& mine) const {
+  const char* op = "MPI_Allgather";
+  // Padded to the longest, so that one fixed-size allgather carries them all.
+  const int longest = allreduce_max(count(mine.size(), op));
+  std::vector<char> padded(static_cast<std::size_t>(longest), '\0');
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  std::vector<char> all(padded.size() * static_cast<std::size_t>(size()));
+  std::vector<int> lengths(static_cast<std::size_t>(size()));
+  const int length = static_cast<int>(mine.size());
+  const MPI_Comm c = live(op);
+  collective(
+      op, [&] { return MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, c); },
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, c, r);
+      });
+  collective(
+      op,
+      [&] {
+        return MPI_Allgather(padded.data(), longest, MPI_CHAR, all.data(), longest, MPI_CHAR, c);
+      },
+      [&](MPI_Request* r) {
+        return MPI_Iallgather(padded.data(), longest, MPI_CHAR, all.data(), longest, MPI_CHAR, c,
+                              r);
+      });
+  std::vector<std::string> out;
+  for (int k = 0; k < size(); ++k)
+    out.emplace_back(all.data() + static_cast<std::size_t>(k) * padded.size(),
+                     static_cast<std::size_t>(lengths[static_cast<std::size_t>(k)]));
+  return out;
 }
 
 // ---- point to point

@@ -22,6 +22,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/tensor.hpp"
 #include "parallel/watchdog.hpp"
@@ -157,6 +158,8 @@ class Communicator {
   void broadcast(Tensor& t, int root) const { broadcast(t.values(), root); }
   // Root's string (any bytes, any length) replaces `text` on every rank.
   void broadcast_string(std::string& text, int root) const;
+  // Every rank's string (any bytes, any length), in rank order, on every rank.
+  std::vector<std::string> allgather_strings(const std::string& mine) const;
 
   // ---- point to point ----
   void send(std::span<const float> values, int dest, int tag) const;

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/config.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 
 using strata::Config;
@@ -252,6 +253,19 @@ TEST_CASE("to_string names layer and init kinds as the YAML spells them", "[conf
   CHECK(std::string(strata::to_string(strata::LayerKind::conv2d)) == "conv2d");
   CHECK(std::string(strata::to_string(strata::InitKind::glorot)) == "glorot");
   CHECK(std::string(strata::to_string(strata::InitKind::zeros)) == "zeros");
+  // One table serves reading and writing: every name to_string writes reads back as its value.
+  const auto round_trips = [](const auto& choices) {
+    for (const auto& c : choices) {
+      const std::string yaml = std::string(strata::to_string(c.value));
+      if (yaml != c.name) return false;
+    }
+    return true;
+  };
+  CHECK(round_trips(strata::EnumNames<strata::OptimizerKind>::choices));
+  CHECK(round_trips(strata::EnumNames<strata::RankLayout>::choices));
+  CHECK(round_trips(strata::EnumNames<strata::SearchParamKind>::choices));
+  CHECK(std::string(strata::to_string(strata::SearchParamKind::integer)) == "int");
+  CHECK(std::string(strata::to_string(strata::StageKind::ensemble)) == "ensemble");
 }
 
 TEST_CASE("malformed YAML, an empty file and a non-map top level are errors", "[config][errors]") {

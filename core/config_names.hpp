@@ -1,0 +1,109 @@
+// The one table of names for the config's enums: the YAML reader takes them, to_string writes them
+// (run.json, logs, reports), so a name is spelled in one place.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+#include "core/config.hpp"
+
+namespace strata {
+
+template <class E>
+struct Choice {
+  std::string_view name;
+  E value;
+};
+
+// Specialised for every enum a config spells by name: `choices` lists its names in the order the
+// error messages show them.
+template <class E>
+struct EnumNames;
+
+template <>
+struct EnumNames<InitKind> {
+  static constexpr std::array<Choice<InitKind>, 4> choices{
+      {{"he", InitKind::he},
+       {"glorot", InitKind::glorot},
+       {"zeros", InitKind::zeros},
+       {"uniform_fan_in", InitKind::uniform_fan_in}}};
+};
+template <>
+struct EnumNames<DataSource> {
+  static constexpr std::array<Choice<DataSource>, 2> choices{
+      {{"hdf5", DataSource::hdf5}, {"synthetic", DataSource::synthetic}}};
+};
+template <>
+struct EnumNames<DataRead> {
+  static constexpr std::array<Choice<DataRead>, 2> choices{
+      {{"memory", DataRead::memory}, {"shards", DataRead::shards}}};
+};
+template <>
+struct EnumNames<OptimizerKind> {
+  static constexpr std::array<Choice<OptimizerKind>, 2> choices{
+      {{"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}}};
+};
+template <>
+struct EnumNames<ScheduleKind> {
+  static constexpr std::array<Choice<ScheduleKind>, 3> choices{
+      {{"constant", ScheduleKind::constant},
+       {"step", ScheduleKind::step},
+       {"cosine", ScheduleKind::cosine}}};
+};
+template <>
+struct EnumNames<SplitKind> {
+  static constexpr std::array<Choice<SplitKind>, 3> choices{
+      {{"none", SplitKind::none}, {"column", SplitKind::column}, {"row", SplitKind::row}}};
+};
+template <>
+struct EnumNames<LrScaling> {
+  static constexpr std::array<Choice<LrScaling>, 2> choices{
+      {{"linear", LrScaling::linear}, {"none", LrScaling::none}}};
+};
+template <>
+struct EnumNames<RankLayout> {
+  static constexpr std::array<Choice<RankLayout>, 2> choices{
+      {{"members", RankLayout::members}, {"data", RankLayout::data}}};
+};
+template <>
+struct EnumNames<SearchAlgorithm> {
+  static constexpr std::array<Choice<SearchAlgorithm>, 3> choices{
+      {{"genetic", SearchAlgorithm::genetic},
+       {"random", SearchAlgorithm::random},
+       {"grid", SearchAlgorithm::grid}}};
+};
+template <>
+struct EnumNames<SearchParamKind> {
+  static constexpr std::array<Choice<SearchParamKind>, 4> choices{
+      {{"uniform", SearchParamKind::uniform},
+       {"log_uniform", SearchParamKind::log_uniform},
+       {"int", SearchParamKind::integer},
+       {"choice", SearchParamKind::choice}}};
+};
+template <>
+struct EnumNames<StageKind> {
+  static constexpr std::array<Choice<StageKind>, 4> choices{{{"train", StageKind::train},
+                                                             {"hpo", StageKind::hpo},
+                                                             {"ensemble", StageKind::ensemble},
+                                                             {"transfer", StageKind::transfer}}};
+};
+template <>
+struct EnumNames<CombinerKind> {
+  static constexpr std::array<Choice<CombinerKind>, 3> choices{
+      {{"mean", CombinerKind::mean},
+       {"weighted", CombinerKind::weighted},
+       {"vote", CombinerKind::vote}}};
+};
+
+// The name the YAML uses for `value` (NUL-terminated: the names are literals).
+template <class E>
+requires requires {
+  EnumNames<E>::choices;
+}
+const char* to_string(E value) {
+  for (const auto& c : EnumNames<E>::choices)
+    if (c.value == value) return c.name.data();
+  return "unknown";
+}
+
+}  // namespace strata
