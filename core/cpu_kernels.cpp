@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,10 @@ namespace strata {
 KernelReport kernel_report() {
   KernelReport r;
   r.openblas_core = openblas_get_corename();
+  r.openblas_config = openblas_get_config();
+  const dnnl_version_t* dnnl = dnnl_version();
+  r.onednn_version =
+      fmt::format("{}.{}.{} ({})", dnnl->major, dnnl->minor, dnnl->patch, dnnl->hash);
   const bool avx512 = __builtin_cpu_supports("avx512f");
   const bool avx2 = __builtin_cpu_supports("avx2");
   r.cpu_best = avx512 ? "avx512" : avx2 ? "avx2" : "sse";

@@ -10,6 +10,8 @@ struct KernelReport {
   std::string cpu_best;       // the strongest vector extension the CPU reports
   bool openblas_weaker_than_cpu = false;
   std::string warning;  // non-empty when OpenBLAS picked a kernel weaker than the CPU supports
+  std::string openblas_config;  // openblas_get_config(): version and build options
+  std::string onednn_version;   // "2.6.0 (52b5f107...)"
 };
 
 KernelReport kernel_report();

@@ -13,6 +13,7 @@
 
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
+#include "jobs/build_info.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/mpi_environment.hpp"
 
@@ -39,7 +40,10 @@ int dispatch(int argc, char** argv, int world_size) {
       "Exit codes: 0 done, 2 usage or config error, 3 data, weights or checkpoint error, 75 "
       "stopped by a signal after a checkpoint (requeue to resume), 1 internal error or diverged "
       "training."};
-  app.set_version_flag("--version", "strata 0.1.0");
+  const strata::BuildInfo& build = strata::build_info();
+  app.set_version_flag("--version",
+                       fmt::format("strata {} ({}; {}, {})", build.version, build.git_revision,
+                                   build.compiler, build.build_type));
   app.require_subcommand(1);
 
   strata::RunOptions run;

@@ -23,7 +23,8 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
   if (config.objective) {
     fmt::print("model: the {} function in {} dimensions\n", config.objective->name,
                config.objective->dims);
-    for (const auto& stage : make_stages(config)) fmt::print("{}", stage->layout_note(config, plan));
+    for (const auto& stage : make_stages(config))
+      fmt::print("{}", stage->layout_note(config, plan));
     return 0;
   }
   fmt::print(

@@ -21,6 +21,7 @@
 #include "jobs/commands.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/run_record.hpp"
 #include "jobs/stage.hpp"
 #include "jobs/stop_signals.hpp"
 #include "parallel/topology.hpp"
@@ -152,6 +153,11 @@ void check_slurm_step(const Communicator& world) {
                env("SLURM_PROCID"), tasks);
 }
 
+// The stages from state.stage on; returns the exit code (75 when a signal stopped one).
+int run_stages(const Config& config, const RunOptions& options, const Communicator& world,
+               const StopSignals& signals, const std::vector<std::unique_ptr<Stage>>& pipeline,
+               const std::vector<Plan>& plans, int per_node, const RunOutput* top, RunState& state);
+
 }  // namespace
 
 int run_command(const RunOptions& options) {
@@ -203,6 +209,33 @@ int run_command(const RunOptions& options) {
       save_run_state(*top, state, stages);
     std::fflush(stdout);
   }
+  RunRecord record(config, world, top ? top->dir() / "run.json" : std::filesystem::path(),
+                   describe_plans(pipeline, plans));
+  // The record says how this allocation ended, an error included (then it goes on to main).
+  try {
+    const int code = run_stages(config, options, world, signals, pipeline, plans, per_node,
+                                top ? &*top : nullptr, state);
+    record.finish(code, "");
+    return code;
+  } catch (const ConfigError& e) {
+    record.finish(exit_usage, e.what());
+    throw;
+  } catch (const DataError& e) {
+    record.finish(exit_data, e.what());
+    throw;
+  } catch (const std::exception& e) {
+    record.finish(exit_internal, e.what());
+    throw;
+  }
+}
+
+namespace {
+
+int run_stages(const Config& config, const RunOptions& options, const Communicator& world,
+               const StopSignals& signals, const std::vector<std::unique_ptr<Stage>>& pipeline,
+               const std::vector<Plan>& plans, int per_node, const RunOutput* top,
+               RunState& state) {
+  const int stages = static_cast<int>(config.stages.size());
   int last_groups = 1;
   for (; state.stage < stages; ++state.stage) {
     Stage& stage = *pipeline[static_cast<std::size_t>(state.stage)];
@@ -251,7 +284,7 @@ int run_command(const RunOptions& options) {
                                  state.first_groups,
                                  &signals,
                                  stage_output ? &*stage_output
-                                 : top        ? &*top
+                                 : top        ? top
                                               : nullptr,
                                  config.output.dir};
       stage.run(context, state.artifacts);
@@ -297,5 +330,7 @@ int run_command(const RunOptions& options) {
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace strata
