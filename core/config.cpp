@@ -537,6 +537,14 @@ std::pair<std::map<std::string, std::string>, int> check_references(
                             ref.name)
               : fmt::format("unknown search parameter '${}' (known: {})", ref.name,
                             fmt::join(names, ", ")));
+  // A parameter nothing refers to changes no training: searching it would repeat trainings.
+  for (const auto& p : space)
+    if (std::none_of(references.begin(), references.end(),
+                     [&](const auto& ref) { return ref.name == p.name; }))
+      throw ConfigError(fmt::format(
+          "{}:{}:{}: stages: hpo: space.{}: search parameter '{}' is not used: nothing in the "
+          "config refers to ${} (write ${} where its value goes, or remove it from the space)",
+          file, p.mark.line, p.mark.column, p.name, p.name, p.name, p.name));
   // An error at one of the parameter's references says which value caused it; others pass as they
   // are.
   auto at_reference_of = [&](const std::string& message, const std::string& name) {

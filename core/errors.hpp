@@ -33,6 +33,12 @@ class DivergedError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Every trial of a search failed, so it has no result to publish: exit code 1.
+class SearchFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // A stop signal arrived and the training state was checkpointed: exit code 75, "requeue me".
 class Interrupted : public std::runtime_error {
  public:

@@ -351,6 +351,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
   std::optional<CheckpointStore> snapshots;
   KeptWeights kept_weights(std::filesystem::path(config.output.dir) / "trials", spec.keep_top);
   int done = 0, failed = 0;
+  std::string first_failure;
   if (coordinator) {
     // The journal of an earlier allocation (trials.jsonl, and the search's last snapshot) is
     // replayed: the search goes on with the same population, history and random streams.
@@ -407,7 +408,12 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
           if (!config.objective) kept_weights.update(*search, trial.id);
           const std::size_t generations_before = generations_shown;
           ++done;
-          if (outcome.status != TrialStatus::ok) ++failed;
+          if (outcome.status != TrialStatus::ok) {
+            ++failed;
+            if (first_failure.empty())
+              first_failure = fmt::format("trial {}: {}: {}", trial.id, to_string(outcome.status),
+                                          outcome.reason);
+          }
           // The search closes a generation when its last result arrives: one line per generation.
           // Random and grid batches are no generations: their progress lines suffice.
           if (spec.algorithm != SearchAlgorithm::genetic)
@@ -472,6 +478,16 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
                  (output->dir() / results->best_config).string(), output->dir().string(),
                  results->best_weights);
   }
+  // A search in which every trial failed has no result for a later stage, and a job script must
+  // not take it for success. Every rank learns it from the coordinator and leaves alike.
+  std::string all_failed;
+  if (coordinator && !search->best() && search->trainings() > 0)
+    all_failed = fmt::format(
+        "every one of the {} trials of the search failed; the first: {} (trials.csv has each "
+        "reason)",
+        search->trainings(), first_failure.empty() ? "see trials.csv" : first_failure);
+  topology.world().broadcast_string(all_failed, 0);
+  if (!all_failed.empty()) throw SearchFailed(all_failed);
 }
 
 }  // namespace strata

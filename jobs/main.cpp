@@ -38,8 +38,10 @@ int dispatch(int argc, char** argv, int world_size) {
   CLI::App app{
       "strata: batch deep-learning jobs on supercomputers. One MPI binary, configured in YAML.\n"
       "Exit codes: 0 done, 2 usage or config error, 3 data, weights or checkpoint error, 75 "
-      "stopped by a signal after a checkpoint (requeue to resume), 1 internal error or diverged "
-      "training."};
+      "stopped by a signal after a checkpoint (requeue to resume), 1 internal error, diverged "
+      "training or a search in which every trial failed.\n"
+      "Paths in a config: data.path and a transfer's pretrained file are read relative to the "
+      "config file's directory; output.dir is relative to the working directory."};
   const strata::BuildInfo& build = strata::build_info();
   app.set_version_flag("--version",
                        fmt::format("strata {} ({}; {}, {})", build.version, build.git_revision,
@@ -51,12 +53,17 @@ int dispatch(int argc, char** argv, int world_size) {
       "run",
       "Run the stages of CONFIG (default: one train stage); under mpiexec -n N the "
       "ranks split into member groups as `strata plan` shows");
-  run_cmd->add_option("config", run.config_path, "YAML run configuration")->required();
+  run_cmd
+      ->add_option("config", run.config_path,
+                   "YAML run configuration (its relative data paths are read from its directory, "
+                   "output.dir from the working directory)")
+      ->required();
   run_cmd->add_flag("--fresh", run.fresh,
                     "Start over when output.dir already holds a run; the earlier run is moved "
                     "aside, not deleted");
-  run_cmd->add_option("--threads", run.threads,
-                      "Worker threads per rank (overrides run.threads; 0 = all cores)");
+  run_cmd->add_option(
+      "--threads", run.threads,
+      "Worker threads per rank (overrides run.threads; 0 = this rank's share of the node's cores)");
   run_cmd->add_option("--set", run.overrides,
                       "Override a config value, checked as the file's: --set training.epochs=3 "
                       "--set model.layers[1].dense.units=64 (repeatable; after ${VAR} expansion, "
@@ -186,6 +193,8 @@ int main(int argc, char** argv) {
     std::tie(code, kind, message) = std::tuple(strata::exit_usage, "config error", e.what());
   } catch (const strata::DataError& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_data, "data error", e.what());
+  } catch (const strata::SearchFailed& e) {
+    std::tie(code, kind, message) = std::tuple(strata::exit_internal, "search failed", e.what());
   } catch (const std::exception& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_internal, "error", e.what());
   }

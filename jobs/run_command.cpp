@@ -187,8 +187,10 @@ int run_command(const RunOptions& options) {
         fmt::format("{}: model.objective: a function objective replaces training: the stages must "
                     "be one hpo stage to search it",
                     config.file));
-  // Artifact references are checked before any rank plans or trains.
+  // Artifact references are checked before any rank plans or trains, and so is a search space in
+  // which no trial could build its model (each rank reads the data file's shape alike).
   const auto pipeline = make_stages(config);
+  if (!config.objective && !search_space(config).empty()) largest_model_size(config);
   const int stages = static_cast<int>(config.stages.size());
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   std::vector<Plan> plans;

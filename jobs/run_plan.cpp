@@ -52,12 +52,13 @@ ModelSize model_size(const Config& config) {
 
 ModelSize largest_model_size(const Config& config) {
   const auto& space = search_space(config);
-  const ModelSize base = model_size(config);
-  if (space.empty()) return base;
+  if (space.empty()) return model_size(config);
   // Bounds over every model probed: the largest unsplit part and the largest split part, which
   // may come from different trials. A shard planned for their sum holds any of them.
-  ModelSize bound = base;
-  std::int64_t whole = base.bytes - base.split_bytes;
+  ModelSize bound;
+  std::int64_t whole = 0;
+  bool built = false;
+  std::string first_error;
   std::map<std::map<std::string, std::string>, std::int64_t> probed;  // values -> bytes, -1: none
   auto bytes_at = [&](const std::map<std::string, std::string>& values) {
     if (const auto known = probed.find(values); known != probed.end()) return known->second;
@@ -65,11 +66,13 @@ ModelSize largest_model_size(const Config& config) {
     try {
       const ModelSize size = model_size(instantiate(config, values));
       bytes = size.bytes;
+      built = true;
       whole = std::max(whole, size.bytes - size.split_bytes);
       bound.split_bytes = std::max(bound.split_bytes, size.split_bytes);
       bound.parameters = std::max(bound.parameters, size.parameters);
-    } catch (const ConfigError&) {
+    } catch (const ConfigError& e) {
       // A trial that cannot be built fails alone when the search reaches it.
+      if (first_error.empty()) first_error = e.what();
     }
     probed[values] = bytes;
     return bytes;
@@ -93,6 +96,16 @@ ModelSize largest_model_size(const Config& config) {
         }
       }
     }
+  }
+  // Every trial would fail: say so now, not after a search of failures.
+  if (!built) {
+    SourceMark at;
+    for (const auto& stage : config.stages)
+      if (std::holds_alternative<HpoSpec>(stage.settings)) at = stage.mark;
+    throw ConfigError(fmt::format(
+        "{}:{}:{}: stages: hpo: space: no model the search can try builds ({} probes: each "
+        "parameter at its bounds and each choice); the first: {}",
+        config.file, at.line, at.column, probed.size(), first_error));
   }
   bound.bytes = whole + bound.split_bytes;
   return bound;

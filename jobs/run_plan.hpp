@@ -26,7 +26,8 @@ ModelSize model_size(const Config& config);
 // A bound on the models search trials can build (the config's own model when nothing is
 // searched): the largest unsplit part plus the largest split part over the models probed, as far
 // as a coordinate ascent over each parameter's bounds and choices finds them. The run is planned
-// so that a shard of it fits.
+// so that a shard of it fits. Throws ConfigError when no probe builds a model (every trial would
+// fail).
 ModelSize largest_model_size(const Config& config);
 
 // STRATA_RANKS_PER_NODE when set (tests use it to pretend to have several nodes), else `measured`.

@@ -125,6 +125,11 @@ TEST_CASE("references are checked at every value their parameter can take", "[co
         "s.yaml:11:37: training.optimizer.lr: unknown search parameter '$rate' (known: $lr, "
         "$dropout, $units, "
         "$batch, $optimizer)");
+  // A searched parameter that nothing refers to would only repeat trainings.
+  CHECK(error_of(replace(search_yaml, "rate: $dropout", "rate: 0.25")) ==
+        "s.yaml:21:18: stages: hpo: space.dropout: search parameter 'dropout' is not used: nothing "
+        "in the config refers to $dropout (write $dropout where its value goes, or remove it from "
+        "the space)");
   // dropout's upper bound 0.9 is fine, but a rate of 1.0 is not: checked at the bound.
   CHECK_THAT(
       error_of(

@@ -22,6 +22,23 @@ expect_exit 0 '\[hpo\] 164 trainings in .*stopped: generations' -- "$MPIEXEC" -n
 expect_exit 0 '\[hpo\] generation 10/10 done in [0-9.]+s: best' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml --fresh
 sed -e 's/population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/population: 3, generations: 2, elites: 1/' \
     -e "s|dir: $work/function|dir: $work/small_population|" function.yaml > small_population.yaml
+# A space in which no model builds (a kernel larger than the 8x8 input) is a config error before
+# anything runs; one in which every trial fails (diverges) exits 1, not 0 with no best.
+cat > nobuild.yaml <<YAML
+run: {name: nb, seed: 3, threads: 1}
+data: {source: synthetic, synthetic: {train: 256, test: 64, classes: 4, channels: 1, height: 8, width: 8}}
+model: {layers: [{conv2d: {filters: 2, kernel: \$k}}, relu, flatten, {dense: {units: 4}}]}
+training: {epochs: 1, local_batch: 32, optimizer: {type: sgd, lr: \$lr}}
+output: {dir: $work/nobuild}
+stages: [{hpo: {population: 2, generations: 1, space: {k: {int: [9, 12]}, lr: {log_uniform: [1.0e+9, 1.0e+10]}}}}]
+YAML
+expect_exit 2 'nobuild.yaml:6:10: stages: hpo: space: no model the search can try builds \(4 probes.*kernel 9 does not fit the padded input 8x8' -- \
+  "$MPIEXEC" -n 2 "$STRATA" run nobuild.yaml
+expect_exit 2 'no model the search can try builds' -- "$STRATA" plan nobuild.yaml --ranks 2
+[ ! -e "$work/nobuild" ] || { echo "FAIL: an unbuildable search created its output directory"; fails=$((fails + 1)); }
+sed -e 's/int: \[9, 12\]/int: [2, 3]/' -e "s|$work/nobuild|$work/diverge|" nobuild.yaml > diverge.yaml
+expect_exit 1 'search failed: every one of the 2 trials of the search failed; the first: trial 0: failed: training diverged' -- \
+  "$MPIEXEC" -n 2 "$STRATA" run diverge.yaml
 expect_exit 0 'runs at most 3 training\(s\) at once, so 1 of the G = 4 member groups will be idle' -- "$MPIEXEC" -n 4 "$STRATA" run small_population.yaml
 
 sed -e "s|path: \.\./data/|path: $root/data/|" -e "s|dir: runs/fashion_hpo|dir: $work/fashion|" \
@@ -45,10 +62,12 @@ expect_exit 0 'local batch: planned for 64, the largest a search trial can have'
 expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
 
 # trial_timeout_s (1 us: less than any step) stops every trial after its first steps, alike on both
-# ranks of each D=2 group; each is recorded as a timeout and the search goes on to its end.
+# ranks of each D=2 group; each is recorded as a timeout and the search goes on to its end, which
+# then exits 1: a search without one good trial is no success.
 sed -e "s|dir: $work/fashion_d2|dir: $work/fashion_timeout|" -e 's/fitness: val_accuracy/fitness: val_accuracy\n      trial_timeout_s: 1.0e-6/' \
     fashion_d2.yaml > fashion_timeout.yaml
-expect_exit 0 '\[hpo\] 7 trainings in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_timeout.yaml
+expect_exit 1 'search failed: every one of the 7 trials of the search failed; the first: trial 0: timeout' -- \
+  "$MPIEXEC" -n 4 "$STRATA" run fashion_timeout.yaml
 
 # One member group of D=2 x M=2 ranks: the search runs its trials one after another, each sharded.
 cat > fashion_m2.yaml <<YAML
