@@ -102,15 +102,25 @@ std::vector<int> config_reader::parse_class_list(const Reader& at) {
 namespace {
 
 DataConfig parse_data(const MapReader& m) {
-  static constexpr std::string_view known[] = {"source",       "path",        "validation_fraction",
-                                               "train_subset", "test_subset", "synthetic",
-                                               "read",         "classes",     "samples_per_class"};
+  static constexpr std::string_view known[] = {
+      "source", "path",    "validation_fraction", "train_subset", "test_subset", "synthetic",
+      "read",   "classes", "samples_per_class",   "images",       "labels"};
   m.allow_only(known);
   DataConfig data;
   if (auto c = m.get("classes")) data.classes = parse_class_list(*c);
   read(m, "samples_per_class", data.samples_per_class, at_least_0);
   read(m, "source", data.source, EnumNames<DataSource>::choices, "data source");
   read(m, "path", data.path);
+  // Both splits from one name would train and test on the same samples.
+  for (auto [key, name] : {std::pair{"images", &data.names.images}, {"labels", &data.names.labels}})
+    if (auto v = m.get(key)) {
+      *name = v->as_nonempty_string();
+      if (name->find("{split}") == std::string::npos)
+        v->fail(
+            fmt::format("'{}' names one dataset for both splits; write {{split}} where train or "
+                        "test goes, e.g. x_{{split}}",
+                        *name));
+    }
   read(m, "validation_fraction", data.validation_fraction, NumRange{0.0, 0.5});
   read(m, "train_subset", data.train_subset, at_least_0);
   read(m, "test_subset", data.test_subset, at_least_0);
@@ -627,6 +637,16 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
 }
 
 }  // namespace
+
+std::string DatasetNames::images_of(const std::string& split) const {
+  std::string name = images;
+  return name.replace(name.find("{split}"), 7, split);
+}
+
+std::string DatasetNames::labels_of(const std::string& split) const {
+  std::string name = labels;
+  return name.replace(name.find("{split}"), 7, split);
+}
 
 Config parse_config(const std::string& yaml_text, const std::string& file,
                     const std::vector<std::string>& overrides) {

@@ -68,9 +68,20 @@ struct SyntheticSpec {
   int width = 28;
 };
 
+// Where a split's images and labels are in an HDF5 file; "{split}" stands for train or test
+// (a Keras-style file: x_{split} and y_{split}).
+struct DatasetNames {
+  std::string images = "/{split}/images";
+  std::string labels = "/{split}/labels";
+  std::string images_of(const std::string& split) const;
+  std::string labels_of(const std::string& split) const;
+};
+
 struct DataConfig {
   DataSource source = DataSource::hdf5;
-  std::string path;  // HDF5 file (source: hdf5); a relative path is read from the config's directory
+  DatasetNames names;  // data.images, data.labels
+  std::string
+      path;  // HDF5 file (source: hdf5); a relative path is read from the config's directory
   double validation_fraction = 0.1;  // held out of /train, in [0, 0.5]
   int train_subset = 0;              // use only the first N training samples; 0 = all
   int test_subset = 0;               // use only the first N test samples; 0 = all

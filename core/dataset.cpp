@@ -22,12 +22,7 @@ constexpr std::int64_t kMaxClasses = 256;  // labels are uint8
 // overflow.
 constexpr std::int64_t kMaxImageEdge = 1 << 16;
 
-std::string images_name(const std::string& split) {
-  return "/" + split + "/images";
-}
-std::string labels_name(const std::string& split) {
-  return "/" + split + "/labels";
-}
+const DatasetNames default_names;
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
   throw DataError(fmt::format("{}: {}", path, problem));
@@ -35,9 +30,24 @@ std::string labels_name(const std::string& split) {
 
 // ---- reading ----
 
-std::int64_t read_num_classes(const h5::File& file) {
-  if (!file.has_attr("/", "num_classes"))
-    fail(file.path(), "root attribute num_classes is missing");
+std::int64_t read_num_classes(const h5::File& file, const DatasetNames& names) {
+  if (!file.has_attr("/", "num_classes")) {
+    // Derived: the largest label of either split, plus one (labels are a byte each, so reading
+    // them whole is cheap).
+    std::int64_t largest = -1;
+    std::vector<std::uint8_t> labels;
+    for (const char* split : {"train", "test"}) {
+      const std::string name = names.labels_of(split);
+      if (!file.exists(name)) fail(file.path(), name + " is missing");
+      file.read_u8(name, labels);
+      for (const auto l : labels) largest = std::max<std::int64_t>(largest, l);
+    }
+    if (largest + 1 < kMinClasses)
+      fail(file.path(), fmt::format("no root attribute num_classes, and the labels hold {} "
+                                    "class(es); a classifier needs at least {}",
+                                    largest + 1, kMinClasses));
+    return largest + 1;
+  }
   const std::int64_t classes = file.read_attr_int("/", "num_classes");
   if (classes < kMinClasses || classes > kMaxClasses) {
     fail(file.path(), fmt::format("root attribute num_classes is {}, expected a value in [{}, {}]",
@@ -86,9 +96,9 @@ void check_labels(const std::string& path, const std::string& name,
 }
 
 LabeledImages read_split(const h5::File& file, const std::string& split_name, std::int64_t limit,
-                         std::int64_t num_classes) {
-  const std::string images = images_name(split_name);
-  const std::string labels = labels_name(split_name);
+                         std::int64_t num_classes, const DatasetNames& names) {
+  const std::string images = names.images_of(split_name);
+  const std::string labels = names.labels_of(split_name);
   LabeledImages split;
   read_image_shape(file, images, split);
 
@@ -102,7 +112,23 @@ LabeledImages read_split(const h5::File& file, const std::string& split_name, st
   }
 
   if (limit > 0) split.count = std::min(limit, split.count);
-  file.read_u8(images, split.pixels, 0, split.count);
+  switch (file.element_class(images)) {
+    case H5T_INTEGER:
+      file.read_u8(images, split.pixels, 0, split.count);
+      break;
+    case H5T_FLOAT:
+      file.read_f32(images, split.real_pixels, 0, split.count);
+      if (const auto bad = std::find_if(split.real_pixels.begin(), split.real_pixels.end(),
+                                        [](float v) { return !std::isfinite(v); });
+          bad != split.real_pixels.end())
+        fail(file.path(),
+             fmt::format("{}: pixel {} of sample {} is {}", images,
+                         (bad - split.real_pixels.begin()) % split.sample_size(),
+                         (bad - split.real_pixels.begin()) / split.sample_size(), *bad));
+      break;
+    default:
+      fail(file.path(), images + ": element type is neither an integer type nor a float type");
+  }
   file.read_u8(labels, split.labels, 0, split.count);
   check_labels(file.path(), labels, split.labels, num_classes);
   return split;
@@ -120,9 +146,10 @@ void check_split(const std::string& path, const std::string& split_name, const L
     invalid(fmt::format("bad shape {}x{}x{}x{}", split.count, split.channels, split.height,
                         split.width));
   }
-  if (static_cast<std::int64_t>(split.pixels.size()) != split.count * split.sample_size()) {
-    invalid(fmt::format("{} pixels for {} samples of {}", split.pixels.size(), split.count,
-                        split.sample_size()));
+  const std::size_t pixels = split.real() ? split.real_pixels.size() : split.pixels.size();
+  if (static_cast<std::int64_t>(pixels) != split.count * split.sample_size()) {
+    invalid(
+        fmt::format("{} pixels for {} samples of {}", pixels, split.count, split.sample_size()));
   }
   if (static_cast<std::int64_t>(split.labels.size()) != split.count) {
     invalid(fmt::format("{} labels for {} samples", split.labels.size(), split.count));
@@ -141,8 +168,11 @@ void write_split(h5::File& file, const std::string& split_name, const LabeledIma
   // MNIST-likes.
   std::vector<std::int64_t> image_shape{split.count, split.channels, split.height, split.width};
   if (split.channels == 1) image_shape.erase(image_shape.begin() + 1);
-  file.write_u8(images_name(split_name), image_shape, split.pixels.data());
-  file.write_u8(labels_name(split_name), {split.count}, split.labels.data());
+  if (split.real())
+    file.write_f32(default_names.images_of(split_name), image_shape, split.real_pixels.data());
+  else
+    file.write_u8(default_names.images_of(split_name), image_shape, split.pixels.data());
+  file.write_u8(default_names.labels_of(split_name), {split.count}, split.labels.data());
 }
 
 // ---- synthetic ----
@@ -204,24 +234,27 @@ LabeledImages draw_split(const SyntheticSpec& spec, int count,
 
 }  // namespace
 
-Dataset read_dataset(const std::string& path, std::int64_t train_limit, std::int64_t test_limit) {
+Dataset read_dataset(const std::string& path, std::int64_t train_limit, std::int64_t test_limit,
+                     const DatasetNames& names) {
   const h5::File file = h5::File::open_read(path);
   Dataset dataset;
-  const std::int64_t num_classes = read_num_classes(file);
+  const std::int64_t num_classes = read_num_classes(file, names);
   dataset.num_classes = static_cast<int>(num_classes);
   // Provenance is informational; files from other tools may lack it.
   if (file.has_attr("/", "source")) dataset.source = file.read_attr_string("/", "source");
 
-  dataset.train = read_split(file, "train", train_limit, num_classes);
-  dataset.test = read_split(file, "test", test_limit, num_classes);
+  dataset.train = read_split(file, "train", train_limit, num_classes, names);
+  dataset.test = read_split(file, "test", test_limit, num_classes, names);
   const LabeledImages& a = dataset.train;
   const LabeledImages& b = dataset.test;
   if (a.channels != b.channels || a.height != b.height || a.width != b.width) {
-    fail(path,
-         fmt::format(
-             "/test/images samples are {}x{}x{} (CxHxW) but /train/images samples are {}x{}x{}",
-             b.channels, b.height, b.width, a.channels, a.height, a.width));
+    fail(path, fmt::format("{} samples are {}x{}x{} (CxHxW) but {} samples are {}x{}x{}",
+                           names.images_of("test"), b.channels, b.height, b.width,
+                           names.images_of("train"), a.channels, a.height, a.width));
   }
+  if (a.real() != b.real())
+    fail(path, fmt::format("{} and {} have different element types (one uint8, one float)",
+                           names.images_of("train"), names.images_of("test")));
   return dataset;
 }
 

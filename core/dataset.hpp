@@ -9,15 +9,18 @@
 
 namespace strata {
 
-// One split of a dataset: N images of C x H x W uint8 pixels and their labels.
+// One split of a dataset: N images of C x H x W pixels and their labels. Pixels are uint8 (0-255)
+// or, from a float32 file, reals in the units of uint8 / 255 (so 0-1 for the same images).
 struct LabeledImages {
   std::int64_t count = 0;
   int channels = 1;
   int height = 0;
   int width = 0;
-  std::vector<std::uint8_t> pixels;  // count * channels * height * width, sample-major
+  std::vector<std::uint8_t> pixels;  // count * channels * height * width, sample-major (uint8)
+  std::vector<float> real_pixels;    // the same, when the file's images are float32
   std::vector<std::uint8_t> labels;  // count
   std::int64_t sample_size() const { return std::int64_t{channels} * height * width; }
+  bool real() const { return !real_pixels.empty(); }
 };
 
 struct Dataset {
@@ -27,13 +30,14 @@ struct Dataset {
   std::string source;  // provenance, from the file's `source` attribute
 };
 
-// Reads the strata HDF5 layout (README "HDF5 layouts"):
-//   /train/images uint8 [N,H,W] or [N,C,H,W], /train/labels uint8 [N], the same under /test,
-//   root attributes num_classes (integer) and source (string).
+// Reads the strata HDF5 layout (docs/architecture.md, "HDF5 layouts"):
+//   /train/images uint8 or float32 [N,H,W] or [N,C,H,W], /train/labels integers [N], the same
+//   under /test (other names with `names`), root attributes num_classes (integer; when absent,
+//   the largest label + 1) and source (string, optional).
 // `train_limit` / `test_limit` > 0 read only the first that many samples (hyperslab).
 // Throws DataError naming the file and what is missing or inconsistent.
 Dataset read_dataset(const std::string& path, std::int64_t train_limit = 0,
-                     std::int64_t test_limit = 0);
+                     std::int64_t test_limit = 0, const DatasetNames& names = {});
 
 // Writes a dataset in that layout (used by the importer and by tests).
 void write_dataset(const std::string& path, const Dataset& dataset);

@@ -394,15 +394,18 @@ void File::read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, s
   read_rows(*this, dataset, H5T_NATIVE_UINT8, Accept::integers, out, first, count);
 }
 
-void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> rows,
-                        std::vector<std::uint8_t>& out) const {
+namespace {
+
+template <typename T>
+void read_row_union(const File& file, const std::string& name, hid_t memory_type,
+                    std::span<const std::int64_t> rows, std::vector<T>& out) {
   const std::lock_guard lock(library_mutex());
   const std::string what = "dataset " + name;
-  Handle dataset = open_dataset(*this, name);
+  Handle dataset = open_dataset(file, name);
   Handle file_space(H5Dget_space(dataset.get()), H5Sclose);
-  if (!file_space.valid()) fail_hdf5(path(), what, "cannot read its dataspace");
-  const std::vector<hsize_t> dims = extent(*this, what, file_space.get());
-  if (dims.empty()) fail(path(), what, "is a scalar; cannot read rows of it");
+  if (!file_space.valid()) fail_hdf5(file.path(), what, "cannot read its dataspace");
+  const std::vector<hsize_t> dims = extent(file, what, file_space.get());
+  if (dims.empty()) fail(file.path(), what, "is a scalar; cannot read rows of it");
   hsize_t row_elements = 1;
   for (std::size_t i = 1; i < dims.size(); ++i) row_elements *= dims[i];
   out.resize(rows.size() * row_elements);
@@ -415,14 +418,14 @@ void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> r
     while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
     if (rows[i] < 0 || rows[j - 1] >= static_cast<std::int64_t>(dims[0]) ||
         (i > 0 && rows[i] <= rows[i - 1]))
-      fail(path(), what,
+      fail(file.path(), what,
            fmt::format("row {} is out of range for {} rows, or the rows are not ascending", rows[i],
                        dims[0]));
     start[0] = static_cast<hsize_t>(rows[i]);
     block[0] = static_cast<hsize_t>(j - i);
     if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, start.data(), nullptr, block.data(),
                             nullptr) < 0)
-      fail_hdf5(path(), what, "cannot select rows");
+      fail_hdf5(file.path(), what, "cannot select rows");
     i = j;
   }
   std::vector<hsize_t> memory_dims = dims;
@@ -430,10 +433,30 @@ void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> r
   Handle memory_space(
       H5Screate_simple(static_cast<int>(memory_dims.size()), memory_dims.data(), nullptr),
       H5Sclose);
-  if (!memory_space.valid()) fail_hdf5(path(), what, "cannot create a memory dataspace");
-  if (H5Dread(dataset.get(), H5T_NATIVE_UINT8, memory_space.get(), file_space.get(), H5P_DEFAULT,
+  if (!memory_space.valid()) fail_hdf5(file.path(), what, "cannot create a memory dataspace");
+  if (H5Dread(dataset.get(), memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT,
               out.data()) < 0)
-    fail_hdf5(path(), what, fmt::format("cannot read {} rows (damaged file?)", rows.size()));
+    fail_hdf5(file.path(), what, fmt::format("cannot read {} rows (damaged file?)", rows.size()));
+}
+
+}  // namespace
+
+void File::read_u8_rows(const std::string& name, std::span<const std::int64_t> rows,
+                        std::vector<std::uint8_t>& out) const {
+  read_row_union(*this, name, H5T_NATIVE_UINT8, rows, out);
+}
+
+void File::read_f32_rows(const std::string& name, std::span<const std::int64_t> rows,
+                         std::vector<float>& out) const {
+  read_row_union(*this, name, H5T_NATIVE_FLOAT, rows, out);
+}
+
+H5T_class_t File::element_class(const std::string& name) const {
+  const std::lock_guard lock(library_mutex());
+  Handle dataset = open_dataset(*this, name);
+  Handle type(H5Dget_type(dataset.get()), H5Tclose);
+  if (!type.valid()) fail_hdf5(path(), "dataset " + name, "cannot read its element type");
+  return H5Tget_class(type.get());
 }
 
 void File::read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first,

@@ -71,6 +71,10 @@ class File {
   // hyperslabs, back to back into `out`, which is resized.
   void read_u8_rows(const std::string& dataset, std::span<const std::int64_t> rows,
                     std::vector<std::uint8_t>& out) const;
+  void read_f32_rows(const std::string& dataset, std::span<const std::int64_t> rows,
+                     std::vector<float>& out) const;
+  // The class of a dataset's elements: H5T_INTEGER, H5T_FLOAT, ...
+  H5T_class_t element_class(const std::string& dataset) const;
 
   void write_attr_int(const std::string& object, const std::string& name, std::int64_t value);
   void write_attr_string(const std::string& object, const std::string& name,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,21 @@ namespace strata {
 
 namespace {
 
+// What one stored pixel is in the [0,1] units the statistics use: uint8 / 255, a float32 as it is.
+constexpr float unit_of(std::uint8_t) {
+  return 1.0f / 255.0f;
+}
+constexpr float unit_of(float) {
+  return 1.0f;
+}
+
+// One sample's `size` stored pixels, standardised into `dst`.
+template <typename Pixel>
+void standardise(const Pixel* src, std::int64_t size, float mean, float stddev, float* dst) {
+  const float scale = unit_of(Pixel{}) / stddev, shift = mean / stddev;
+  for (std::int64_t i = 0; i < size; ++i) dst[i] = static_cast<float>(src[i]) * scale - shift;
+}
+
 SampleSet to_samples(const LabeledImages& images, std::span<const std::int64_t> rows, float mean,
                      float stddev) {
   SampleSet set;
@@ -21,11 +37,12 @@ SampleSet to_samples(const LabeledImages& images, std::span<const std::int64_t> 
   set.images = Tensor(
       {static_cast<std::int64_t>(rows.size()), images.channels, images.height, images.width});
   set.labels.resize(rows.size());
-  const float scale = 1.0f / (255.0f * stddev), shift = mean / stddev;
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    const std::uint8_t* src = images.pixels.data() + rows[r] * size;
     float* dst = set.images.data() + static_cast<std::int64_t>(r) * size;
-    for (std::int64_t i = 0; i < size; ++i) dst[i] = static_cast<float>(src[i]) * scale - shift;
+    if (images.real())
+      standardise(images.real_pixels.data() + rows[r] * size, size, mean, stddev, dst);
+    else
+      standardise(images.pixels.data() + rows[r] * size, size, mean, stddev, dst);
     set.labels[r] = images.labels[static_cast<std::size_t>(rows[r])];
   }
   return set;
@@ -45,9 +62,11 @@ struct Statistics {
 // shards mode.
 class PixelMoments {
  public:
-  void add(const std::uint8_t* pixels, std::int64_t size) {
+  template <typename Pixel>
+  void add(const Pixel* pixels, std::int64_t size) {
+    constexpr double unit = std::is_same_v<Pixel, std::uint8_t> ? 255.0 : 1.0;
     for (std::int64_t i = 0; i < size; ++i) {
-      const double v = pixels[i] / 255.0;
+      const double v = pixels[i] / unit;
       sum_ += v;
       sum_sq_ += v * v;
     }
@@ -80,7 +99,7 @@ std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> split_rows(std::
 void check_labels(const std::string& path, const std::vector<std::uint8_t>& labels, int classes) {
   for (std::size_t i = 0; i < labels.size(); ++i)
     if (labels[i] >= classes)
-      throw DataError(fmt::format("{}: /train/labels: label {} is not below num_classes {}", path,
+      throw DataError(fmt::format("{}: training labels: label {} is not below num_classes {}", path,
                                   labels[i], classes));
 }
 
@@ -110,7 +129,11 @@ TrainingData prepare_training_data(const Dataset& dataset, double validation_fra
   } else {
     PixelMoments moments;
     const std::int64_t size = train.sample_size();
-    for (auto row : train_rows) moments.add(train.pixels.data() + row * size, size);
+    for (auto row : train_rows)
+      if (train.real())
+        moments.add(train.real_pixels.data() + row * size, size);
+      else
+        moments.add(train.pixels.data() + row * size, size);
     const Statistics stats = moments.result();
     data.mean = stats.mean;
     data.stddev = stats.stddev;
@@ -128,10 +151,12 @@ namespace {
 // batches come from the file as each step needs them.
 TrainingData load_sharded(const Config& config, const Normalisation* given) {
   const DataConfig& d = config.data;
+  const DatasetNames& names = d.names;
   const Dataset head =
-      read_dataset(d.path, 1, d.test_subset);  // checks the layout; the test split whole
+      read_dataset(d.path, 1, d.test_subset, names);  // checks the layout; the test split whole
   const h5::File file = h5::File::open_read(d.path);
-  std::int64_t n = file.shape("/train/images").at(0);
+  const bool real = head.train.real();
+  std::int64_t n = file.shape(names.images_of("train")).at(0);
   if (d.train_subset > 0) n = std::min<std::int64_t>(n, d.train_subset);
   auto [train_rows, validation_rows] =
       split_rows(n, d.validation_fraction, derive_seed(config.run.seed, {seed_split}));
@@ -146,13 +171,20 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
   } else {
     PixelMoments moments;
     std::vector<std::uint8_t> chunk;
+    std::vector<float> real_chunk;
     constexpr std::size_t chunk_rows = 4096;
     for (std::size_t first = 0; first < train_rows.size(); first += chunk_rows) {
       const auto rows =
           std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
-      file.read_u8_rows("/train/images", rows, chunk);
+      if (real)
+        file.read_f32_rows(names.images_of("train"), rows, real_chunk);
+      else
+        file.read_u8_rows(names.images_of("train"), rows, chunk);
       for (std::size_t r = 0; r < rows.size(); ++r)
-        moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
+        if (real)
+          moments.add(real_chunk.data() + static_cast<std::int64_t>(r) * size, size);
+        else
+          moments.add(chunk.data() + static_cast<std::int64_t>(r) * size, size);
     }
     const Statistics stats = moments.result();
     data.mean = stats.mean;
@@ -161,8 +193,11 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
 
   LabeledImages held_out = head.train;
   held_out.count = static_cast<std::int64_t>(validation_rows.size());
-  file.read_u8_rows("/train/images", validation_rows, held_out.pixels);
-  file.read_u8_rows("/train/labels", validation_rows, held_out.labels);
+  if (real)
+    file.read_f32_rows(names.images_of("train"), validation_rows, held_out.real_pixels);
+  else
+    file.read_u8_rows(names.images_of("train"), validation_rows, held_out.pixels);
+  file.read_u8_rows(names.labels_of("train"), validation_rows, held_out.labels);
   check_labels(d.path, held_out.labels, head.num_classes);
   std::vector<std::int64_t> all(validation_rows.size());
   std::iota(all.begin(), all.end(), 0);
@@ -171,15 +206,19 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
   std::iota(test_rows.begin(), test_rows.end(), 0);
   data.test = to_samples(head.test, test_rows, data.mean, data.stddev);
   data.train.reader = std::make_shared<const ShardReader>(
-      d.path, std::move(train_rows), data.sample_shape, data.mean, data.stddev);
+      d.path, names, std::move(train_rows), data.sample_shape, data.mean, data.stddev);
   return data;
 }
 
 }  // namespace
 
-ShardReader::ShardReader(const std::string& path, std::vector<std::int64_t> file_rows,
-                         Shape sample_shape, float mean, float stddev)
+ShardReader::ShardReader(const std::string& path, const DatasetNames& names,
+                         std::vector<std::int64_t> file_rows, Shape sample_shape, float mean,
+                         float stddev)
     : file_(h5::File::open_read(path)),
+      images_(names.images_of("train")),
+      labels_(names.labels_of("train")),
+      real_(file_.element_class(images_) == H5T_FLOAT),
       file_rows_(std::move(file_rows)),
       sample_shape_(std::move(sample_shape)),
       mean_(mean),
@@ -196,8 +235,11 @@ void ShardReader::read(std::span<const std::int64_t> positions, Tensor& images,
   wanted_.resize(positions.size());
   for (std::size_t i = 0; i < order_.size(); ++i)
     wanted_[i] = file_rows_[static_cast<std::size_t>(positions[order_[i]])];
-  file_.read_u8_rows("/train/images", wanted_, pixels_);
-  file_.read_u8_rows("/train/labels", wanted_, label_bytes_);
+  if (real_)
+    file_.read_f32_rows(images_, wanted_, real_pixels_);
+  else
+    file_.read_u8_rows(images_, wanted_, pixels_);
+  file_.read_u8_rows(labels_, wanted_, label_bytes_);
   rows_read_ += static_cast<std::int64_t>(positions.size());
 
   Shape shape{static_cast<std::int64_t>(positions.size())};
@@ -205,11 +247,13 @@ void ShardReader::read(std::span<const std::int64_t> positions, Tensor& images,
   images.resize(shape);
   labels.resize(positions.size());
   const std::int64_t size = element_count(sample_shape_);
-  const float scale = 1.0f / (255.0f * stddev_), shift = mean_ / stddev_;
   for (std::size_t i = 0; i < order_.size(); ++i) {
-    const std::uint8_t* src = pixels_.data() + static_cast<std::int64_t>(i) * size;
+    const std::int64_t at = static_cast<std::int64_t>(i) * size;
     float* dst = images.data() + static_cast<std::int64_t>(order_[i]) * size;
-    for (std::int64_t k = 0; k < size; ++k) dst[k] = static_cast<float>(src[k]) * scale - shift;
+    if (real_)
+      standardise(real_pixels_.data() + at, size, mean_, stddev_, dst);
+    else
+      standardise(pixels_.data() + at, size, mean_, stddev_, dst);
     labels[order_[i]] = label_bytes_[i];
   }
 }
@@ -228,7 +272,7 @@ TrainingData load_training_data(const Config& config, const Normalisation* given
   Dataset dataset =
       d.source == DataSource::synthetic
           ? make_synthetic(d.synthetic, derive_seed(config.run.seed, {seed_synthetic}))
-          : read_dataset(d.path, d.train_subset, d.test_subset);
+          : read_dataset(d.path, d.train_subset, d.test_subset, d.names);
   TrainingData data = prepare_training_data(dataset, d.validation_fraction,
                                             derive_seed(config.run.seed, {seed_split}), given);
   if (subset) {

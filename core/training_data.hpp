@@ -21,8 +21,8 @@ class ShardReader {
  public:
   // `file_rows`: the /train rows this set is made of, ascending; position i is file row
   // file_rows[i].
-  ShardReader(const std::string& path, std::vector<std::int64_t> file_rows, Shape sample_shape,
-              float mean, float stddev);
+  ShardReader(const std::string& path, const DatasetNames& names,
+              std::vector<std::int64_t> file_rows, Shape sample_shape, float mean, float stddev);
   std::int64_t count() const { return static_cast<std::int64_t>(file_rows_.size()); }
   void read(std::span<const std::int64_t> positions, Tensor& images,
             std::vector<std::int32_t>& labels) const;
@@ -31,12 +31,15 @@ class ShardReader {
 
  private:
   h5::File file_;
+  std::string images_, labels_;  // the train split's datasets
+  bool real_;                    // float32 images
   std::vector<std::int64_t> file_rows_;
   Shape sample_shape_;
   float mean_, stddev_;
   mutable std::vector<std::int64_t> wanted_;  // scratch: sorted file rows of one read
   mutable std::vector<std::size_t> order_;
   mutable std::vector<std::uint8_t> pixels_, label_bytes_;
+  mutable std::vector<float> real_pixels_;
   mutable std::int64_t rows_read_ = 0;
 };
 

@@ -22,7 +22,7 @@ ModelSize model_size(const Config& config) {
     sample = {s.channels, s.height, s.width};
     classes = s.classes;
   } else {
-    const Dataset first_rows = read_dataset(config.data.path, 1, 1);
+    const Dataset first_rows = read_dataset(config.data.path, 1, 1, config.data.names);
     sample = {first_rows.train.channels, first_rows.train.height, first_rows.train.width};
     classes = first_rows.num_classes;
   }

@@ -18,6 +18,7 @@
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5_file.hpp"
+#include "core/training_data.hpp"
 #include "tests/core/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -60,7 +61,8 @@ Dataset small_dataset(int channels = 3) {
 
 bool same_split(const LabeledImages& a, const LabeledImages& b) {
   return a.count == b.count && a.channels == b.channels && a.height == b.height &&
-         a.width == b.width && a.pixels == b.pixels && a.labels == b.labels;
+         a.width == b.width && a.pixels == b.pixels && a.real_pixels == b.real_pixels &&
+         a.labels == b.labels;
 }
 
 bool same_dataset(const Dataset& a, const Dataset& b) {
@@ -405,8 +407,17 @@ TEST_CASE("read_dataset names the file and the problem", "[dataset]") {
   SECTION("num_classes missing or out of range") {
     const std::string missing = dir.file("noclasses.h5");
     write_damaged(missing, good, {.drop_num_classes = true});
-    CHECK_THAT(data_error_message([&] { strata::read_dataset(missing); }),
-               StartsWith(missing) && Contains("num_classes is missing"));
+    // A missing count is derived from the labels: the largest, 9, plus one.
+    CHECK(strata::read_dataset(missing).num_classes == 10);
+    Dataset zeros = good;
+    std::fill(zeros.train.labels.begin(), zeros.train.labels.end(), 0);
+    std::fill(zeros.test.labels.begin(), zeros.test.labels.end(), 0);
+    const std::string one_label = dir.file("onelabel.h5");
+    write_damaged(one_label, zeros, {.drop_num_classes = true});
+    CHECK_THAT(data_error_message([&] { strata::read_dataset(one_label); }),
+               StartsWith(one_label) &&
+                   Contains("no root attribute num_classes, and the labels hold 1 class(es); a "
+                            "classifier needs at least 2"));
     const std::string one = dir.file("oneclass.h5");
     Dataset single = good;
     single.num_classes = 1;
@@ -596,5 +607,85 @@ TEST_CASE("import_idx converts a small IDX directory and reports damaged files",
     write_all(bad, bytes);
     CHECK_THAT(data_error_message([&] { strata::import_idx(dir.str(), out); }),
                StartsWith(bad) && Contains("corrupt gzip data"));
+  }
+}
+
+// A Keras-style file: x_train/y_train/x_test/y_test, float32 images in [0, 1], int64 labels and
+// no num_classes attribute; it must train on exactly what the uint8 file of the same images gives.
+TEST_CASE("data.images and data.labels name the datasets; float32 images; num_classes derived",
+          "[dataset][names]") {
+  TempDir dir;
+  const Dataset ten = ten_class_dataset();
+  const std::string bytes = dir.file("bytes.h5"), reals = dir.file("reals.h5");
+  strata::write_dataset(bytes, ten);
+  {
+    auto file = strata::h5::File::create(reals);
+    for (const auto* split : {"train", "test"}) {
+      const LabeledImages& s = std::string(split) == "train" ? ten.train : ten.test;
+      std::vector<float> values(s.pixels.size());
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = s.pixels[i] / 255.0f;
+      file.write_f32(fmt::format("x_{}", split), {s.count, s.height, s.width}, values.data());
+      file.write_u8(fmt::format("y_{}", split), {s.count}, s.labels.data());
+    }
+    file.flush();
+  }
+  strata::DatasetNames keras;
+  keras.images = "x_{split}";
+  keras.labels = "y_{split}";
+  const Dataset read = strata::read_dataset(reals, 0, 0, keras);
+  CHECK(read.num_classes == 10);
+  CHECK(read.train.real());
+  CHECK(read.train.pixels.empty());
+  CHECK(read.train.real_pixels.size() == ten.train.pixels.size());
+  CHECK(read.test.labels == ten.test.labels);
+  // The default names are not in this file: the error names what is missing.
+  CHECK_THAT(data_error_message([&] { strata::read_dataset(reals); }),
+             Contains("/train/labels is missing"));
+
+  const auto load = [&](const std::string& yaml) {
+    return strata::load_training_data(strata::parse_config(yaml, dir.file("c.yaml")));
+  };
+  const std::string model = "model: {layers: [flatten, {dense: {units: 10}}]}\n";
+  for (const char* read_mode : {"memory", "shards"}) {
+    const auto from_bytes = load(
+        fmt::format("data: {{path: {}, read: {}, validation_fraction: 0.25}}\n", bytes, read_mode) +
+        model);
+    const auto from_reals =
+        load(fmt::format(
+                 "data: {{path: {}, read: {}, validation_fraction: 0.25, images: \"x_{{split}}\", "
+                 "labels: \"y_{{split}}\"}}\n",
+                 reals, read_mode) +
+             model);
+    CHECK(from_reals.num_classes == 10);
+    CHECK(from_reals.mean == Approx(from_bytes.mean).epsilon(1e-6));
+    CHECK(from_reals.stddev == Approx(from_bytes.stddev).epsilon(1e-6));
+    for (const auto& [a, b] : {std::pair{&from_bytes.validation, &from_reals.validation},
+                               std::pair{&from_bytes.test, &from_reals.test}}) {
+      REQUIRE(a->images.size() == b->images.size());
+      CHECK(a->labels == b->labels);
+      for (std::int64_t i = 0; i < a->images.size(); ++i)
+        CHECK(b->images.data()[i] == Approx(a->images.data()[i]).margin(1e-5));
+    }
+    // The training batches too, from memory or read from the file.
+    const std::vector<std::int64_t> rows{0, 3, 5};
+    strata::Tensor a_images, b_images;
+    std::vector<std::int32_t> a_labels, b_labels;
+    strata::gather_batch(from_bytes.train, rows, a_images, a_labels);
+    strata::gather_batch(from_reals.train, rows, b_images, b_labels);
+    CHECK(a_labels == b_labels);
+    for (std::int64_t i = 0; i < a_images.size(); ++i)
+      CHECK(b_images.data()[i] == Approx(a_images.data()[i]).margin(1e-5));
+  }
+}
+
+TEST_CASE("data.images and data.labels must say where the split goes", "[dataset][names][config]") {
+  try {
+    strata::parse_config("data: {path: d.h5, images: x_train}\nmodel: {layers: [relu]}\n",
+                         "t.yaml");
+    FAIL("no ConfigError");
+  } catch (const strata::ConfigError& e) {
+    CHECK(std::string(e.what()) ==
+          "t.yaml:1:28: data.images: 'x_train' names one dataset for both splits; write {split} "
+          "where train or test goes, e.g. x_{split}");
   }
 }
