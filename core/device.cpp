@@ -16,8 +16,10 @@ DeviceReport detect_devices() {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     // Error 35 (insufficient driver) is what a machine without a GPU answers.
-    r.summary = fmt::format("CPU (the CUDA runtime found no usable GPU: {} {})",
-                            static_cast<int>(status), cudaGetErrorString(status));
+    // A CPU machine says this on every run: the console gets the outcome, run.json the reason.
+    r.summary = "CPU (no usable GPU)";
+    r.detail = fmt::format("the CUDA runtime found no usable GPU: {} {}", static_cast<int>(status),
+                           cudaGetErrorString(status));
     return r;
   }
   r.cuda_devices = count;
@@ -27,6 +29,7 @@ DeviceReport detect_devices() {
                 : std::string("CPU (no CUDA GPU visible)");
 #else
   r.summary = "CPU (built without CUDA)";
+  r.detail = "built without CUDA";
 #endif
   return r;
 }

@@ -148,7 +148,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
     params[space_.params[k].name] = param_value(space_.params[k], trial.genome[k]);
   const nlohmann::json row = {
       {"trial", trial.id},
-      {"generation", trial.generation},
+      // Generations count from 1, on screen and in files; trials are numbered from 0.
+      {"generation", trial.generation + 1},
       {"deme", trial.deme},
       {"member_group", outcome.member_group},
       {"params", params},
@@ -183,7 +184,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
       params[search.space().params[k].name] =
           param_value(search.space().params[k], best->genome[k]);
     summary["best"] = {{"trial", best->id},
-                       {"generation", best->generation},
+                       {"generation", best->generation + 1},
                        {"fitness", best->fitness},
                        {"params", params}};
   } else {
@@ -208,7 +209,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
   }
   summary["generations"] = nlohmann::json::array();
   for (const auto& g : search.history())
-    summary["generations"].push_back({{"generation", g.generation},
+    summary["generations"].push_back({{"generation", g.generation + 1},
                                       {"evaluated", g.evaluated},
                                       {"failed", g.failed},
                                       {"best", number_or_null(g.best)},

@@ -82,8 +82,8 @@ void CheckpointStore::save(StateDict whole) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw DataError(fmt::format("cannot create checkpoint directory {}: {}", dir_.string(),
-                                ec.message()));
+    throw DataError(
+        fmt::format("cannot create checkpoint directory {}: {}", dir_.string(), ec.message()));
   const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
   const bool killed = ++writes_ == FaultPlan::from_environment().kill_in_write;
   written_ = std::move(whole);

@@ -11,7 +11,8 @@ struct RunOptions {
   std::string config_path;
   std::vector<std::string> overrides;  // --set key.path=value
   bool fresh = false;
-  int threads = -1;  // -1: use run.threads from the config
+  int threads = -1;      // -1: use run.threads from the config
+  bool verbose = false;  // every member group's own progress lines too
 };
 
 int run_command(const RunOptions& options);

@@ -166,7 +166,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     settings.meta.put_text("kind", "trial");
     settings.meta.put_int("stage", c.stage_index);
     settings.meta.put_int("trial", trial.id);
-    settings.meta.put_int("generation", trial.generation);
+    settings.meta.put_int("generation", trial.generation + 1);
     StepWork work;
     work.serve = serve;
     // The time limit counts the trial's time in earlier allocations too.
@@ -395,6 +395,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     snapshots->save(state);
   };
   SchedulerStats stats;
+  std::string stopped;
   try {
     stats = run_trials(
         topology, *search,
@@ -442,26 +443,31 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
           const std::string which = spec.algorithm == SearchAlgorithm::genetic
                                         ? fmt::format("gen {}/{} trial {}", trial.generation + 1,
                                                       spec.generations, trial.id)
-                                        : fmt::format("trial {}/{}", trial.id + 1, planned);
+                                        : fmt::format("trial {}", trial.id);
           fmt::print(
-              "[hpo] {} on group {}: {} {} in {:.1f}s | {} done, {} failed | best {} ({}) | ETA "
-              "{}\n",
+              "[hpo] {} on group {}: {} {} in {:.1f}s | {}/{} done, {} failed | best {} ({}) | "
+              "ETA {}\n",
               which, outcome.member_group, to_string(outcome.status),
               outcome.status == TrialStatus::ok ? fmt::format("{:.4g}", outcome.fitness)
                                                 : outcome.reason,
-              outcome.seconds, done, failed, best ? fmt::format("{:.4g}", best->fitness) : "none",
+              outcome.seconds, done, planned, failed,
+              best ? fmt::format("{:.4g}", best->fitness) : "none",
               best ? params_string(search->space(), *best) : "",
               format_duration(left * per_trial / groups));
           std::fflush(stdout);
         },
         Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
-  } catch (const Interrupted&) {
+  } catch (const Interrupted& e) {
     if (coordinator) {
       save_snapshot();
       snapshots->wait();
     }
-    throw;
+    stopped = e.what();
   }
+  // A stop signal throws on the coordinator and on the groups it stopped mid-trial; the others
+  // return. All learn it here, before the collective below, and leave together.
+  if (topology.world().allreduce_max(stopped.empty() ? 0 : 1) > 0)
+    throw Interrupted(stopped.empty() ? std::string("the search stopped on a signal") : stopped);
   if (coordinator) {
     save_snapshot();
     snapshots->wait();

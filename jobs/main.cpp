@@ -61,6 +61,10 @@ int dispatch(int argc, char** argv, int world_size) {
   run_cmd->add_flag("--fresh", run.fresh,
                     "Start over when output.dir already holds a run; the earlier run is moved "
                     "aside, not deleted");
+  run_cmd->add_flag("--verbose", run.verbose,
+                    "Every member group prints its own progress lines, prefixed [g<n>] (they go to "
+                    "each member's log.txt anyway); by default only rank 0 prints, one line per "
+                    "interval for the whole stage");
   run_cmd->add_option(
       "--threads", run.threads,
       "Worker threads per rank (overrides run.threads; 0 = this rank's share of the node's cores)");

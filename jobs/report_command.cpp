@@ -96,13 +96,13 @@ std::string search_section(const fs::path& dir, const nlohmann::json& summary) {
   ChartSeries best{"best in population", {}, true, "#d62728", 2.0};
   ChartSeries mean{"mean", {}, true, "#1f77b4", 1.5};
   for (const auto& g : summary.value("generations", nlohmann::json::array())) {
-    best.points.emplace_back(number(g, "generation") + 1, number(g, "best"));
-    mean.points.emplace_back(number(g, "generation") + 1, number(g, "mean"));
+    best.points.emplace_back(number(g, "generation"), number(g, "best"));
+    mean.points.emplace_back(number(g, "generation"), number(g, "mean"));
   }
   ChartSeries trials{"each trial", {}, false, "#555", 1.0};
   for (const auto& row : read_jsonl(dir / "trials.jsonl"))
     if (row.value("status", "") == "ok")
-      trials.points.emplace_back(number(row, "generation") + 1, number(row, "fitness"));
+      trials.points.emplace_back(number(row, "generation"), number(row, "fitness"));
   html += "<div class=\"charts\">" +
           svg_chart("Fitness per generation", "generation", "fitness", {trials, mean, best}) +
           "</div>\n";

@@ -288,14 +288,18 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
                                  stage_output ? &*stage_output
                                  : top        ? top
                                               : nullptr,
-                                 config.output.dir};
+                                 config.output.dir,
+                                 options.verbose};
       stage.run(context, state.artifacts);
     } catch (const Interrupted& e) {
       stopped = e.what();
     }
     if (world.allreduce_max(stopped.empty() ? 0 : 1) > 0) {
-      if (!stopped.empty() && topology.member().rank() == 0)
-        fmt::print("[run] {}; exit {} (requeue to resume)\n", stopped, int{exit_checkpointed});
+      // One line for the job, not one per group.
+      if (world.rank() == 0)
+        fmt::print("[run] {}; exit {} (requeue to resume)\n",
+                   stopped.empty() ? "stopped by a signal, checkpointed" : stopped,
+                   int{exit_checkpointed});
       std::fflush(stdout);
       return exit_checkpointed;
     }

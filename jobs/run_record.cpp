@@ -188,7 +188,8 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
                           {{"openblas_core", kernels.openblas_core},
                            {"cpu", kernels.cpu_best},
                            {"warning", kernels.warning},
-                           {"device", detect_devices().summary}}},
+                           {"device", detect_devices().summary},
+                           {"device_detail", detect_devices().detail}}},
                          {"environment", environment}});
   record_ = {
       {"strata", {{"version", build.version}, {"git_revision", build.git_revision}}},

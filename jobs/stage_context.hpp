@@ -25,6 +25,9 @@ struct StageContext {
   const StopSignals* signals = nullptr;
   const RunOutput* output = nullptr;  // the stage's directory, on world rank 0 only
   std::filesystem::path run_dir;      // the run's output.dir, to which artifact paths are relative
+  // Every member group prints its own progress lines ([g<n>] prefix) beside world rank 0's lines
+  // for the whole stage (strata run --verbose).
+  bool verbose = false;
 };
 
 }  // namespace strata

@@ -1,5 +1,6 @@
 #include "jobs/training_queue.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -98,6 +99,7 @@ std::vector<bool> run_training_queue(
   // the other ranks return. All of them learn it here, before the collectives below, and leave
   // together.
   std::string stopped;
+  auto last_line = Clock::now() - std::chrono::hours(1);
   try {
     run_trials(
         topology, search,
@@ -107,6 +109,12 @@ std::vector<bool> run_training_queue(
         [&](const Trial& trial, const TrialOutcome& o) {
           log->append(trial, o);
           ++finished;
+          // Thousands of members must not print thousands of lines: failures, the last one, and
+          // one per interval.
+          if (o.status == TrialStatus::ok && finished < count &&
+              seconds_since(last_line) < c.config.output.progress_seconds)
+            return;
+          last_line = Clock::now();
           fmt::print(
               "[{}] {} on group {}: {} | {}/{} done\n", what, describe(trial.id), o.member_group,
               o.status == TrialStatus::ok ? fmt::format("val acc {:.4f} test acc {:.4f} in {:.1f}s",

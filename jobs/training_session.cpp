@@ -86,12 +86,17 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
                     chosen, e.what(), settings_.checkpoint_dir.string()));
   }
   if (leader()) {
-    fmt::print("[resume] {}from {}: {}, written on G {} x D {} x M {} with {} thread(s)\n",
-               settings_.label, chosen,
-               position_text(trainer_.position(), settings_.epochs, trainer_.steps_per_epoch()),
-               state.get_int("meta/groups"), state.get_int("meta/data"),
-               state.get_int("meta/model"), state.get_int("meta/threads"));
-    std::fflush(stdout);
+    const std::string line = fmt::format(
+        "[resume] {}from {}: {}, written on G {} x D {} x M {} with {} thread(s)", settings_.label,
+        chosen, position_text(trainer_.position(), settings_.epochs, trainer_.steps_per_epoch()),
+        state.get_int("meta/groups"), state.get_int("meta/data"), state.get_int("meta/model"),
+        state.get_int("meta/threads"));
+    if (settings_.say) {
+      settings_.say(line);
+    } else {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
   }
   return std::filesystem::path(chosen);
 }

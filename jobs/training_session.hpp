@@ -41,6 +41,8 @@ struct SessionSettings {
   // the coordinator, so that one would be written only to be deleted.
   bool checkpoint_last_epoch = true;
   StateDict meta;  // scalars saved under meta/ that say what this training is (stage, member)
+  // Where its own lines (resumed from where) go, on the group's first rank; empty: stdout.
+  std::function<void(const std::string&)> say;
 };
 
 // Work a caller adds at every step boundary, on every rank of the group.

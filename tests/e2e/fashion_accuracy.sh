@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Accuracy on the real Fashion-MNIST: configs/fashion_cnn.yaml (the DESIGN CNN, 5 epochs) must reach 0.89
+# Accuracy on the real Fashion-MNIST: configs/fashion_cnn.yaml (the benchmark CNN, 5 epochs) must reach 0.89
 # test accuracy, and configs/quickstart.yaml 0.85, as PyTorch does with the same models.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 check_accuracy() {
   local config="$1" floor="$2" name
   name="$(basename "$config" .yaml)"
-  sed "s|^  dir: .*|  dir: $work/$name|" "$config" > "$work/$name.yaml"
   local t0=$SECONDS
-  if ! timeout 600 "$STRATA" run "$work/$name.yaml" > "$work/$name.log" 2>&1; then
+  # The config as shipped: its data path is read from its own directory.
+  if ! timeout 600 "$STRATA" run "$config" --set "output.dir=$work/$name" > "$work/$name.log" 2>&1; then
     echo "FAIL: $config did not run"; tail -5 "$work/$name.log"; fails=$((fails + 1)); return
   fi
   local acc

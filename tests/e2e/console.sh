@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Console output made for thousands of groups: a 4-rank, 4-group train stage prints start-up facts
+# once, then one progress line per interval for the whole stage (not one per group), a table across
+# members at the end, and each member's detail in members/<m>/log.txt; --verbose adds every
+# group's own lines, each with its [g<n>] prefix.
+STRATA="$1"
+source "$(dirname "$0")/lib.sh"
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
+cd "$work"
+cat > console.yaml <<YAML
+run: {name: console, seed: 3, threads: 1}
+data: {source: synthetic, synthetic: {train: 6000, test: 500, classes: 4, channels: 1, height: 28, width: 28}}
+model: {layers: [flatten, {dense: {units: 256}}, relu, {dense: {units: 4}}]}
+training: {epochs: 4, local_batch: 32}
+output: {dir: $work/quiet, progress_seconds: 0.5}
+YAML
+start=$EPOCHREALTIME
+timeout 300 "$MPIEXEC" -n 4 "$STRATA" run console.yaml > quiet.log 2>&1 || { echo "FAIL: the run failed"; cat quiet.log; exit 1; }
+end=$EPOCHREALTIME
+/usr/bin/python3 - quiet.log "$start" "$end" "$work/quiet" <<'PY' || fails=$((fails + 1))
+import re, sys, os
+lines = open(sys.argv[1]).read().splitlines()
+wall, out = float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4]
+progress = [l for l in lines if re.match(r"\[train\] 4 members: \d+ done, \d+ running", l)]
+problems = []
+# One line per 0.5 s interval for the whole stage, plus the last: never one per group per interval.
+if not 2 <= len(progress) <= wall / 0.5 + 2:
+    problems.append(f"{len(progress)} progress lines in {wall:.1f} s at 0.5 s intervals")
+if not progress or "4 done" not in progress[-1]:
+    problems.append("the last progress line does not say all 4 are done")
+for pattern in (r"^\[epoch ", r"^\[g\d", r"^\[m\d", r"^\[train\] epoch ", r"oneDNN"):
+    if any(re.search(pattern, l) for l in lines):
+        problems.append(f"a per-group line /{pattern}/ on the console")
+for fact in ("[device]", "[kernels]", "[data]", "[model]"):
+    if sum(l.startswith(fact) for l in lines) != 1:
+        problems.append(f"{fact} printed {sum(l.startswith(fact) for l in lines)} times, not once")
+if any("CUDA driver version" in l for l in lines):
+    problems.append("the CUDA runtime's error reaches the console")
+# Start-up facts come before the first progress line.
+first_progress = lines.index(progress[0]) if progress else len(lines)
+if any(l.startswith("[kernels]") for l in lines[first_progress:]):
+    problems.append("[kernels] after training started")
+table = [l for l in lines if re.match(r"\s+\d+\s+\d+\s+4\s+\d\.\d{4}\s+\d\.\d{4}\s+\d\.\d{4}", l)]
+if len(table) != 4:
+    problems.append(f"the summary table has {len(table)} member rows, not 4")
+for m in range(4):
+    log = os.path.join(out, "members", str(m), "log.txt")
+    text = open(log).read() if os.path.exists(log) else ""
+    if len(re.findall(r"^\[epoch \d/4\]", text, re.M)) != 4 or f"member {m}:" not in text:
+        problems.append(f"members/{m}/log.txt lacks its 4 epoch lines")
+print("FAIL: " + "; ".join(problems) if problems else
+      f"ok: {len(progress)} progress lines in {wall:.1f} s, start-up facts once, a 4-row table, 4 member logs")
+sys.exit(1 if problems else 0)
+PY
+sed "s|dir: $work/quiet|dir: $work/verbose|" console.yaml > verbose.yaml
+timeout 300 "$MPIEXEC" -n 4 "$STRATA" run verbose.yaml --verbose > verbose.log 2>&1 || { echo "FAIL: the verbose run failed"; fails=$((fails + 1)); }
+/usr/bin/python3 - verbose.log <<'PY' || fails=$((fails + 1))
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+epochs = [l for l in lines if "[epoch " in l]
+groups = {int(m.group(1)) for l in epochs for m in [re.match(r"\[g(\d+)\] \[epoch \d/4\]", l)] if m}
+bare = [l for l in epochs if not re.match(r"\[g\d+\] ", l)]
+ok = groups == {0, 1, 2, 3} and len(epochs) == 16 and not bare
+print("ok: --verbose: 16 epoch lines, every one prefixed [g<n>], from groups 0-3" if ok else
+      f"FAIL: --verbose: groups {sorted(groups)}, {len(epochs)} epoch lines, {len(bare)} without a prefix")
+sys.exit(0 if ok else 1)
+PY
+finish
