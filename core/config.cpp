@@ -531,7 +531,7 @@ Config parse_substituted(const std::string& text, const std::string& file,
 
 // Returns the first value of every parameter, and the largest local batch any probe gave.
 std::pair<std::map<std::string, std::string>, int> check_references(
-    const std::string& text, const Reader& root, const std::vector<SearchParamSpec>& space,
+    const std::string& text, const Reader& root, const std::vector<ParamSpec>& space,
     const std::string& file, const std::vector<std::string>& overrides) {
   int largest_local_batch = 0;
   std::map<std::string, std::string> first;
@@ -604,7 +604,7 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
   for (auto& stage : stages)
     if (auto* transfer = std::get_if<TransferSpec>(&stage.settings))
       transfer->pretrained_path = relative_to_config(file, transfer->pretrained_path);
-  std::vector<SearchParamSpec> space;
+  std::vector<ParamSpec> space;
   for (const auto& stage : stages)
     if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) space = hpo->space;
   const auto [first_values, largest_local_batch] =
@@ -669,8 +669,8 @@ Config instantiate(const Config& base, const std::map<std::string, std::string>&
   return config;
 }
 
-const std::vector<SearchParamSpec>& search_space(const Config& config) {
-  static const std::vector<SearchParamSpec> none;
+const std::vector<ParamSpec>& search_space(const Config& config) {
+  static const std::vector<ParamSpec> none;
   for (const auto& stage : config.stages)
     if (const auto* hpo = std::get_if<HpoSpec>(&stage.settings)) return hpo->space;
   return none;

@@ -8,13 +8,10 @@
 #include <variant>
 #include <vector>
 
-namespace strata {
+#include "core/search_params.hpp"
+#include "core/source_mark.hpp"
 
-// Where a value came from in the YAML file, for error messages.
-struct SourceMark {
-  int line = 0;  // 1-based; 0 = not from a file (defaults)
-  int column = 0;
-};
+namespace strata {
 
 enum class LayerKind {
   dense,
@@ -188,24 +185,13 @@ struct ParallelConfig {
 
 enum class StageKind { train, hpo, ensemble, transfer };
 
-enum class SearchParamKind { uniform, log_uniform, integer, choice };
-
-// One dimension of a search space. Values elsewhere in the config refer to it as "$name".
-struct SearchParamSpec {
-  std::string name;
-  SearchParamKind kind = SearchParamKind::uniform;
-  double lo = 0.0, hi = 0.0;         // uniform, log_uniform, integer
-  std::vector<std::string> choices;  // choice: the values as YAML scalars
-  SourceMark mark;
-};
-
 enum class SearchAlgorithm { genetic, random, grid };
 
 // The hpo stage (DESIGN §5): a search over `space`, each individual trained as the rest of the
 // config says with its parameters substituted.
 struct HpoSpec {
   SearchAlgorithm algorithm = SearchAlgorithm::genetic;
-  std::vector<SearchParamSpec> space;
+  std::vector<ParamSpec> space;
   int population = 8;
   int generations = 5;
   int tournament = 3;
@@ -361,7 +347,7 @@ std::string trial_config_text(const Config& base, const std::map<std::string, st
 std::string trained_config_text(const Config& config);
 
 // The search space of the config's hpo stage, empty when it has none.
-const std::vector<SearchParamSpec>& search_space(const Config& config);
+const std::vector<ParamSpec>& search_space(const Config& config);
 
 const char* to_string(LayerKind kind);
 

@@ -73,12 +73,12 @@ struct EnumNames<SearchAlgorithm> {
        {"grid", SearchAlgorithm::grid}}};
 };
 template <>
-struct EnumNames<SearchParamKind> {
-  static constexpr std::array<Choice<SearchParamKind>, 4> choices{
-      {{"uniform", SearchParamKind::uniform},
-       {"log_uniform", SearchParamKind::log_uniform},
-       {"int", SearchParamKind::integer},
-       {"choice", SearchParamKind::choice}}};
+struct EnumNames<ParamKind> {
+  static constexpr std::array<Choice<ParamKind>, 4> choices{
+      {{"uniform", ParamKind::uniform},
+       {"log_uniform", ParamKind::log_uniform},
+       {"int", ParamKind::integer},
+       {"choice", ParamKind::choice}}};
 };
 template <>
 struct EnumNames<StageKind> {

@@ -12,21 +12,21 @@ namespace strata::config_reader {
 namespace {
 
 // "lr: {log_uniform: [1.0e-4, 0.1]}" or "optimizer: {choice: [sgd, adam]}".
-SearchParamSpec parse_param(const std::string& name, const Reader& at) {
+ParamSpec parse_param(const std::string& name, const Reader& at) {
   const MapReader entry(at);
   if (entry.size() != 1)
     at.fail(
         "expected one parameter type and its range, e.g. {log_uniform: [1.0e-4, 0.1]} or {choice: "
         "[sgd, adam]}");
   const auto [kind_at, range_at] = entry.first_entry();
-  SearchParamSpec p;
+  ParamSpec p;
   p.name = name;
   p.mark = at.mark();
   p.kind = at.with(kind_at.node(), at.path(), kind_at.mark())
-               .as_choice(EnumNames<SearchParamKind>::choices, "parameter type");
+               .as_choice(EnumNames<ParamKind>::choices, "parameter type");
   const YAML::Node& list = range_at.node();
   if (!list.IsSequence()) range_at.fail(fmt::format("expected a list, got {}", range_at.found()));
-  if (p.kind == SearchParamKind::choice) {
+  if (p.kind == ParamKind::choice) {
     if (list.size() == 0) range_at.fail("expected at least one choice");
     std::set<std::string> seen;
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -38,24 +38,24 @@ SearchParamSpec parse_param(const std::string& name, const Reader& at) {
     return p;
   }
   if (list.size() != 2) range_at.fail(fmt::format("expected [lo, hi], got {} values", list.size()));
-  if (p.kind == SearchParamKind::integer) {
+  if (p.kind == ParamKind::integer) {
     p.lo = range_at.item(0, list[0]).as_int({std::numeric_limits<int>::min()});
     p.hi = range_at.item(1, list[1]).as_int({std::numeric_limits<int>::min()});
   } else {
     p.lo = range_at.item(0, list[0]).as_number(NumRange{-std::numeric_limits<double>::infinity()});
     p.hi = range_at.item(1, list[1]).as_number(NumRange{-std::numeric_limits<double>::infinity()});
   }
-  if (!(p.lo < p.hi) && !(p.kind == SearchParamKind::integer && p.lo == p.hi))
+  if (!(p.lo < p.hi) && !(p.kind == ParamKind::integer && p.lo == p.hi))
     range_at.fail(fmt::format("expected lo < hi, got [{}, {}]", p.lo, p.hi));
-  if (p.kind == SearchParamKind::log_uniform && p.lo <= 0.0)
+  if (p.kind == ParamKind::log_uniform && p.lo <= 0.0)
     range_at.fail(fmt::format("log_uniform needs lo > 0, got {}", p.lo));
   return p;
 }
 
-std::vector<SearchParamSpec> parse_space(const Reader& at) {
+std::vector<ParamSpec> parse_space(const Reader& at) {
   const MapReader m(at);
   if (m.size() == 0) at.fail("expected at least one search parameter");
-  std::vector<SearchParamSpec> space;
+  std::vector<ParamSpec> space;
   for (const auto& name : m.keys()) space.push_back(parse_param(name, *m.get(name)));
   return space;
 }
@@ -173,24 +173,6 @@ std::vector<Reference> find_references(const Reader& root) {
 
 void substitute(YAML::Node root, const std::map<std::string, std::string>& values) {
   replace_in_place(root, values);
-}
-
-std::string format_value(const SearchParamSpec& p, double value) {
-  if (p.kind == SearchParamKind::choice) return p.choices.at(static_cast<std::size_t>(value));
-  if (p.kind == SearchParamKind::integer)
-    return fmt::format("{}", static_cast<long long>(std::llround(value)));
-  return fmt::format("{}", value);
-}
-
-std::vector<std::string> probe_values(const SearchParamSpec& p) {
-  if (p.kind == SearchParamKind::choice) return p.choices;
-  if (p.kind == SearchParamKind::integer) return {format_value(p, p.lo), format_value(p, p.hi)};
-  // A point inside as well, which is not a whole number, so that a real parameter used where an
-  // integer is needed fails here rather than in the middle of a search.
-  const double inside = p.kind == SearchParamKind::log_uniform
-                            ? std::exp((2 * std::log(p.lo) + std::log(p.hi)) / 3)
-                            : p.lo + (p.hi - p.lo) / 3;
-  return {format_value(p, p.lo), format_value(p, p.hi), format_value(p, inside)};
 }
 
 }  // namespace strata::config_reader

@@ -20,14 +20,8 @@ struct Reference {
 // Every "$name" scalar under `root` except in the stages section, which defines the names.
 std::vector<Reference> find_references(const Reader& root);
 
-// Replaces every "$name" scalar under `root` by values.at(name), in place. Callers load a fresh tree
-// for each substitution: a copy made by YAML::Clone loses the line and column of every node.
+// Replaces every "$name" scalar under `root` by values.at(name), in place. Callers load a fresh
+// tree for each substitution: a copy made by YAML::Clone loses the line and column of every node.
 void substitute(YAML::Node root, const std::map<std::string, std::string>& values);
-
-// The values at which a reference to `param` is checked: its bounds, or every choice.
-std::vector<std::string> probe_values(const SearchParamSpec& param);
-
-// A parameter's value as the YAML scalar that replaces its references.
-std::string format_value(const SearchParamSpec& param, double value);
 
 }  // namespace strata::config_reader

@@ -8,18 +8,15 @@
 
 #include <fmt/format.h>
 
+#include "core/config_names.hpp"
+
 namespace strata {
 
 namespace {
 
-// fmt writes the shortest decimal that reads back as the same double, so logs lose nothing.
-std::string number(double v) {
-  return fmt::format("{}", v);
-}
-
 [[noreturn]] void reject(const ParamSpec& spec, const std::string& why) {
   throw std::invalid_argument(
-      fmt::format("search space: parameter '{}' ({}): {}", spec.name, kind_name(spec.kind), why));
+      fmt::format("search space: parameter '{}' ({}): {}", spec.name, to_string(spec.kind), why));
 }
 
 // Integers above 2^53 are not all representable as doubles, so they cannot be genes.
@@ -30,30 +27,6 @@ bool is_integral(double v) {
 }
 
 }  // namespace
-
-std::string_view kind_name(ParamKind kind) {
-  switch (kind) {
-    case ParamKind::uniform:
-      return "uniform";
-    case ParamKind::log_uniform:
-      return "log_uniform";
-    case ParamKind::integer:
-      return "int";
-    case ParamKind::choice:
-      return "choice";
-  }
-  return "?";
-}
-
-ParamKind parse_param_kind(std::string_view name) {
-  for (auto kind :
-       {ParamKind::uniform, ParamKind::log_uniform, ParamKind::integer, ParamKind::choice}) {
-    if (kind_name(kind) == name) return kind;
-  }
-  throw std::invalid_argument(fmt::format(
-      "search space: unknown parameter type '{}' (expected uniform, log_uniform, int or choice)",
-      name));
-}
 
 void validate(const ParamSpec& spec) {
   if (spec.name.empty()) reject(spec, "the parameter has no name");
@@ -183,21 +156,6 @@ double to_search_scale(const ParamSpec& spec, double gene) {
 
 double from_search_scale(const ParamSpec& spec, double x) {
   return spec.kind == ParamKind::log_uniform ? std::exp(x) : x;
-}
-
-std::string describe_value(const ParamSpec& spec, double gene) {
-  switch (spec.kind) {
-    case ParamKind::choice:
-      if (within(spec, gene)) return spec.choices[static_cast<std::size_t>(gene)];
-      return fmt::format("<choice {} of {}>", gene, spec.choices.size());
-    case ParamKind::integer:
-      // Through an integer, so that an integer never prints with an exponent.
-      if (is_integral(gene) && std::abs(gene) <= max_exact_integer)
-        return fmt::format("{}", static_cast<long long>(gene));
-      return number(gene);
-    default:
-      return number(gene);
-  }
 }
 
 std::string describe(const SearchSpace& space, const Genome& genome) {

@@ -34,20 +34,7 @@ namespace {
 
 SearchSpace search_space_of(const Config& config, const HpoSpec& spec) {
   if (config.objective) return objective_space(config.objective->name, config.objective->dims);
-  SearchSpace space;
-  for (const auto& p : spec.space) {
-    ParamSpec s;
-    s.name = p.name;
-    s.kind = p.kind == SearchParamKind::uniform       ? ParamKind::uniform
-             : p.kind == SearchParamKind::log_uniform ? ParamKind::log_uniform
-             : p.kind == SearchParamKind::integer     ? ParamKind::integer
-                                                      : ParamKind::choice;
-    s.lo = p.lo;
-    s.hi = p.hi;
-    s.choices = p.choices;
-    space.params.push_back(s);
-  }
-  return space;
+  return SearchSpace{spec.space};
 }
 
 std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std::uint64_t seed,
@@ -89,13 +76,8 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
 // A trial's values as the YAML scalars that replace the config's references.
 std::map<std::string, std::string> trial_values(const SearchSpace& space, const Trial& trial) {
   std::map<std::string, std::string> values;
-  for (std::size_t k = 0; k < space.params.size(); ++k) {
-    const ParamSpec& p = space.params[k];
-    const double v = trial.genome[k];
-    values[p.name] = p.kind == ParamKind::choice    ? p.choices.at(static_cast<std::size_t>(v))
-                     : p.kind == ParamKind::integer ? fmt::format("{}", std::llround(v))
-                                                    : fmt::format("{}", v);
-  }
+  for (std::size_t k = 0; k < space.params.size(); ++k)
+    values[space.params[k].name] = describe_value(space.params[k], trial.genome[k]);
   return values;
 }
 
@@ -323,14 +305,6 @@ int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
   return static_cast<int>(std::min(planned, 2e9));
 }
 
-std::string params_string(const SearchSpace& space, const Trial& t) {
-  std::string text;
-  for (std::size_t k = 0; k < space.params.size(); ++k)
-    text += fmt::format("{}{}={}", k ? " " : "", space.params[k].name,
-                        describe_value(space.params[k], t.genome[k]));
-  return text;
-}
-
 }  // namespace
 
 void hpo_stage(const StageContext& c, const HpoSpec& spec) {
@@ -452,7 +426,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
                                                 : outcome.reason,
               outcome.seconds, done, planned, failed,
               best ? fmt::format("{:.4g}", best->fitness) : "none",
-              best ? params_string(search->space(), *best) : "",
+              best ? describe(search->space(), best->genome) : "",
               format_duration(left * per_trial / groups));
           std::fflush(stdout);
         },

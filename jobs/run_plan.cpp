@@ -10,7 +10,6 @@
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "core/model.hpp"
-#include "core/search_config.hpp"
 
 namespace strata {
 
@@ -81,12 +80,12 @@ ModelSize largest_model_size(const Config& config) {
   // the probe that gives the largest model with the others at their current values, round after
   // round until none changes, since parameters interact (a larger kernel shrinks what follows).
   std::map<std::string, std::string> current;
-  for (const auto& p : space) current[p.name] = config_reader::probe_values(p).front();
+  for (const auto& p : space) current[p.name] = probe_values(p).front();
   for (bool changed = true; changed;) {
     changed = false;
     for (const auto& p : space) {
       std::int64_t best = bytes_at(current);
-      for (const auto& value : config_reader::probe_values(p)) {
+      for (const auto& value : probe_values(p)) {
         auto values = current;
         values[p.name] = value;
         if (const std::int64_t bytes = bytes_at(values); bytes > best) {

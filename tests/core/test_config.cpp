@@ -263,8 +263,8 @@ TEST_CASE("to_string names layer and init kinds as the YAML spells them", "[conf
   };
   CHECK(round_trips(strata::EnumNames<strata::OptimizerKind>::choices));
   CHECK(round_trips(strata::EnumNames<strata::RankLayout>::choices));
-  CHECK(round_trips(strata::EnumNames<strata::SearchParamKind>::choices));
-  CHECK(std::string(strata::to_string(strata::SearchParamKind::integer)) == "int");
+  CHECK(round_trips(strata::EnumNames<strata::ParamKind>::choices));
+  CHECK(std::string(strata::to_string(strata::ParamKind::integer)) == "int");
   CHECK(std::string(strata::to_string(strata::StageKind::ensemble)) == "ensemble");
 }
 
@@ -699,7 +699,8 @@ TEST_CASE("a config must be UTF-8: the first other byte is an error at its line 
   CHECK(error_of("run: {name: \"\xED\xA0\x80\"}\nmodel: {layers: [relu]}\n")
             .starts_with("t.yaml:1:14: byte 0xED"));
   const Config ok = parse_config(
-      with_data("run: {name: \"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80\"}\nmodel: {layers: [relu]}\n"),
+      with_data(
+          "run: {name: \"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80\"}\nmodel: {layers: [relu]}\n"),
       "t.yaml");
   CHECK(ok.run.name == "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80");
   CHECK(error_of("model: {layers: [relu]}\n", {"run.name=x\xFF"}) ==

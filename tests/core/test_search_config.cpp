@@ -70,9 +70,9 @@ TEST_CASE("an hpo stage parses with its space", "[config][hpo]") {
   const auto& space = search_space(c);
   REQUIRE(space.size() == 5);
   CHECK(space[0].name == "lr");
-  CHECK(space[0].kind == SearchParamKind::log_uniform);
+  CHECK(space[0].kind == ParamKind::log_uniform);
   CHECK(space[0].lo == 1.0e-4);
-  CHECK(space[2].kind == SearchParamKind::integer);
+  CHECK(space[2].kind == ParamKind::integer);
   CHECK(space[3].choices == std::vector<std::string>{"32", "64"});
   // The base config takes every parameter's first value.
   CHECK(c.training.optimizer.lr == 1.0e-4);

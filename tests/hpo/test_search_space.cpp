@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config_names.hpp"
 #include "hpo/search_space.hpp"
 
 using namespace strata;
@@ -61,11 +62,22 @@ TEST_CASE("invalid parameter specs are rejected with their name and numbers", "[
   CHECK_THROWS_AS(validate(SearchSpace{}), std::invalid_argument);
 }
 
-TEST_CASE("parameter kinds round-trip through their YAML names", "[hpo][space]") {
+TEST_CASE("parameter kinds have the YAML's names, in the config's one table", "[hpo][space]") {
+  const std::vector<std::string> names{"uniform", "log_uniform", "int", "choice"};
+  std::vector<std::string> written;
   for (auto k : {ParamKind::uniform, ParamKind::log_uniform, ParamKind::integer, ParamKind::choice})
-    CHECK(parse_param_kind(kind_name(k)) == k);
-  CHECK(kind_name(ParamKind::integer) == "int");
-  CHECK_THROWS_WITH(parse_param_kind("normal"), Catch::Matchers::Contains("'normal'"));
+    written.emplace_back(strata::to_string(k));
+  CHECK(written == names);
+  // describe_value is the one formatting of a value: what replaces $name in a trial's config, the
+  // journal's text and the log's.
+  const ParamSpec units{"units", ParamKind::integer, 8, 1e6, {}};
+  CHECK(strata::describe_value(units, 1e6) == "1000000");  // never 1e+06
+  const ParamSpec opt{"opt", ParamKind::choice, 0, 0, {"sgd", "adam"}};
+  CHECK(strata::describe_value(opt, 1) == "adam");
+  const ParamSpec lr{"lr", ParamKind::log_uniform, 1e-4, 0.1, {}};
+  CHECK(strata::describe_value(lr, 0.1 + 0.2) == "0.30000000000000004");  // round-trips
+  CHECK(strata::probe_values(lr).size() == 3);
+  CHECK(strata::probe_values(units) == std::vector<std::string>{"8", "1000000"});
 }
 
 TEST_CASE("samples obey bounds and types over many draws", "[hpo][space]") {
