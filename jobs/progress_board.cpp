@@ -27,6 +27,22 @@ std::string accuracy(double value) {
 
 }  // namespace
 
+void MemberReport::update(const TrainProgress& p) {
+  epoch = p.epoch;
+  step = p.step;
+  samples_per_s = p.samples_per_s;
+  train_loss = p.loss;
+}
+
+void MemberReport::update(const EpochMetrics& m) {
+  epoch = m.epoch;
+  step = steps_per_epoch;
+  train_loss = m.train_loss;
+  val_accuracy = m.val_accuracy;
+  test_accuracy = m.test_accuracy;
+  samples_per_s = m.samples_per_s;
+}
+
 ProgressBoard::ProgressBoard(const Topology& topology, int members, double interval_s,
                              std::string what)
     : topology_(topology),

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/trainer.hpp"
 #include "jobs/stop_signals.hpp"
 #include "parallel/topology.hpp"
 
@@ -29,6 +30,10 @@ struct MemberReport {
   double val_accuracy = -1.0;  // of the last finished epoch; < 0: none yet
   double test_accuracy = -1.0;
   double seconds = 0.0;  // this training's, in this allocation
+
+  // Where a progress callback or a finished epoch puts the training.
+  void update(const TrainProgress& p);
+  void update(const EpochMetrics& m);
 };
 
 class ProgressBoard {

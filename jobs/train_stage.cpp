@@ -118,10 +118,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
         epochs,
         [&](const TrainProgress& p) {
           if (!writes) return;
-          report.epoch = p.epoch;
-          report.step = p.step;
-          report.samples_per_s = p.samples_per_s;
-          report.train_loss = p.loss;
+          report.update(p);
           send(MemberState::running);
           log.line(fmt::format(
               "[train] epoch {}/{} step {}/{} loss {:.4f} lr {:.4g} {:.0f} samples/s ETA {}",
@@ -137,12 +134,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
                     fmt::format("[kernels] {}: oneDNN {}", conv->name(), conv->implementation()));
           first_epoch = false;
           output->append_metrics(m);
-          report.epoch = m.epoch;
-          report.step = report.steps_per_epoch;
-          report.train_loss = m.train_loss;
-          report.val_accuracy = m.val_accuracy;
-          report.test_accuracy = m.test_accuracy;
-          report.samples_per_s = m.samples_per_s;
+          report.update(m);
           send(MemberState::running);
           log.line(fmt::format(
               "[epoch {}/{}] train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | test acc "
@@ -155,11 +147,8 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
     throw;
   }
   // A member resumed after its last epoch has no epoch to report: its checkpoint has the metrics.
-  const EpochMetrics& last = trainer.last_epoch();
+  report.update(trainer.last_epoch());
   report.epoch = epochs;
-  report.train_loss = last.train_loss;
-  report.val_accuracy = last.val_accuracy;
-  report.test_accuracy = last.test_accuracy;
   session.save_final_weights(dir / "weights.h5");
   session.wait();
   send(MemberState::done);
