@@ -1,4 +1,5 @@
-// Reading the YAML config: nodes that carry their key path and position, typed and range-checked reads.
+// Reading the YAML config: nodes that carry their key path and position, typed and range-checked
+// reads.
 #pragma once
 
 #include <array>
@@ -347,6 +348,5 @@ void read(const MapReader& m, std::string_view key, E& out, const std::array<Cho
           std::string_view what) {
   if (auto v = m.get(key)) out = v->as_choice(choices, what);
 }
-
 
 }  // namespace strata::config_reader

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <string_view>
 #include <cstdlib>
+#include <filesystem>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -161,6 +162,11 @@ void apply_override(YAML::Node root, const std::string& text) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: the value is not valid YAML: {}", what, e.msg));
   }
+  // A path given on the command line means what the shell means by it: relative to the working
+  // directory, not to the config file's (which relative paths in the file are).
+  if (path == "data.path" && value.IsScalar() && !value.Scalar().empty() &&
+      std::filesystem::path(value.Scalar()).is_relative())
+    value = std::filesystem::absolute(value.Scalar()).lexically_normal().string();
   const std::vector<Step> steps = parse_path(path, what);
   YAML::Node current;
   current.reset(root);
@@ -203,10 +209,15 @@ YAML::Node load_config_tree(const std::string& text, const std::string& file,
     const std::size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
     const std::size_t column_start = line_start == std::string::npos ? 0 : line_start + 1;
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n');
+    // The column an editor shows: characters, not bytes (continuation bytes do not count).
+    const auto column = 1 + std::count_if(text.begin() + static_cast<long>(column_start),
+                                          text.begin() + static_cast<long>(bad), [](char ch) {
+                                            return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+                                          });
     throw ConfigError(fmt::format(
         "{}:{}:{}: byte 0x{:02X} is not UTF-8: a config must be UTF-8 text (convert it, e.g. "
         "iconv -f latin1 -t utf-8)",
-        file, line, bad - column_start + 1, static_cast<unsigned char>(text[bad])));
+        file, line, column, static_cast<unsigned char>(text[bad])));
   }
   for (const auto& o : overrides)
     if (const std::size_t bad = first_invalid_utf8(o); bad != std::string_view::npos)

@@ -30,17 +30,33 @@ const DatasetNames default_names;
 
 // ---- reading ----
 
+// Labels of any integer type, checked to be class numbers before they become bytes (HDF5 would
+// clip -1 to 0 and 300 to 255 without a word).
+std::vector<std::uint8_t> read_labels(const h5::File& file, const std::string& name,
+                                      std::int64_t first, std::int64_t count) {
+  std::vector<std::int64_t> wide;
+  file.read_i64(name, wide, first, count);
+  std::vector<std::uint8_t> labels(wide.size());
+  for (std::size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < 0 || wide[i] >= kMaxClasses)
+      fail(file.path(),
+           fmt::format("{}: label {} at index {} is not a class number in [0, {})", name, wide[i],
+                       first + static_cast<std::int64_t>(i), kMaxClasses));
+    labels[i] = static_cast<std::uint8_t>(wide[i]);
+  }
+  return labels;
+}
+
 std::int64_t read_num_classes(const h5::File& file, const DatasetNames& names) {
   if (!file.has_attr("/", "num_classes")) {
     // Derived: the largest label of either split, plus one (labels are a byte each, so reading
     // them whole is cheap).
     std::int64_t largest = -1;
-    std::vector<std::uint8_t> labels;
     for (const char* split : {"train", "test"}) {
       const std::string name = names.labels_of(split);
       if (!file.exists(name)) fail(file.path(), name + " is missing");
-      file.read_u8(name, labels);
-      for (const auto l : labels) largest = std::max<std::int64_t>(largest, l);
+      for (const auto l : read_labels(file, name, 0, -1))
+        largest = std::max<std::int64_t>(largest, l);
     }
     if (largest + 1 < kMinClasses)
       fail(file.path(), fmt::format("no root attribute num_classes, and the labels hold {} "
@@ -112,24 +128,25 @@ LabeledImages read_split(const h5::File& file, const std::string& split_name, st
   }
 
   if (limit > 0) split.count = std::min(limit, split.count);
-  switch (file.element_class(images)) {
+  const h5::File::ElementType type = file.element_type(images);
+  switch (type.kind) {
     case H5T_INTEGER:
+      // Wider integers would clip above 255 without a word.
+      if (type.bytes != 1 || type.is_signed)
+        fail(file.path(),
+             fmt::format("{}: images are {}-byte {} integers; strata reads uint8 (0-255) "
+                         "or float32 (0-1) images",
+                         images, type.bytes, type.is_signed ? "signed" : "unsigned"));
       file.read_u8(images, split.pixels, 0, split.count);
       break;
     case H5T_FLOAT:
       file.read_f32(images, split.real_pixels, 0, split.count);
-      if (const auto bad = std::find_if(split.real_pixels.begin(), split.real_pixels.end(),
-                                        [](float v) { return !std::isfinite(v); });
-          bad != split.real_pixels.end())
-        fail(file.path(),
-             fmt::format("{}: pixel {} of sample {} is {}", images,
-                         (bad - split.real_pixels.begin()) % split.sample_size(),
-                         (bad - split.real_pixels.begin()) / split.sample_size(), *bad));
+      check_finite_pixels(file.path(), images, split.real_pixels, split.sample_size());
       break;
     default:
       fail(file.path(), images + ": element type is neither an integer type nor a float type");
   }
-  file.read_u8(labels, split.labels, 0, split.count);
+  split.labels = read_labels(file, labels, 0, split.count);
   check_labels(file.path(), labels, split.labels, num_classes);
   return split;
 }
@@ -233,6 +250,22 @@ LabeledImages draw_split(const SyntheticSpec& spec, int count,
 }
 
 }  // namespace
+
+std::vector<std::uint8_t> read_split_labels(const std::string& path, const std::string& split,
+                                            const DatasetNames& names) {
+  const h5::File file = h5::File::open_read(path);
+  return read_labels(file, names.labels_of(split), 0, -1);
+}
+
+void check_finite_pixels(const std::string& path, const std::string& dataset,
+                         const std::vector<float>& pixels, std::int64_t sample_size) {
+  const auto bad =
+      std::find_if(pixels.begin(), pixels.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == pixels.end()) return;
+  const auto at = bad - pixels.begin();
+  fail(path, fmt::format("{}: pixel {} of a sample is {}; images must hold finite values", dataset,
+                         at % sample_size, *bad));
+}
 
 Dataset read_dataset(const std::string& path, std::int64_t train_limit, std::int64_t test_limit,
                      const DatasetNames& names) {

@@ -39,6 +39,16 @@ struct Dataset {
 Dataset read_dataset(const std::string& path, std::int64_t train_limit = 0,
                      std::int64_t test_limit = 0, const DatasetNames& names = {});
 
+// Every label of `split` ("train", "test"), checked to be class numbers below 256 whatever their
+// integer type. Throws DataError naming the file, the dataset and the first bad label.
+std::vector<std::uint8_t> read_split_labels(const std::string& path, const std::string& split,
+                                            const DatasetNames& names = {});
+
+// Throws DataError naming the dataset, sample and pixel of the first value in `pixels` (a batch of
+// float32 images, `sample_size` values each) that is not finite.
+void check_finite_pixels(const std::string& path, const std::string& dataset,
+                         const std::vector<float>& pixels, std::int64_t sample_size);
+
 // Writes a dataset in that layout (used by the importer and by tests).
 void write_dataset(const std::string& path, const Dataset& dataset);
 

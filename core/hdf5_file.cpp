@@ -451,12 +451,22 @@ void File::read_f32_rows(const std::string& name, std::span<const std::int64_t> 
   read_row_union(*this, name, H5T_NATIVE_FLOAT, rows, out);
 }
 
-H5T_class_t File::element_class(const std::string& name) const {
+File::ElementType File::element_type(const std::string& name) const {
   const std::lock_guard lock(library_mutex());
   Handle dataset = open_dataset(*this, name);
   Handle type(H5Dget_type(dataset.get()), H5Tclose);
   if (!type.valid()) fail_hdf5(path(), "dataset " + name, "cannot read its element type");
-  return H5Tget_class(type.get());
+  ElementType t;
+  t.kind = H5Tget_class(type.get());
+  t.bytes = H5Tget_size(type.get());
+  t.is_signed = t.kind == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_2;
+  return t;
+}
+
+void File::read_i64(const std::string& dataset, std::vector<std::int64_t>& out, std::int64_t first,
+                    std::int64_t count) const {
+  const std::lock_guard lock(library_mutex());
+  read_rows(*this, dataset, H5T_NATIVE_INT64, Accept::integers, out, first, count);
 }
 
 void File::read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first,

@@ -73,8 +73,16 @@ class File {
                     std::vector<std::uint8_t>& out) const;
   void read_f32_rows(const std::string& dataset, std::span<const std::int64_t> rows,
                      std::vector<float>& out) const;
-  // The class of a dataset's elements: H5T_INTEGER, H5T_FLOAT, ...
-  H5T_class_t element_class(const std::string& dataset) const;
+  // What a dataset's elements are: H5T_INTEGER, H5T_FLOAT, ..., their size and sign.
+  struct ElementType {
+    H5T_class_t kind = H5T_NO_CLASS;
+    std::size_t bytes = 0;
+    bool is_signed = false;
+  };
+  ElementType element_type(const std::string& dataset) const;
+  // Integers of any width as int64 (no clipping, unlike read_u8).
+  void read_i64(const std::string& dataset, std::vector<std::int64_t>& out, std::int64_t first = 0,
+                std::int64_t count = -1) const;
 
   void write_attr_int(const std::string& object, const std::string& name, std::int64_t value);
   void write_attr_string(const std::string& object, const std::string& name,

@@ -176,10 +176,12 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
     for (std::size_t first = 0; first < train_rows.size(); first += chunk_rows) {
       const auto rows =
           std::span(train_rows).subspan(first, std::min(chunk_rows, train_rows.size() - first));
-      if (real)
+      if (real) {
         file.read_f32_rows(names.images_of("train"), rows, real_chunk);
-      else
+        check_finite_pixels(d.path, names.images_of("train"), real_chunk, size);
+      } else {
         file.read_u8_rows(names.images_of("train"), rows, chunk);
+      }
       for (std::size_t r = 0; r < rows.size(); ++r)
         if (real)
           moments.add(real_chunk.data() + static_cast<std::int64_t>(r) * size, size);
@@ -193,12 +195,17 @@ TrainingData load_sharded(const Config& config, const Normalisation* given) {
 
   LabeledImages held_out = head.train;
   held_out.count = static_cast<std::int64_t>(validation_rows.size());
-  if (real)
+  if (real) {
     file.read_f32_rows(names.images_of("train"), validation_rows, held_out.real_pixels);
-  else
+    check_finite_pixels(d.path, names.images_of("train"), held_out.real_pixels, size);
+  } else {
     file.read_u8_rows(names.images_of("train"), validation_rows, held_out.pixels);
+  }
+  // Every training label, once: the batches then read them as bytes, which would clip.
+  std::vector<std::uint8_t> train_labels = read_split_labels(d.path, "train", names);
+  train_labels.resize(static_cast<std::size_t>(n));
+  check_labels(d.path, train_labels, head.num_classes);
   file.read_u8_rows(names.labels_of("train"), validation_rows, held_out.labels);
-  check_labels(d.path, held_out.labels, head.num_classes);
   std::vector<std::int64_t> all(validation_rows.size());
   std::iota(all.begin(), all.end(), 0);
   data.validation = to_samples(held_out, all, data.mean, data.stddev);
@@ -218,7 +225,7 @@ ShardReader::ShardReader(const std::string& path, const DatasetNames& names,
     : file_(h5::File::open_read(path)),
       images_(names.images_of("train")),
       labels_(names.labels_of("train")),
-      real_(file_.element_class(images_) == H5T_FLOAT),
+      real_(file_.element_type(images_).kind == H5T_FLOAT),
       file_rows_(std::move(file_rows)),
       sample_shape_(std::move(sample_shape)),
       mean_(mean),
@@ -235,10 +242,12 @@ void ShardReader::read(std::span<const std::int64_t> positions, Tensor& images,
   wanted_.resize(positions.size());
   for (std::size_t i = 0; i < order_.size(); ++i)
     wanted_[i] = file_rows_[static_cast<std::size_t>(positions[order_[i]])];
-  if (real_)
+  if (real_) {
     file_.read_f32_rows(images_, wanted_, real_pixels_);
-  else
+    check_finite_pixels(file_.path(), images_, real_pixels_, element_count(sample_shape_));
+  } else {
     file_.read_u8_rows(images_, wanted_, pixels_);
+  }
   file_.read_u8_rows(labels_, wanted_, label_bytes_);
   rows_read_ += static_cast<std::int64_t>(positions.size());
 

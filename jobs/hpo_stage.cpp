@@ -326,6 +326,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
   KeptWeights kept_weights(std::filesystem::path(config.output.dir) / "trials", spec.keep_top);
   int done = 0, failed = 0;
   std::string first_failure;
+  int first_failure_id = 0;
   if (coordinator) {
     // The journal of an earlier allocation (trials.jsonl, and the search's last snapshot) is
     // replayed: the search goes on with the same population, history and random streams.
@@ -385,9 +386,12 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
           ++done;
           if (outcome.status != TrialStatus::ok) {
             ++failed;
-            if (first_failure.empty())
+            // The lowest trial id: the same on every run, whatever order the results came in.
+            if (first_failure.empty() || trial.id < first_failure_id) {
+              first_failure_id = trial.id;
               first_failure = fmt::format("trial {}: {}: {}", trial.id, to_string(outcome.status),
                                           outcome.reason);
+            }
           }
           // The search closes a generation when its last result arrives: one line per generation.
           // Random and grid batches are no generations: their progress lines suffice.

@@ -198,7 +198,9 @@ int main(int argc, char** argv) {
   } catch (const strata::DataError& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_data, "data error", e.what());
   } catch (const strata::SearchFailed& e) {
-    std::tie(code, kind, message) = std::tuple(strata::exit_internal, "search failed", e.what());
+    // Every rank throws it alike, after the search's last collective: one line, no abort.
+    if (mpi.rank() == 0) fmt::print(stderr, "strata: search failed: {}\n", e.what());
+    return strata::exit_internal;
   } catch (const std::exception& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_internal, "error", e.what());
   }

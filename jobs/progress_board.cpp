@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,9 @@ namespace {
 
 // Apart from the trial scheduler's tags (71xx), which never run at the same time on the world.
 constexpr int tag_report = 7201;
+constexpr int tag_stop = 7202;
+
+static_assert(std::is_trivially_copyable_v<MemberReport>, "sent as raw bytes");
 
 std::span<const std::byte> bytes_of(const MemberReport& r) {
   return {reinterpret_cast<const std::byte*>(&r), sizeof r};
@@ -72,8 +76,31 @@ void ProgressBoard::report(const MemberReport& r) {
     take(r);
     return;
   }
-  // Small enough to go eagerly: the send completes without waiting for rank 0 to poll.
+  // Small enough to go eagerly: the send completes without waiting for rank 0 to poll (which it
+  // no longer does once its own group has stopped).
   topology_.world().isend_bytes(bytes_of(r), 0, tag_report).wait();
+}
+
+bool ProgressBoard::stop_elsewhere() {
+  if (stop_received_ || topology_.member().rank() != 0 || topology_.world_rank() == 0)
+    return stop_received_;
+  int source = 0;
+  if (topology_.world().iprobe(tag_stop, source)) {
+    std::byte nothing{};
+    topology_.world().irecv_bytes({&nothing, 1}, source, tag_stop).wait();
+    stop_received_ = true;
+  }
+  return stop_received_;
+}
+
+void ProgressBoard::stop_everyone() {
+  if (stop_sent_) return;
+  stop_sent_ = true;
+  stop_received_ = true;  // rank 0's own group stops too
+  const std::byte stop{1};
+  const Plan& plan = topology_.plan();
+  for (int g = 1; g < plan.groups; ++g)
+    topology_.world().isend_bytes({&stop, 1}, plan.world_rank({g, 0, 0}), tag_stop).wait();
 }
 
 void ProgressBoard::poll() {
@@ -90,7 +117,10 @@ void ProgressBoard::poll() {
 void ProgressBoard::take(const MemberReport& r) {
   if (r.member < 0 || r.member >= static_cast<int>(latest_.size())) return;
   latest_[static_cast<std::size_t>(r.member)] = r;
-  if (r.state == MemberState::stopped) group_stopped_[static_cast<std::size_t>(r.group)] = true;
+  if (r.state != MemberState::stopped) return;
+  group_stopped_[static_cast<std::size_t>(r.group)] = true;
+  // A signal that reached one group ends the stage everywhere, as it would the job.
+  stop_everyone();
 }
 
 bool ProgressBoard::finished() const {
@@ -99,9 +129,10 @@ bool ProgressBoard::finished() const {
   });
 }
 
-void ProgressBoard::wait_for_all() {
+void ProgressBoard::wait_for_all(const StopSignals* signals) {
   if (topology_.world_rank() != 0) return;
   while (!finished()) {
+    if (signals != nullptr && signals->requested()) stop_everyone();
     poll();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -137,13 +168,13 @@ void ProgressBoard::print_line() {
                               ? "ETA " + format_duration(elapsed * (members - fraction) / fraction)
                               : "ETA -";
   fmt::print(
-      "[{}] {} members: {} done, {} running, {} waiting{} | best val acc {} | {:.0f} samples/s | "
-      "{:.0f}% | {}\n",
+      "[{}] {} members: {} done, {} running, {} waiting{} | best val acc {} | {}{:.0f}% | {}\n",
       what_, latest_.size(), done, running,
       static_cast<int>(latest_.size()) - done - running - stopped,
       stopped > 0 ? fmt::format(", {} stopped", stopped) : "",
       best ? fmt::format("{} (member {})", accuracy(best->val_accuracy), best->member) : "-",
-      samples_per_s, 100.0 * fraction / std::max(members, 1.0), eta);
+      running > 0 ? fmt::format("{:.0f} samples/s | ", samples_per_s) : "",
+      100.0 * fraction / std::max(members, 1.0), eta);
   std::fflush(stdout);
 }
 

@@ -48,14 +48,19 @@ class ProgressBoard {
   // line when the interval has passed. Cheap enough for every step.
   void poll();
   // On world rank 0: polls until every member is done or its group stopped (a stop signal), then
-  // prints the stage's last line. Nothing elsewhere.
-  void wait_for_all();
+  // prints the stage's last line. A signal to rank 0 meanwhile stops the other groups. Nothing
+  // elsewhere.
+  void wait_for_all(const StopSignals* signals);
+  // On a group's first rank: whether world rank 0 said the job stops, because a signal reached
+  // some group but perhaps not this one (a signal sent to one process, not the whole job).
+  bool stop_elsewhere();
   // On world rank 0: a table of every member's last report (the best and worst rows and a few
   // between when there are many).
   std::string summary() const;
 
  private:
   void take(const MemberReport& r);
+  void stop_everyone();
   void print_line();
   bool finished() const;
 
@@ -64,6 +69,8 @@ class ProgressBoard {
   double interval_s_;
   std::vector<MemberReport> latest_;  // world rank 0: per member
   std::vector<bool> group_stopped_;
+  bool stop_sent_ = false;      // world rank 0: every group was told to stop
+  bool stop_received_ = false;  // a group's first rank: told to stop
   std::chrono::steady_clock::time_point started_, last_line_, last_sent_;
   MemberState last_state_ = MemberState::waiting;
   int last_member_ = -1;

@@ -202,7 +202,9 @@ int run_command(const RunOptions& options) {
                config.run.seed, config.output.dir, describe_plans(pipeline, plans));
     top->write_text("plan.txt", describe_plans(pipeline, plans));
     for (std::size_t i = 0; i < pipeline.size(); ++i)
-      fmt::print("{}", pipeline[i]->layout_note(config, plans[i]));
+      fmt::print(
+          "{}", pipeline[i]->layout_note(
+                    config, plans[i], static_cast<int>(i) == state.stage ? state.first_groups : 0));
     if (top->resuming())
       fmt::print("[run] resuming in {}: stage {}/{}{}\n", top->dir().string(),
                  std::min(state.stage + 1, stages), stages,

@@ -13,20 +13,29 @@
 
 namespace strata {
 
-ModelSize model_size(const Config& config) {
+namespace {
+
+// A sample's shape and the data's classes, read once for every model a search probes (a file
+// without num_classes has every label read to count them).
+struct DataShape {
   Shape sample;
   int classes = 0;
+};
+
+DataShape data_shape(const Config& config) {
   if (config.data.source == DataSource::synthetic) {
     const auto& s = config.data.synthetic;
-    sample = {s.channels, s.height, s.width};
-    classes = s.classes;
-  } else {
-    const Dataset first_rows = read_dataset(config.data.path, 1, 1, config.data.names);
-    sample = {first_rows.train.channels, first_rows.train.height, first_rows.train.width};
-    classes = first_rows.num_classes;
+    return {{s.channels, s.height, s.width}, s.classes};
   }
-  if (!config.data.classes.empty()) classes = static_cast<int>(config.data.classes.size());
-  Model model(config.layers, sample, classes, 0, config.file);
+  const Dataset first_rows = read_dataset(config.data.path, 1, 1, config.data.names);
+  return {{first_rows.train.channels, first_rows.train.height, first_rows.train.width},
+          first_rows.num_classes};
+}
+
+ModelSize model_size(const Config& config, const DataShape& data) {
+  const int classes =
+      config.data.classes.empty() ? data.classes : static_cast<int>(config.data.classes.size());
+  Model model(config.layers, data.sample, classes, 0, config.file);
   ModelSize size;
   size.parameters = model.parameter_count();
   const int optimizer_slots = config.training.optimizer.kind == OptimizerKind::adam ? 2
@@ -49,9 +58,16 @@ ModelSize model_size(const Config& config) {
   return size;
 }
 
+}  // namespace
+
+ModelSize model_size(const Config& config) {
+  return model_size(config, data_shape(config));
+}
+
 ModelSize largest_model_size(const Config& config) {
   const auto& space = search_space(config);
   if (space.empty()) return model_size(config);
+  const DataShape data = data_shape(config);
   // Bounds over every model probed: the largest unsplit part and the largest split part, which
   // may come from different trials. A shard planned for their sum holds any of them.
   ModelSize bound;
@@ -63,7 +79,7 @@ ModelSize largest_model_size(const Config& config) {
     if (const auto known = probed.find(values); known != probed.end()) return known->second;
     std::int64_t bytes = -1;
     try {
-      const ModelSize size = model_size(instantiate(config, values));
+      const ModelSize size = model_size(instantiate(config, values), data);
       bytes = size.bytes;
       built = true;
       whole = std::max(whole, size.bytes - size.split_bytes);

@@ -103,6 +103,8 @@ nlohmann::json effective_config(const Config& c) {
             {"train_subset", c.data.train_subset},
             {"test_subset", c.data.test_subset},
             {"read", to_string(c.data.read)},
+            {"images", c.data.names.images},
+            {"labels", c.data.names.labels},
             {"classes", c.data.classes},
             {"samples_per_class", c.data.samples_per_class}}},
           {"model", c.objective ? nlohmann::json{{"objective", c.objective->name},
@@ -176,7 +178,10 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
     if (!earlier.is_discarded() && earlier.contains("allocations"))
       allocations = earlier["allocations"];
   }
+  std::error_code ec;
+  const auto working_directory = std::filesystem::current_path(ec);
   allocations.push_back({{"started", now_utc()},
+                         {"working_directory", working_directory.string()},
                          {"ended", nullptr},
                          {"exit_status", nullptr},
                          {"world_size", world.size()},
@@ -210,17 +215,24 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
   write();
 }
 
-void RunRecord::finish(int exit_status, const std::string& message) {
+void RunRecord::finish(int exit_status, const std::string& message) noexcept {
   if (path_.empty() || record_.is_null()) return;
-  auto& now = record_["allocations"].back();
-  now["ended"] = now_utc();
-  now["exit_status"] = exit_status;
-  if (!message.empty()) now["error"] = message;
-  write();
+  // Called on the way out of an error too: a failure here must not replace the run's own.
+  try {
+    auto& now = record_["allocations"].back();
+    now["ended"] = now_utc();
+    now["exit_status"] = exit_status;
+    if (!message.empty()) now["error"] = message;
+    write();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "strata: warning: cannot complete {}: {}\n", path_.string(), e.what());
+  }
 }
 
 void RunRecord::write() const {
-  write_text_atomically(path_, record_.dump(2) + "\n");
+  // Environment values and messages are bytes: what is not UTF-8 becomes U+FFFD, not an error.
+  write_text_atomically(
+      path_, record_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace strata

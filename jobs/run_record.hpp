@@ -24,8 +24,9 @@ class RunRecord {
   RunRecord(const Config& config, const Communicator& world, std::filesystem::path path,
             const std::string& plans);
   // World rank 0 completes this allocation's entry: end time, exit status and, for an error, its
-  // message. An entry without an end means the job was killed.
-  void finish(int exit_status, const std::string& message);
+  // message. An entry without an end means the job was killed, or ended by an error on another
+  // rank (the job's output has its message). Never throws: it runs on the way out of errors.
+  void finish(int exit_status, const std::string& message) noexcept;
 
  private:
   void write() const;

@@ -41,14 +41,16 @@ class TrainStage final : public Stage {
   std::vector<std::string> publishes() const override { return {name() + ".model"}; }
   // Nothing idles here: every group trains a copy, which a user who wanted one training with more
   // ranks would not expect.
-  std::string layout_note(const Config& run, const Plan& plan) const override {
+  std::string layout_note(const Config& run, const Plan& plan, int members) const override {
     const Config c = config(run);
-    if (plan.groups == 1 || c.parallel.layout == RankLayout::data) return "";
+    if (members == 0) members = plan.groups;
+    if (members == 1 || c.parallel.layout == RankLayout::data) return "";
     return fmt::format(
-        "note: stage {}: G = {} member groups train {} independent copies of this config (seeds "
+        "note: stage {}: {} member groups train {} independent copies of this config (seeds "
         "derived from run.seed), each in {}/members/<m>/; parallel.layout: data gives every rank "
         "to one training instead\n",
-        name(), plan.groups, plan.groups, c.output.dir);
+        name(), std::min(members, plan.groups), members,
+        (std::filesystem::path(c.output.dir) / subdirectory()).lexically_normal().string());
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
     train_stage(context);
@@ -243,7 +245,7 @@ void check_reads(const Config& config, const Stage& stage, const std::set<std::s
 
 }  // namespace
 
-std::string Stage::layout_note(const Config& run, const Plan& plan) const {
+std::string Stage::layout_note(const Config& run, const Plan& plan, int /*members*/) const {
   const auto most = concurrent_trainings(run);
   if (!most || *most >= plan.groups) return "";
   return fmt::format(

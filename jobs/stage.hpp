@@ -45,8 +45,9 @@ class Stage {
   }
   // What a user would not expect from `plan` for this stage, as lines: member groups it leaves
   // idle (by default, from concurrent_trainings), or extra ranks that became independent
-  // trainings. Empty when nothing.
-  virtual std::string layout_note(const Config& run, const Plan& plan) const;
+  // trainings. `members`: a train stage's members when an earlier allocation fixed them (0: as
+  // many as groups). Empty when nothing.
+  virtual std::string layout_note(const Config& run, const Plan& plan, int members = 0) const;
   // Collective over the world. Throws Interrupted after checkpointing on a stop signal. On world
   // rank 0 it publishes its artifacts into `artifacts` (which holds, on every rank, what earlier
   // stages published).

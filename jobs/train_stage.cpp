@@ -82,6 +82,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
   settings.say = [&log](const std::string& line) { log.line(line); };
   StepWork work;
   work.serve = [&board] { board.poll(); };
+  work.stop_elsewhere = [&board] { return board.stop_elsewhere(); };
   trainer.set_evaluation_hook([&board] { board.poll(); });
   TrainingSession session(trainer, topology, c.signals, settings, std::move(work));
   session.resume();
@@ -101,10 +102,12 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
   };
   if (writes) {
     output->keep_metrics_before(trainer.position().epoch);
-    log.line(fmt::format("[data] {} train / {} validation / {} test samples, shape {}, {} classes",
-                         data.train.count(), data.validation.count(), data.test.count(),
-                         shape_string(data.sample_shape), data.num_classes));
-    log.line(fmt::format(
+    // The console had these from print_startup: only the file gets them.
+    log.detail(
+        fmt::format("[data] {} train / {} validation / {} test samples, shape {}, {} classes",
+                    data.train.count(), data.validation.count(), data.test.count(),
+                    shape_string(data.sample_shape), data.num_classes));
+    log.detail(fmt::format(
         "[train] member {}: {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} "
         "replicas x {})",
         member, epochs, trainer.steps_per_epoch(), trainer.global_batch(), plan.accumulate,
@@ -172,7 +175,7 @@ void train_stage(const StageContext& context) {
         groups - members, groups, members);
   for (int member = group; member < members; member += groups) train_member(context, member, board);
   if (members > 1) {
-    board.wait_for_all();
+    board.wait_for_all(context.signals);
     if (context.topology.world_rank() == 0) {
       fmt::print("{}", board.summary());
       std::fflush(stdout);

@@ -169,6 +169,7 @@ void TrainingSession::at_step() {
   if (work_.serve) work_.serve();
   unsigned mine = 0;
   if (signals_ != nullptr && signals_->requested()) mine |= stop_flag;
+  if (work_.stop_elsewhere && work_.stop_elsewhere()) mine |= stop_flag;
   if (leader() && settings_.checkpoint.every_seconds > 0 &&
       seconds_since(last_checkpoint_) >= settings_.checkpoint.every_seconds)
     mine |= clock_flag;

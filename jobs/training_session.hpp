@@ -47,7 +47,9 @@ struct SessionSettings {
 
 // Work a caller adds at every step boundary, on every rank of the group.
 struct StepWork {
-  std::function<void()> serve;       // a coordinator's answers to other groups
+  std::function<void()> serve;  // a coordinator's answers to other groups
+  // This rank's news that the job stops (another group got the signal): stops like a signal.
+  std::function<bool()> stop_elsewhere;
   std::function<bool()> over_limit;  // this rank's opinion that the training must stop
   std::function<void()>
       stop_over_limit;  // called (on every rank alike) once the group agrees; throws

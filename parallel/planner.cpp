@@ -12,22 +12,14 @@ std::string mib(std::int64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-// "; N ranks would work (or M)": the multiples of `unit` nearest to n, for a request that needs
-// a multiple of it.
-std::string nearest_rank_counts(int n, int unit) {
-  const int below = n / unit * unit, above = below + unit;
-  if (below < 1) return fmt::format("; the nearest rank count that works is {}", above);
-  return fmt::format("; the nearest rank counts that work are {} and {}", below, above);
-}
-
 int choose_model(const PlanRequest& r, std::vector<std::string>& reasons) {
   const int n = r.world_size;
   if (r.fixed_model > 0) {
     if (n % r.fixed_model != 0)
       throw ConfigError(
           fmt::format("parallel.model: {} ranks cannot be split into model groups of {} shards ({} "
-                      "is not a multiple of {}){}",
-                      n, r.fixed_model, n, r.fixed_model, nearest_rank_counts(n, r.fixed_model)));
+                      "is not a multiple of {})",
+                      n, r.fixed_model, n, r.fixed_model));
     reasons.push_back(fmt::format("M = {}: fixed by parallel.model", r.fixed_model));
     return r.fixed_model;
   }
@@ -69,14 +61,13 @@ int choose_data(const PlanRequest& r, int model, int bound, int b,
                       r.fixed_data, b, r.fixed_data * b, bound));
     if (n % (r.fixed_data * model) != 0)
       throw ConfigError(fmt::format(
-          "parallel.data: {} ranks cannot be split into groups of D x M = {} x {} = {} ranks{}", n,
-          r.fixed_data, model, r.fixed_data * model,
-          nearest_rank_counts(n, r.fixed_data * model)));
+          "parallel.data: {} ranks cannot be split into groups of D x M = {} x {} = {} ranks", n,
+          r.fixed_data, model, r.fixed_data * model));
     if (r.one_group && n != r.fixed_data * model)
       throw ConfigError(fmt::format(
           "parallel.layout: data puts every rank into one training, but parallel.data fixes D x M "
-          "= {} x {} = {} ranks, not {}; start {} ranks, or leave parallel.data out",
-          r.fixed_data, model, r.fixed_data * model, n, r.fixed_data * model));
+          "= {} x {} = {} ranks, not {} (or leave parallel.data out)",
+          r.fixed_data, model, r.fixed_data * model, n));
     reasons.push_back(fmt::format("D = {}: fixed by parallel.data", r.fixed_data));
     return r.fixed_data;
   }
@@ -85,10 +76,9 @@ int choose_data(const PlanRequest& r, int model, int bound, int b,
     if (d * b > bound)
       throw ConfigError(fmt::format(
           "parallel.layout: data puts every rank into one training: D = {} ranks / M = {} = {} "
-          "replicas x {} samples per step = global batch {}, above parallel.max_global_batch {}; "
-          "at most {} ranks fit one training (or raise max_global_batch, or use layout: members "
-          "for more trainings)",
-          n, model, d, b, d * b, bound, bound / b * model));
+          "replicas x {} samples per step = global batch {}, above parallel.max_global_batch {} "
+          "(or raise max_global_batch, or use layout: members for more trainings)",
+          n, model, d, b, d * b, bound));
     reasons.push_back(fmt::format(
         "D = {}: parallel.layout: data gives every rank to one training ({} x {} <= {})", d, d, b,
         bound));
@@ -103,9 +93,48 @@ int choose_data(const PlanRequest& r, int model, int bound, int b,
   return best;
 }
 
+Plan plan_for(const PlanRequest& r);
+
+// "; the nearest rank counts that work are 4 and 8" for a request that fails on its world size
+// alone: the closest counts below and above for which the whole plan succeeds (so a fixed D and M
+// together, or parallel.layout: data, are honoured); empty when none is near.
+std::string nearest_rank_counts(const PlanRequest& r) {
+  auto works = [&](int n) {
+    PlanRequest other = r;
+    other.world_size = n;
+    try {
+      plan_for(other);
+      return true;
+    } catch (const ConfigError&) {
+      return false;
+    }
+  };
+  constexpr int reach = 4096;
+  int below = 0, above = 0;
+  for (int n = r.world_size - 1; n >= 1 && n >= r.world_size - reach && below == 0; --n)
+    if (works(n)) below = n;
+  for (int n = r.world_size + 1; n <= r.world_size + reach && above == 0; ++n)
+    if (works(n)) above = n;
+  if (below > 0 && above > 0)
+    return fmt::format("; the nearest rank counts that work are {} and {}", below, above);
+  if (below > 0 || above > 0)
+    return fmt::format("; the nearest rank count that works is {}", below > 0 ? below : above);
+  return "";
+}
+
 }  // namespace
 
 Plan make_plan(const PlanRequest& r) {
+  try {
+    return plan_for(r);
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.what() + nearest_rank_counts(r));
+  }
+}
+
+namespace {
+
+Plan plan_for(const PlanRequest& r) {
   if (r.world_size < 1)
     throw ConfigError(fmt::format("the world has {} ranks; it needs at least 1", r.world_size));
   if (r.local_batch < 1)
@@ -146,6 +175,8 @@ Plan make_plan(const PlanRequest& r) {
       plan.groups, r.world_size, plan.data * plan.model));
   return plan;
 }
+
+}  // namespace
 
 std::string describe(const Plan& p, int max_groups_listed) {
   std::string text = fmt::format(

@@ -693,6 +693,9 @@ TEST_CASE("a config must be UTF-8: the first other byte is an error at its line 
         "-f latin1 -t utf-8)");
   // In a comment too, and in a choice of the search space, where it would reach the journal.
   CHECK(error_of("# \xFF\nmodel: {layers: [relu]}\n").starts_with("t.yaml:1:3: byte 0xFF"));
+  // The column counts characters, as an editor shows it: the e acute before it is one.
+  CHECK(error_of("run: {name: \"\xC3\xA9\xFF\"}\nmodel: {layers: [relu]}\n")
+            .starts_with("t.yaml:1:15: byte 0xFF"));
   // Overlong forms and surrogates are not UTF-8 either; well-formed multi-byte text is.
   CHECK(error_of("run: {name: \"\xC0\xAF\"}\nmodel: {layers: [relu]}\n")
             .starts_with("t.yaml:1:14: byte 0xC0"));

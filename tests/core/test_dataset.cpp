@@ -678,6 +678,84 @@ TEST_CASE("data.images and data.labels name the datasets; float32 images; num_cl
   }
 }
 
+// What HDF5 would convert silently (a label of -1 to class 0, 16-bit pixels above 255 to 255, a NaN
+// pixel into every sum) is an error naming the dataset, in memory and shards mode alike.
+TEST_CASE("labels out of range, wide integer images and non-finite pixels are refused",
+          "[dataset][names]") {
+  TempDir dir;
+  const Dataset ten = ten_class_dataset();
+  auto write = [&](const std::string& path, auto&& images_of, auto&& labels_of) {
+    auto file = strata::h5::File::create(path);
+    for (const auto* split : {"train", "test"}) {
+      const LabeledImages& s = std::string(split) == "train" ? ten.train : ten.test;
+      images_of(file, fmt::format("/{}/images", split), s);
+      labels_of(file, fmt::format("/{}/labels", split), s);
+    }
+    file.write_attr_int("/", "num_classes", 10);
+    file.flush();
+  };
+  auto bytes = [](strata::h5::File& f, const std::string& name, const LabeledImages& s) {
+    f.write_u8(name, {s.count, s.height, s.width}, s.pixels.data());
+  };
+  auto reals_with_nan = [](strata::h5::File& f, const std::string& name, const LabeledImages& s) {
+    std::vector<float> v(s.pixels.begin(), s.pixels.end());
+    for (auto& x : v) x /= 255.0f;
+    v[v.size() - 3] = std::nanf("");  // in the last sample: read in every mode
+    f.write_f32(name, {s.count, s.height, s.width}, v.data());
+  };
+  auto labels = [](strata::h5::File& f, const std::string& name, const LabeledImages& s) {
+    f.write_u8(name, {s.count}, s.labels.data());
+  };
+  auto negative_label = [](strata::h5::File& f, const std::string& name, const LabeledImages& s) {
+    std::vector<float> wide(s.labels.begin(), s.labels.end());
+    wide[1] = -1.0f;
+    // An int64 dataset, as Keras-style tools write labels.
+    strata::h5::Handle space(
+        H5Screate_simple(1, std::vector<hsize_t>{hsize_t(s.count)}.data(), nullptr), H5Sclose);
+    strata::h5::Handle set(H5Dcreate2(f.id(), name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT, H5P_DEFAULT),
+                           H5Dclose);
+    H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, wide.data());
+  };
+  const std::string bad_label = dir.file("label.h5"), nan = dir.file("nan.h5");
+  write(bad_label, bytes, negative_label);
+  write(nan, reals_with_nan, labels);
+  CHECK_THAT(data_error_message([&] { strata::read_dataset(bad_label); }),
+             Contains("/train/labels: label -1 at index 1 is not a class number in [0, 256)"));
+  CHECK_THAT(
+      data_error_message([&] { strata::read_dataset(nan); }),
+      Contains("/train/images: pixel") && Contains("is nan; images must hold finite values"));
+  const std::string model = "model: {layers: [flatten, {dense: {units: 10}}]}\n";
+  for (const auto& path : {bad_label, nan}) {
+    const strata::Config shards = strata::parse_config(
+        fmt::format("data: {{path: {}, read: shards, validation_fraction: 0.25}}\n", path) + model,
+        dir.file("c.yaml"));
+    CHECK_THROWS_AS(strata::load_training_data(shards), DataError);
+  }
+  {
+    auto file = strata::h5::File::create(dir.file("wide.h5"));
+    for (const auto* split : {"train", "test"}) {
+      const LabeledImages& s = std::string(split) == "train" ? ten.train : ten.test;
+      std::vector<float> v(s.pixels.begin(), s.pixels.end());
+      strata::h5::Handle space(
+          H5Screate_simple(3, std::vector<hsize_t>{hsize_t(s.count), 4, 4}.data(), nullptr),
+          H5Sclose);
+      const std::string name = fmt::format("/{}/images", split);
+      const strata::h5::Handle group(H5Gcreate2(file.id(), fmt::format("/{}", split).c_str(),
+                                                H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                     H5Gclose);
+      strata::h5::Handle set(H5Dcreate2(file.id(), name.c_str(), H5T_STD_U16LE, space.get(),
+                                        H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                             H5Dclose);
+      H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+      file.write_u8(fmt::format("/{}/labels", split), {s.count}, s.labels.data());
+    }
+    file.flush();
+  }
+  CHECK_THAT(data_error_message([&] { strata::read_dataset(dir.file("wide.h5")); }),
+             Contains("/train/images: images are 2-byte unsigned integers; strata reads uint8"));
+}
+
 TEST_CASE("data.images and data.labels must say where the split goes", "[dataset][names][config]") {
   try {
     strata::parse_config("data: {path: d.h5, images: x_train}\nmodel: {layers: [relu]}\n",

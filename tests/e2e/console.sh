@@ -65,4 +65,27 @@ print("ok: --verbose: 16 epoch lines, every one prefixed [g<n>], from groups 0-3
       f"FAIL: --verbose: groups {sorted(groups)}, {len(epochs)} epoch lines, {len(bare)} without a prefix")
 sys.exit(0 if ok else 1)
 PY
+# A signal that reaches one group's process only (not the job's launcher) stops every group: world
+# rank 0 tells the others, all checkpoint and the job exits 75; the rerun finishes both members.
+sed -e "s|dir: $work/quiet|dir: $work/stop|" -e 's/epochs: 4/epochs: 30/' console.yaml > stop.yaml
+timeout 300 "$MPIEXEC" -n 2 "$STRATA" run stop.yaml > stop.log 2>&1 &
+launcher=$!
+for _ in $(seq 1 300); do grep -q '^\[train\] 2 members: 0 done, 2 running' stop.log && break; sleep 0.1; done
+rank1=""
+for p in $(pgrep -f "strata run stop.yaml"); do
+  tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'PMI_RANK=1' && rank1=$p
+done
+if [ -z "$rank1" ]; then
+  echo "FAIL: no rank 1 process to signal"; fails=$((fails + 1)); wait $launcher
+else
+  kill -USR1 "$rank1"
+  wait $launcher; rc=$?
+  epochs0=$(wc -l < "$work/stop/members/0/metrics.jsonl" 2>/dev/null || echo 0)
+  if [ "$rc" = 75 ] && [ -d "$work/stop/checkpoints/stage0/member0" ] && [ "$epochs0" -lt 30 ]; then
+    echo "ok: USR1 to rank 1 alone stopped both groups (exit 75; member 0 checkpointed after $epochs0 of 30 epochs)"
+  else
+    echo "FAIL: USR1 to rank 1: exit $rc, member 0 has $epochs0 epochs"; tail -5 stop.log; fails=$((fails + 1))
+  fi
+  expect_exit 0 '\[train\] 2 members: 2 done' -- timeout 300 "$MPIEXEC" -n 2 "$STRATA" run stop.yaml
+fi
 finish

@@ -21,11 +21,11 @@ for n in 3 5 7; do
 done
 # Extra ranks on a train stage become independent copies, and plan says so; layout: data gives them
 # to one training instead, up to the bound.
-expect_exit 0 'note: stage train: G = 4 member groups train 4 independent copies of this config' -- \
+expect_exit 0 'note: stage train: 4 member groups train 4 independent copies of this config' -- \
   "$STRATA" plan plan.yaml --ranks 8
 sed 's/max_global_batch: 64/max_global_batch: 64, layout: data/' plan.yaml > one_group.yaml
 expect_exit 0 '2 ranks = G 1 member groups x D 2 data replicas' -- "$STRATA" plan one_group.yaml --ranks 2
-expect_exit 2 'one_group.yaml:[0-9]+:[0-9]+: parallel.layout: data puts every rank into one training: D = 8 ranks / M = 1 = 8 replicas x 32 samples per step = global batch 256, above parallel.max_global_batch 64; at most 2 ranks fit one training' -- \
+expect_exit 2 'one_group.yaml:[0-9]+:[0-9]+: parallel.layout: data puts every rank into one training: D = 8 ranks / M = 1 = 8 replicas x 32 samples per step = global batch 256, above parallel.max_global_batch 64 \(or raise max_global_batch, or use layout: members for more trainings\); the nearest rank count that works is 2' -- \
   "$STRATA" plan one_group.yaml --ranks 8
 if "$STRATA" plan one_group.yaml --ranks 2 | grep -q 'independent copies'; then
   echo "FAIL: layout: data still notes independent copies"; fails=$((fails + 1))

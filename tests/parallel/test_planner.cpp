@@ -1,6 +1,6 @@
 // The bounded-batch planner: its choices, its bound, its layout formula and its error messages.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "core/errors.hpp"
 #include "parallel/planner.hpp"
@@ -178,8 +178,8 @@ TEST_CASE("impossible requests name the numbers", "[planner]") {
   for (int n : {3, 5, 7}) {
     r = request(n, 32, 256);
     r.fixed_data = 2;
-    CHECK(error_of(r).ends_with(fmt::format("the nearest rank counts that work are {} and {}",
-                                            n - 1, n + 1)));
+    CHECK(error_of(r).ends_with(
+        fmt::format("the nearest rank counts that work are {} and {}", n - 1, n + 1)));
   }
   r = request(8, 32, 64);
   r.fixed_data = 4;
@@ -213,9 +213,9 @@ TEST_CASE("layout data puts every rank into one group, within the bound", "[plan
   r.one_group = true;
   CHECK(error_of(r) ==
         "parallel.layout: data puts every rank into one training: D = 8 ranks / M = 1 = 8 replicas "
-        "x 32 samples per step = global batch 256, above parallel.max_global_batch 128; at most 4 "
-        "ranks fit one training (or raise max_global_batch, or use layout: members for more "
-        "trainings)");
+        "x 32 samples per step = global batch 256, above parallel.max_global_batch 128 (or raise "
+        "max_global_batch, or use layout: members for more trainings); the nearest rank count "
+        "that works is 4");
   r = request(8, 32, 512);
   r.one_group = true;
   r.fixed_model = 2;
@@ -224,7 +224,14 @@ TEST_CASE("layout data puts every rank into one group, within the bound", "[plan
   CHECK(p.data == 4);
   CHECK(p.model == 2);
   r.fixed_data = 2;
-  CHECK(error_of(r) ==
-        "parallel.layout: data puts every rank into one training, but parallel.data fixes D x M = 2 "
-        "x 2 = 4 ranks, not 8; start 4 ranks, or leave parallel.data out");
+  CHECK(
+      error_of(r) ==
+      "parallel.layout: data puts every rank into one training, but parallel.data fixes D x M = 2 "
+      "x 2 = 4 ranks, not 8 (or leave parallel.data out); the nearest rank count that works is "
+      "4");
+  // With both D and M fixed the suggestions honour both: 6 ranks of groups of 2 x 4 = 8.
+  r = request(6, 32, 512);
+  r.fixed_model = 4;
+  r.fixed_data = 2;
+  CHECK(error_of(r).ends_with("; the nearest rank count that works is 8"));
 }
