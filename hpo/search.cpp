@@ -36,31 +36,66 @@ Search::Search(SearchSpace space, Direction direction, SearchLimits limits)
 }
 
 std::vector<Trial> Search::next_batch() {
-  if (done() || trainings_to_target_ || (outstanding_ > 0 && waits_for_results())) return {};
-  int room = std::numeric_limits<int>::max();
-  if (limits_.max_trainings > 0) room = limits_.max_trainings - static_cast<int>(trials_.size());
-  if (room <= 0) return {};
-  auto proposals = propose(room);
-  if (proposals.empty()) {
-    if (finished_reason().empty())
-      throw std::logic_error("search: the algorithm proposed nothing but has not finished");
-    return {};
+  // A batch of nothing but repeats of reported trials completes here: propose again.
+  while (true) {
+    if (done() || trainings_to_target_ || (outstanding_ > 0 && waits_for_results())) return {};
+    int room = std::numeric_limits<int>::max();
+    if (limits_.max_trainings > 0) room = limits_.max_trainings - handed_out_;
+    if (room <= 0) return {};
+    auto proposals = propose(room);
+    if (proposals.empty()) {
+      if (finished_reason().empty())
+        throw std::logic_error("search: the algorithm proposed nothing but has not finished");
+      return {};
+    }
+    if (proposals.size() > static_cast<std::size_t>(room)) proposals.resize(room);
+    std::vector<Trial> batch;
+    std::vector<int> copies;
+    for (auto& p : proposals) {
+      Trial t;
+      t.id = static_cast<int>(trials_.size());
+      t.generation = p.generation;
+      t.deme = p.deme;
+      t.genome = std::move(p.genome);
+      // The same training twice would cost an allocation's time for the same result.
+      const auto [first, is_new] = first_with_genome_.try_emplace(clamp(space_, t.genome), t.id);
+      if (is_new) {
+        t.training = handed_out_++;
+        batch.push_back(t);
+      } else {
+        t.copy_of = first->second;
+        copies.push_back(t.id);
+      }
+      trials_.push_back(std::move(t));
+    }
+    batch_ends_.push_back(trials_.size());
+    outstanding_ += static_cast<int>(batch.size());
+    for (const int id : copies) {
+      Trial& copy = trials_[static_cast<std::size_t>(id)];
+      const Trial& original = trials_[static_cast<std::size_t>(copy.copy_of)];
+      if (original.reported)
+        resolve_copy(copy, original);
+      else
+        copies_waiting_[original.id].push_back(id);
+    }
+    absorb_complete_batches();
+    if (!batch.empty()) return batch;
   }
-  if (proposals.size() > static_cast<std::size_t>(room)) proposals.resize(room);
-  std::vector<Trial> batch;
-  batch.reserve(proposals.size());
-  for (auto& p : proposals) {
-    Trial t;
-    t.id = static_cast<int>(trials_.size());
-    t.generation = p.generation;
-    t.deme = p.deme;
-    t.genome = std::move(p.genome);
-    trials_.push_back(t);
-    batch.push_back(std::move(t));
-  }
-  batch_ends_.push_back(trials_.size());
-  outstanding_ += static_cast<int>(batch.size());
-  return batch;
+}
+
+std::vector<Trial> Search::take_cached() {
+  std::vector<Trial> out;
+  for (const int id : cached_resolved_) out.push_back(trials_[static_cast<std::size_t>(id)]);
+  cached_resolved_.clear();
+  return out;
+}
+
+void Search::resolve_copy(Trial& copy, const Trial& original) {
+  copy.reported = true;
+  copy.failed = original.failed;
+  copy.fitness = original.fitness;
+  ++cached_;
+  cached_resolved_.push_back(copy.id);
 }
 
 void Search::report(int trial_id, double fitness, bool failed) {
@@ -68,6 +103,9 @@ void Search::report(int trial_id, double fitness, bool failed) {
   if (trial_id < 0 || trial_id >= static_cast<int>(trials_.size()))
     throw std::invalid_argument(fmt::format("search: trial {} was not handed out", trial_id));
   auto& t = trials_[static_cast<std::size_t>(trial_id)];
+  if (t.cached())
+    throw std::invalid_argument(fmt::format(
+        "search: trial {} repeats trial {} and was not handed out", trial_id, t.copy_of));
   if (t.reported)
     throw std::invalid_argument(fmt::format("search: trial {} is reported twice", trial_id));
   t.reported = true;
@@ -75,7 +113,14 @@ void Search::report(int trial_id, double fitness, bool failed) {
   t.fitness = t.failed ? std::numeric_limits<double>::quiet_NaN() : fitness;
   ++reported_;
   --outstanding_;
+  if (const auto waiting = copies_waiting_.find(trial_id); waiting != copies_waiting_.end()) {
+    for (const int id : waiting->second) resolve_copy(trials_[static_cast<std::size_t>(id)], t);
+    copies_waiting_.erase(waiting);
+  }
+  absorb_complete_batches();
+}
 
+void Search::absorb_complete_batches() {
   // Read every batch that is complete, oldest first, each in id order, whatever order it arrived
   // in: a later batch may be complete before an earlier one.
   while (!batch_ends_.empty()) {
@@ -86,7 +131,9 @@ void Search::report(int trial_id, double fitness, bool failed) {
     for (const auto& b : batch) {
       if (best_id_ < 0 ? !b.failed : better(b.fitness, trials_[best_id_].fitness, direction_))
         best_id_ = b.id;
-      if (!trainings_to_target_ && meets_target(b.fitness)) trainings_to_target_ = b.id + 1;
+      // A cached trial meets the target only after its original did.
+      if (!trainings_to_target_ && !b.cached() && meets_target(b.fitness))
+        trainings_to_target_ = b.training + 1;
     }
     absorb(batch);
     batch_begin_ = end;
@@ -96,9 +143,10 @@ void Search::report(int trial_id, double fitness, bool failed) {
 
 void Search::save_state(StateDict& out, const std::string& prefix) const {
   // Doubles as JSON numbers keep every bit (shortest round-trip form); failures are null.
+  // Cached trials are not results: a replay makes them again from their originals.
   nlohmann::json results = nlohmann::json::array();
   for (const Trial& t : trials_)
-    if (t.reported)
+    if (t.reported && !t.cached())
       results.push_back({t.id, t.failed ? nlohmann::json() : nlohmann::json(t.fitness)});
   out.put_text(prefix + "/results", results.dump());
   out.put_int(prefix + "/reported", reported_);
@@ -144,7 +192,7 @@ void Search::replay(const std::map<int, double>& results) {
 std::vector<Trial> Search::unfinished() const {
   std::vector<Trial> out;
   for (const Trial& t : trials_)
-    if (!t.reported) out.push_back(t);
+    if (!t.reported && !t.cached()) out.push_back(t);
   return out;
 }
 
@@ -166,8 +214,9 @@ std::optional<Trial> Search::best() const {
 
 std::vector<Trial> Search::top(int k) const {
   std::vector<Trial> ok;
+  // A cached trial is its original again (no weights of its own): the original stands for both.
   for (const Trial& t : trials_)
-    if (t.reported && !t.failed) ok.push_back(t);
+    if (t.reported && !t.failed && !t.cached()) ok.push_back(t);
   std::stable_sort(ok.begin(), ok.end(), [&](const Trial& a, const Trial& b) {
     return better(a.fitness, b.fitness, direction_);
   });
@@ -197,8 +246,14 @@ void Search::record_generation(int generation, std::span<const double> populatio
   }
   if (ok > 0) s.mean = sum / ok;
   if (best_id_ >= 0) s.best_so_far = trials_[static_cast<std::size_t>(best_id_)].fitness;
-  // The batch's last id, not the reports so far: those may include later batches that overlap.
-  s.trainings = batch.empty() ? reported_ : batch.back().id + 1;
+  // Trainings up to the batch's last one, not the reports so far: those may include later batches
+  // that overlap.
+  s.trainings = reported_;
+  for (auto t = batch.rbegin(); t != batch.rend(); ++t)
+    if (!t->cached()) {
+      s.trainings = t->training + 1;
+      break;
+    }
   history_.push_back(s);
 }
 

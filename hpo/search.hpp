@@ -19,8 +19,9 @@ namespace strata {
 // The coordinate after seed_hpo (core/rng.hpp): which part of the search a stream feeds.
 enum HpoStream : std::uint64_t { hpo_genetic = 1, hpo_random = 2, hpo_eval_time = 3 };
 
-// One evaluation of one genome. Trial ids count from 0 in the order trials are handed out, so
-// id + 1 is the number of trainings started up to and including this one.
+// One evaluation of one genome. Trial ids count from 0 in the order trials are proposed. A trial
+// whose genome (integers rounded, choices snapped) repeats an earlier one's is `cached`: it is
+// never trained, and takes the earlier trial's result once that is in.
 struct Trial {
   int id = -1;
   int generation = 0;  // the batch for random and grid search
@@ -29,6 +30,9 @@ struct Trial {
   double fitness = std::numeric_limits<double>::quiet_NaN();
   bool failed = false;
   bool reported = false;
+  int training = -1;  // 0-based among the trainings handed out; -1 for a cached trial
+  int copy_of = -1;   // a cached trial: the trial whose result it takes
+  bool cached() const { return copy_of >= 0; }
 };
 
 // One line of the search's history, for hpo_summary.json and convergence plots.
@@ -50,6 +54,7 @@ struct SearchLimits {
 // The protocol a scheduler drives, whatever the algorithm:
 //   while (!search.done()) { for (auto& t : search.next_batch()) hand out t;
 //                            on each result: search.report(id, fitness, failed); }
+// (next_batch may hand out nothing and leave the search done: its proposals were all repeats.)
 // A search reads each batch's results once the whole batch is in, batch after batch, in trial-id
 // order, so the order in which evaluations finish never changes what comes next. A search whose
 // proposals depend on results (genetic) hands out no batch while one is outstanding; one whose
@@ -64,8 +69,12 @@ class Search {
   Search& operator=(const Search&) = delete;
 
   // The next trials to evaluate; empty once done, once the target is met or the budget handed out,
-  // and, for a search that waits for results, while some of the last batch are unreported.
+  // and, for a search that waits for results, while some of the last batch are unreported. Cached
+  // trials are left out (take_cached() returns them once resolved): a batch of nothing but repeats
+  // is resolved at once and the search proposes again.
   std::vector<Trial> next_batch();
+  // The cached trials resolved since the last call, for the trial log.
+  std::vector<Trial> take_cached();
   // A result, in any order. A fitness that is NaN or infinite counts as failed. Throws
   // std::invalid_argument for an id that was not handed out or is reported twice.
   void report(int trial_id, double fitness, bool failed = false);
@@ -92,7 +101,10 @@ class Search {
   std::vector<Trial> unfinished() const;
 
   int outstanding() const { return outstanding_; }
+  // Trainings reported (cached trials are not trainings).
   int trainings() const { return reported_; }
+  // Trials that took an earlier trial's result instead of training.
+  int cached() const { return cached_; }
   // The best successful trial so far; the earliest one among equals.
   std::optional<Trial> best() const;
   // The `k` best successful trials so far, best first; among equals the earliest first.
@@ -126,6 +138,10 @@ class Search {
   virtual std::string finished_reason() const = 0;
 
   bool meets_target(double fitness) const;
+  // A cached trial takes its original's result.
+  void resolve_copy(Trial& copy, const Trial& original);
+  // Reads every batch whose trials are all reported, oldest first.
+  void absorb_complete_batches();
 
   SearchSpace space_;
   Direction direction_;
@@ -136,6 +152,11 @@ class Search {
   std::deque<std::size_t> batch_ends_;  // one past the last trial of each unread batch
   int outstanding_ = 0;
   int reported_ = 0;
+  int handed_out_ = 0;  // trainings handed out
+  int cached_ = 0;
+  std::map<Genome, int> first_with_genome_;         // clamped genome -> first trial's id
+  std::map<int, std::vector<int>> copies_waiting_;  // original id -> its cached trials
+  std::vector<int> cached_resolved_;                // for take_cached()
   int best_id_ = -1;
   std::optional<int> trainings_to_target_;
 };

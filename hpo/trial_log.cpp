@@ -45,6 +45,8 @@ const char* to_string(TrialStatus status) {
       return "failed";
     case TrialStatus::timeout:
       return "timeout";
+    case TrialStatus::cached:
+      return "cached";
   }
   return "unknown";
 }
@@ -126,10 +128,13 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
   for (const auto& row : rows) {
     csv += csv_row(space_, row);
     jsonl += row.dump() + '\n';
+    last_ended = std::max(last_ended, row["ended_s"].get<double>());
+    logged_.insert(row["trial"].get<int>());
+    // A cached row is no result of its own: replaying its original makes it again.
+    if (row["status"] == "cached") continue;
     const bool ok = row["status"] == "ok" && row["fitness"].is_number();
     recovered_[row["trial"].get<int>()] =
         ok ? row["fitness"].get<double>() : std::numeric_limits<double>::quiet_NaN();
-    last_ended = std::max(last_ended, row["ended_s"].get<double>());
   }
   write_text_atomically(dir / "trials.csv", csv);
   write_text_atomically(dir / "trials.jsonl", jsonl);
@@ -139,8 +144,20 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
       std::chrono::duration<double>(last_ended));
 }
 
+TrialOutcome TrialLog::cached_outcome(const Trial& copy, const Trial& original) {
+  TrialOutcome o;
+  o.status = TrialStatus::cached;
+  o.fitness = copy.fitness;
+  o.val_accuracy = o.test_accuracy = std::numeric_limits<double>::quiet_NaN();
+  o.member_group = -1;
+  o.reason =
+      fmt::format("repeats trial {}{}", original.id, original.failed ? ", which failed" : "");
+  return o;
+}
+
 void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
-  const bool ok = outcome.status == TrialStatus::ok;
+  const bool ok =
+      outcome.status == TrialStatus::ok || (outcome.status == TrialStatus::cached && !trial.failed);
   const double ended =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
   nlohmann::json params = nlohmann::json::object();
@@ -162,6 +179,7 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       {"ended_s", ended},
       {"status", to_string(outcome.status)},
       {"reason", outcome.reason}};
+  logged_.insert(trial.id);
   csv_ << csv_row(space_, row);
   csv_.flush();
   jsonl_ << row.dump() << '\n';
@@ -173,6 +191,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
                        const SearchResults* results) {
   nlohmann::json summary;
   summary["trainings"] = search.trainings();
+  summary["cached"] = search.cached();
   summary["wall_seconds"] = wall_seconds;
   summary["stop_reason"] = search.stop_reason();
   summary["direction"] = search.direction() == Direction::maximize ? "maximize" : "minimize";

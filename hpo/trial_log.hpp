@@ -6,13 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include "hpo/search.hpp"
 
 namespace strata {
 
-enum class TrialStatus { ok, failed, timeout };
+// cached: the trial repeats an earlier one's genome and took its result without training.
+enum class TrialStatus { ok, failed, timeout, cached };
 
 const char* to_string(TrialStatus status);
 
@@ -32,6 +34,9 @@ struct TrialOutcome {
 // same rows for spreadsheets.
 class TrialLog {
  public:
+  // A cached trial's row: the result of the trial it repeats, no training of its own.
+  static TrialOutcome cached_outcome(const Trial& copy, const Trial& original);
+
   // Creates (truncates) trials.csv and trials.jsonl in `dir`; the CSV header names every parameter.
   // Each row's `ended_s` counts from here: create the log as the search starts. With `resume`, the
   // complete rows of an earlier attempt's trials.jsonl are kept (a line cut short by a kill is
@@ -40,6 +45,8 @@ class TrialLog {
 
   // The results of the rows kept on resume: trial id -> fitness (NaN: failed or timed out).
   const std::map<int, double>& recovered() const { return recovered_; }
+  // Whether the journal has a row for the trial (a cached one included).
+  bool has(int trial_id) const { return logged_.contains(trial_id); }
 
   // Appends the trial to both files and flushes them, so that a killed job keeps every finished
   // row.
@@ -48,6 +55,7 @@ class TrialLog {
  private:
   const SearchSpace& space_;
   std::map<int, double> recovered_;
+  std::set<int> logged_;
   std::ofstream csv_, jsonl_;
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };
@@ -56,13 +64,13 @@ class TrialLog {
 struct SearchResults {
   std::string best_config;   // best.yaml: a plain config with the best values substituted
   std::string best_weights;  // the best trial's final weights
-  int keep_top = 0;          // the weights of this many best trials are kept, trials/<id>/weights.h5
+  int keep_top = 0;  // the weights of this many best trials are kept, trials/<id>/weights.h5
 };
 
 // hpo_summary.json: the best individual and its parameters, fitness per generation (best, mean),
 // the trainings it took to reach the target (null if never), why the search stopped, and its wall
 // time; with `results`, where best.yaml and the best weights are, and the top keep_top trials.
-void write_hpo_summary(const std::filesystem::path& path, const Search& search,
-                       double wall_seconds, const SearchResults* results = nullptr);
+void write_hpo_summary(const std::filesystem::path& path, const Search& search, double wall_seconds,
+                       const SearchResults* results = nullptr);
 
 }  // namespace strata

@@ -369,6 +369,14 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     state.put_int("meta/generation", static_cast<std::int64_t>(search->history().size()));
     snapshots->save(state);
   };
+  // Repeated genomes took an earlier result without training: a row each in the journal.
+  // A resumed search resolves them again from the journal: only those a kill kept from it are new.
+  auto log_cached = [&] {
+    for (const Trial& copy : search->take_cached())
+      if (!log->has(copy.id))
+        log->append(copy, TrialLog::cached_outcome(
+                              copy, search->trials()[static_cast<std::size_t>(copy.copy_of)]));
+  };
   SchedulerStats stats;
   std::string stopped;
   try {
@@ -381,6 +389,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
         },
         [&](const Trial& trial, const TrialOutcome& outcome) {
           log->append(trial, outcome);
+          log_cached();
           if (!config.objective) kept_weights.update(*search, trial.id);
           const std::size_t generations_before = generations_shown;
           ++done;
@@ -437,6 +446,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
         Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
   } catch (const Interrupted& e) {
     if (coordinator) {
+      log_cached();
       save_snapshot();
       snapshots->wait();
     }
@@ -447,14 +457,19 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
   if (topology.world().allreduce_max(stopped.empty() ? 0 : 1) > 0)
     throw Interrupted(stopped.empty() ? std::string("the search stopped on a signal") : stopped);
   if (coordinator) {
+    log_cached();
     save_snapshot();
     snapshots->wait();
     std::optional<SearchResults> results;
     if (!config.objective && search->best()) results = publish_best(c, spec, *search);
     write_hpo_summary(output->dir() / "hpo_summary.json", *search, stats.wall_seconds,
                       results ? &*results : nullptr);
-    fmt::print("[hpo] {} trainings in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
-               search->trainings(), format_duration(stats.wall_seconds), search->stop_reason(),
+    fmt::print("[hpo] {} trainings{} in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
+               search->trainings(),
+               search->cached() > 0
+                   ? fmt::format(" ({} repeated genomes took an earlier result)", search->cached())
+                   : "",
+               format_duration(stats.wall_seconds), search->stop_reason(),
                100.0 * stats.busy_seconds / std::max(stats.wall_seconds, 1e-9));
     if (results)
       fmt::print("[hpo] best: {}/{} (train it again: strata run {}), weights {}/{}\n",

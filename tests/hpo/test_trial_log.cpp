@@ -133,3 +133,39 @@ TEST_CASE("parameters are JSON numbers where they are numbers", "[hpo][trial_log
   CHECK(summary["best"]["params"]["lr"].is_number_float());
   CHECK(summary["best"]["params"]["units"].is_number_integer());
 }
+
+// A repeated genome's row: status cached, the trial it repeats, its result; a resumed log counts
+// it as logged but not as a result of its own (a replay makes it again).
+TEST_CASE("a cached trial is a row of its own but no result to replay", "[hpo][trial_log][cache]") {
+  strata::testing::TempDir dir;
+  SearchSpace space;
+  space.params.push_back({"units", ParamKind::integer, 1, 2, {}});
+  Trial original;
+  original.id = 0;
+  original.genome = {2};
+  original.fitness = 0.75;
+  original.reported = true;
+  Trial copy = original;
+  copy.id = 1;
+  copy.copy_of = 0;
+  {
+    TrialLog log(dir.str(), space);
+    TrialOutcome ok;
+    ok.fitness = 0.75;
+    log.append(original, ok);
+    log.append(copy, TrialLog::cached_outcome(copy, original));
+    CHECK(log.has(1));
+    CHECK_FALSE(log.has(2));
+  }
+  const auto rows = lines_of(dir.file("trials.jsonl"));
+  REQUIRE(rows.size() == 2);
+  const auto row = nlohmann::json::parse(rows[1]);
+  CHECK(row["status"] == "cached");
+  CHECK(row["reason"] == "repeats trial 0");
+  CHECK(row["fitness"] == 0.75);
+  CHECK(row["member_group"] == -1);
+  TrialLog resumed(dir.str(), space, true);
+  CHECK(resumed.recovered() == std::map<int, double>{{0, 0.75}});
+  CHECK(resumed.has(0));
+  CHECK(resumed.has(1));
+}
