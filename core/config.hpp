@@ -152,7 +152,7 @@ struct OutputConfig {
   SourceMark dir_mark;             // of output.dir, for errors about the directory
 };
 
-// When a run writes checkpoints (README "Checkpoints and restart"). Every epoch, generation and
+// When a run writes checkpoints (docs/architecture.md, "Checkpoints and restart"). Every epoch, generation and
 // stage end writes one regardless, and so does a stop signal.
 struct CheckpointConfig {
   int every_steps = 0;         // optimizer steps between periodic checkpoints; 0 = none
@@ -169,7 +169,7 @@ enum class LrScaling { none, linear };
 // take every rank (a config error when that would exceed max_global_batch).
 enum class RankLayout { members, data };
 
-// How ranks are laid out and how a member group trains together (DESIGN §3-4).
+// How ranks are laid out and how a member group trains together (docs/parallelism.md).
 struct ParallelConfig {
   int max_global_batch = 0;  // bound on D x local_batch; 0 = local_batch (no data parallelism)
   int model = 0;             // model-parallel shards M; 0 = the planner chooses
@@ -187,7 +187,7 @@ enum class StageKind { train, hpo, ensemble, transfer };
 
 enum class SearchAlgorithm { genetic, random, grid };
 
-// The hpo stage (DESIGN §5): a search over `space`, each individual trained as the rest of the
+// The hpo stage (docs/search.md): a search over `space`, each individual trained as the rest of the
 // config says with its parameters substituted.
 struct HpoSpec {
   SearchAlgorithm algorithm = SearchAlgorithm::genetic;

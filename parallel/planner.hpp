@@ -23,7 +23,7 @@ struct PlanRequest {
   bool one_group = false;  // every rank in one member group (parallel.layout: data): G = 1
 };
 
-// Chooses G, D and M by DESIGN §3:
+// Chooses G, D and M (docs/parallelism.md):
 //   M: the fixed value, else the smallest divisor of N whose shard of the model fits the memory
 //   limit; D: the fixed value, else the largest D with D*b <= B such that D*M divides N; G = N /
 //   (D*M): extra ranks become more member groups, never a larger batch.

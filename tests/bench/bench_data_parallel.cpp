@@ -1,4 +1,4 @@
-// Data-parallel scaling efficiency of the DESIGN CNN: 2 ranks of one thread each against 1 rank of
+// Data-parallel scaling efficiency of the benchmark CNN: 2 ranks of one thread each against 1 rank of
 // one thread, the global batch held fixed. tests/bench/run_dp_bench.sh runs it under mpiexec -n 2.
 //
 // Both sides are measured in the same launch, taking turns in every round so that the machine's
@@ -225,7 +225,7 @@ int run(const Communicator& world, const Options& o) {
                r.batch, repeats_string(r.one_rank_repeats), repeats_string(r.two_ranks_repeats),
                repeats_string(r.half_repeats));
   fmt::print(
-      "Data-parallel scaling of the DESIGN CNN (layers of {}), global batch fixed: 1 rank x 1 "
+      "Data-parallel scaling of the benchmark CNN (layers of {}), global batch fixed: 1 rank x 1 "
       "thread (batch G) against 2 ranks x 1 thread (local batch G/2, DataParallelSync, bucket_mib "
       "{:g}), in one mpiexec -n 2 launch, the sides taking turns; synthetic 1x28x28 data, {} "
       "samples per epoch, SGD momentum 0.9; median of {} repeats of about {:g} s, training steps "

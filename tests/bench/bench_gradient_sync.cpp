@@ -1,7 +1,7 @@
 // Gradient-sync bus bandwidth against raw MPI_Allreduce on the same bytes, measured in the same
 // run.
 //
-// For each payload (the DESIGN CNN's and the MLP's parameter tensors, and one 16 MiB tensor) it
+// For each payload (the benchmark CNN's and the MLP's parameter tensors, and one 16 MiB tensor) it
 // times one full data-parallel gradient sync (every tensor handed over in backward order, then
 // finish()) and one MPI_Allreduce of a single buffer of the same size. Bus bandwidth is
 // 2(n-1)/n x bytes / time, as nccl-tests reports it. Rank 0 prints a Markdown table.

@@ -1,4 +1,4 @@
-// The per-step cost of model parallelism: the DESIGN CNN with its second conv and its dense pair
+// The per-step cost of model parallelism: the benchmark CNN with its second conv and its dense pair
 // split over M=2 ranks (one thread each) against M=1 on one rank of one thread, the same batch,
 // measured in one `mpiexec -n 2` launch, the two sides taking turns in every round. Rank 0 prints a
 // table.
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     }
     if (world.rank() == 0)
       fmt::print(
-          "DESIGN CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one thread "
+          "benchmark CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one thread "
           "each; "
           "median of {} rounds; OpenBLAS {}\n\n{}",
           world.size(), rounds, kernel_report().openblas_core, table);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel scaling efficiency of the DESIGN CNN: 2 ranks x 1 thread against 1 rank x 1 thread,
+# Data-parallel scaling efficiency of the benchmark CNN: 2 ranks x 1 thread against 1 rank x 1 thread,
 # global batch fixed, both measured in one mpiexec -n 2 launch. Rank 0 prints a Markdown table.
 #
 #   tests/bench/run_dp_bench.sh [BUILD_DIR] [-- extra strata_bench_data_parallel options]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-step time of the DESIGN CNN with M=2 model parallelism against M=1, on 2 ranks of one thread.
+# Per-step time of the benchmark CNN with M=2 model parallelism against M=1, on 2 ranks of one thread.
 #   tests/bench/run_mp_bench.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

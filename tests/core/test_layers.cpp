@@ -39,7 +39,7 @@ TEST_CASE("conv2d gradients match finite differences", "[layers][gradcheck]") {
     Conv2DLayer layer("conv", 5, 3, 2, 1, InitKind::glorot);
     CHECK(check_gradients(layer, {3, 1, 8, 8}, 3) > 60);
   }
-  SECTION("the DESIGN CNN's second conv shape, 5x5 with 16 channels") {
+  SECTION("the benchmark CNN's second conv shape, 5x5 with 16 channels") {
     Conv2DLayer layer("conv", 16, 5, 1, 0, InitKind::he);
     CHECK(check_gradients(layer, {2, 16, 12, 12}, 4, 40) > 60);
   }
