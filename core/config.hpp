@@ -152,8 +152,8 @@ struct OutputConfig {
   SourceMark dir_mark;             // of output.dir, for errors about the directory
 };
 
-// When a run writes checkpoints (docs/architecture.md, "Checkpoints and restart"). Every epoch, generation and
-// stage end writes one regardless, and so does a stop signal.
+// When a run writes checkpoints (docs/architecture.md, "Checkpoints and restart"). Every epoch,
+// generation and stage end writes one regardless, and so does a stop signal.
 struct CheckpointConfig {
   int every_steps = 0;         // optimizer steps between periodic checkpoints; 0 = none
   double every_seconds = 0.0;  // seconds between periodic checkpoints; 0 = none
@@ -204,7 +204,12 @@ struct HpoSpec {
   double mutation_sigma =
       0.1;  // as a fraction of each parameter's range (log range for log_uniform)
   double mutation_rate = 0.2;  // per gene
-  int patience = 0;            // generations without improvement before stopping; 0 = never
+  // Per child (DEAP's mutpb): the chance that it is mutated at all; 1 = every child.
+  double mutation_probability = 1.0;
+  // mutation_sigma is multiplied by this every generation after the first bred one, so that the
+  // steps shrink as the search converges; 1 = constant.
+  double mutation_decay = 1.0;
+  int patience = 0;  // generations without improvement before stopping; 0 = never
   bool has_target = false;
   double target = 0.0;    // stop on reaching this fitness
   int max_trainings = 0;  // 0 = no limit

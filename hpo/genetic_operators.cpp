@@ -132,6 +132,16 @@ Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
   return genome;
 }
 
+Genome maybe_mutate(Genome genome, double probability, double sigma_fraction, double gene_rate,
+                    const SearchSpace& space, Rng& rng) {
+  if (probability < 1.0 && !(rng.uniform_double() < probability)) return genome;
+  return mutate_gaussian(std::move(genome), sigma_fraction, gene_rate, space, rng);
+}
+
+double scheduled_sigma(double sigma_fraction, double decay, int generation) {
+  return sigma_fraction * std::pow(decay, std::max(generation - 1, 0));
+}
+
 std::vector<std::size_t> elites(std::span<const double> fitnesses, int e, Direction direction) {
   if (e < 0 || static_cast<std::size_t>(e) > fitnesses.size())
     throw std::invalid_argument(

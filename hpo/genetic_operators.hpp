@@ -41,6 +41,15 @@ std::pair<Genome, Genome> crossover_blend(const Genome& a, const Genome& b, doub
 Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
                        const SearchSpace& space, Rng& rng);
 
+// DEAP's mutpb: mutate_gaussian with probability `probability`, else the genome unchanged. At
+// probability 1 it draws nothing for the choice (the same stream as mutate_gaussian alone).
+Genome maybe_mutate(Genome genome, double probability, double sigma_fraction, double gene_rate,
+                    const SearchSpace& space, Rng& rng);
+
+// The mutation scale of bred generation `generation` (1 = the first bred one): sigma_fraction x
+// decay^(generation - 1), so that steps shrink as a search converges.
+double scheduled_sigma(double sigma_fraction, double decay, int generation);
+
 // Indices of the best e individuals, best first.
 std::vector<std::size_t> elites(std::span<const double> fitnesses, int e, Direction direction);
 

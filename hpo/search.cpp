@@ -278,6 +278,10 @@ void validate(const GeneticConfig& c) {
     bad_setting(ga, "mutation_sigma", c.mutation_sigma, "must be >= 0");
   if (!(c.mutation_rate >= 0.0 && c.mutation_rate <= 1.0))
     bad_setting(ga, "mutation_rate", c.mutation_rate, "must be in [0, 1]");
+  if (!(c.mutation_probability >= 0.0 && c.mutation_probability <= 1.0))
+    bad_setting(ga, "mutation_probability", c.mutation_probability, "must be in [0, 1]");
+  if (!(c.mutation_decay > 0.0 && c.mutation_decay <= 1.0))
+    bad_setting(ga, "mutation_decay", c.mutation_decay, "must be in (0, 1]");
   if (c.migration_interval < 0)
     bad_setting(ga, "migration_interval", c.migration_interval, "must be >= 0");
   if (c.migrants < 0 || c.migrants > smallest)
@@ -324,16 +328,18 @@ std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
                          config_.direction))
       next.push_back(deme[i]);
     const int children = deme_size(d) - static_cast<int>(next.size());
+    const double sigma =
+        scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, generation_);
     const auto parents = select_tournament(fitness, config_.tournament, children + children % 2,
                                            config_.direction, rng);
     for (int i = 0; i < children; i += 2) {
       Genome c1 = deme[parents[i]].genome, c2 = deme[parents[i + 1]].genome;
       if (rng.uniform_double() < config_.crossover_rate)
         std::tie(c1, c2) = crossover_blend(c1, c2, config_.blend_alpha, space(), rng);
-      c1 = mutate_gaussian(std::move(c1), config_.mutation_sigma, config_.mutation_rate, space(),
-                           rng);
-      c2 = mutate_gaussian(std::move(c2), config_.mutation_sigma, config_.mutation_rate, space(),
-                           rng);
+      c1 = maybe_mutate(std::move(c1), config_.mutation_probability, sigma, config_.mutation_rate,
+                        space(), rng);
+      c2 = maybe_mutate(std::move(c2), config_.mutation_probability, sigma, config_.mutation_rate,
+                        space(), rng);
       out.push_back({std::move(c1), generation_, d});
       if (i + 1 < children) out.push_back({std::move(c2), generation_, d});
     }

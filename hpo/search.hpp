@@ -162,13 +162,15 @@ class Search {
 };
 
 struct GeneticConfig {
-  int population = 20;           // individuals per generation, all demes together
-  int generations = 10;          // the initial random generation included
-  int tournament = 3;            // contestants per tournament (k)
-  double crossover_rate = 0.9;   // chance that a pair of parents is blended rather than copied
-  double blend_alpha = 0.5;      // BLX-alpha
-  double mutation_sigma = 0.1;   // as a fraction of each parameter's range
-  double mutation_rate = 0.2;    // chance that each gene mutates
+  int population = 20;                // individuals per generation, all demes together
+  int generations = 10;               // the initial random generation included
+  int tournament = 3;                 // contestants per tournament (k)
+  double crossover_rate = 0.9;        // chance that a pair of parents is blended rather than copied
+  double blend_alpha = 0.5;           // BLX-alpha
+  double mutation_sigma = 0.1;        // as a fraction of each parameter's range
+  double mutation_rate = 0.2;         // chance that each gene mutates
+  double mutation_probability = 1.0;  // chance that a child is mutated at all (DEAP's mutpb)
+  double mutation_decay = 1.0;        // mutation_sigma's factor per generation (scheduled_sigma)
   int elitism = 1;               // best individuals of each deme kept unchanged, not re-evaluated
   int demes = 1;                 // islands, sharing the population as evenly as possible
   int migration_interval = 0;    // generations between ring migrations; 0: never

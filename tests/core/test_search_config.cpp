@@ -212,3 +212,18 @@ stages:
   CHECK_THAT(error_of("model: {layers: [flatten, {dense: {units: 2}}]}\n"),
              Contains("missing required key 'data'"));
 }
+
+TEST_CASE("mutation_probability and mutation_decay parse and are checked", "[config][hpo]") {
+  const auto with = [](const std::string& settings) {
+    return replace(search_yaml, "      population: 6\n", "      population: 6\n" + settings);
+  };
+  const Config c =
+      parse_config(with("      mutation_probability: 0.3\n      mutation_decay: 0.9\n"), "s.yaml");
+  const auto& h = std::get<HpoSpec>(c.stages.front().settings);
+  CHECK(h.mutation_probability == 0.3);
+  CHECK(h.mutation_decay == 0.9);
+  CHECK(error_of(with("      mutation_decay: 0\n")) ==
+        "s.yaml:16:23: stages[0].hpo.mutation_decay: expected a number in (0, 1], got 0");
+  CHECK(error_of(with("      mutation_probability: 2\n")) ==
+        "s.yaml:16:29: stages[0].hpo.mutation_probability: expected a number in [0, 1], got 2");
+}

@@ -256,3 +256,32 @@ TEST_CASE("ring migration minimizing moves the lowest fitnesses", "[hpo][operato
   CHECK(demes[0][1].trial_id == 2);
   CHECK(demes[0][0].trial_id == 0);
 }
+
+// DEAP's mutpb: a child mutates with this probability, decided by one uniform draw before
+// mutate_gaussian's; at probability 1 nothing is drawn, so the stream is mutate_gaussian's alone.
+TEST_CASE("maybe_mutate mutates a child with the per-individual probability", "[hpo][operators]") {
+  const auto space = mixed_space();
+  const Genome parent{0.25, 1e-3, 3, 1};
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    Rng first(seed), expected_rng(seed), draw(seed), always(seed), never(seed);
+    const bool fires = first.uniform_double() < 0.3;  // the first draw decides
+    Genome expected = parent;
+    if (fires) {
+      expected_rng.uniform_double();
+      expected = mutate_gaussian(parent, 0.1, 1.0, space, expected_rng);
+    }
+    CHECK(maybe_mutate(parent, 0.3, 0.1, 1.0, space, draw) == expected);
+    Rng reference(seed);
+    CHECK(maybe_mutate(parent, 1.0, 0.1, 1.0, space, always) ==
+          mutate_gaussian(parent, 0.1, 1.0, space, reference));
+    CHECK(maybe_mutate(parent, 0.0, 0.1, 1.0, space, never) == parent);
+  }
+}
+
+TEST_CASE("the mutation scale shrinks by the decay every bred generation", "[hpo][operators]") {
+  CHECK(scheduled_sigma(0.1, 0.5, 1) == 0.1);
+  CHECK(scheduled_sigma(0.1, 0.5, 2) == 0.05);
+  CHECK(scheduled_sigma(0.1, 0.5, 3) == 0.025);
+  CHECK(scheduled_sigma(0.2, 1.0, 9) == 0.2);
+  CHECK(scheduled_sigma(0.2, 0.5, 0) == 0.2);  // the random first generation is not bred
+}

@@ -569,3 +569,24 @@ TEST_CASE("a repeated genome is never trained twice", "[hpo][search][cache]") {
   CHECK(budgeted.trainings() == c.max_trainings);
   CHECK(budgeted.trials().size() > static_cast<std::size_t>(c.max_trainings));
 }
+
+// With neither crossover nor mutation, every child is a copy of a parent: after the first
+// generation nothing is new, so (with the cache) nothing more is trained.
+TEST_CASE("mutation_probability 0 and crossover_rate 0 breed copies only", "[hpo][search][cache]") {
+  const auto space = objective_space("sphere", 3);
+  auto c = ga_config(9);
+  c.crossover_rate = 0.0;
+  c.mutation_probability = 0.0;
+  c.generations = 5;
+  GeneticSearch s(space, c);
+  drive(s, function(ObjectiveKind::sphere));
+  CHECK(s.trainings() == c.population);
+  CHECK(s.cached() == static_cast<int>(s.trials().size()) - c.population);
+  // And a decay is checked like the other settings.
+  auto bad = ga_config(9);
+  bad.mutation_decay = 0.0;
+  CHECK_THROWS_WITH(GeneticSearch(space, bad), Catch::Matchers::Contains("mutation_decay"));
+  bad = ga_config(9);
+  bad.mutation_probability = 1.5;
+  CHECK_THROWS_WITH(GeneticSearch(space, bad), Catch::Matchers::Contains("mutation_probability"));
+}
