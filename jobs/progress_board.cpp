@@ -111,7 +111,8 @@ void ProgressBoard::poll() {
     world.irecv_bytes({reinterpret_cast<std::byte*>(&r), sizeof r}, source, tag_report).wait();
     take(r);
   }
-  if (seconds_since(last_line_) >= interval_s_) print_line();
+  // A single training prints its own lines.
+  if (latest_.size() > 1 && seconds_since(last_line_) >= interval_s_) print_line();
 }
 
 void ProgressBoard::take(const MemberReport& r) {

@@ -65,6 +65,13 @@ print("ok: --verbose: 16 epoch lines, every one prefixed [g<n>], from groups 0-3
       f"FAIL: --verbose: groups {sorted(groups)}, {len(epochs)} epoch lines, {len(bare)} without a prefix")
 sys.exit(0 if ok else 1)
 PY
+# A single training prints its own lines and no stage line for all members.
+sed -e "s|dir: $work/quiet|dir: $work/single|" -e 's/epochs: 4/epochs: 2/' console.yaml > single.yaml
+if timeout 120 "$STRATA" run single.yaml 2>&1 | grep -q 'members: '; then
+  echo "FAIL: a single training printed a line for all members"; fails=$((fails + 1))
+else
+  echo "ok: a single training prints no line for all members"
+fi
 # A signal that reaches one group's process only (not the job's launcher) stops every group: world
 # rank 0 tells the others, all checkpoint and the job exits 75; the rerun finishes both members.
 sed -e "s|dir: $work/quiet|dir: $work/stop|" -e 's/epochs: 4/epochs: 30/' console.yaml > stop.yaml
