@@ -22,6 +22,12 @@ namespace strata {
 
 namespace {
 
+std::string data_line(const TrainingData& data) {
+  return fmt::format("[data] {} train / {} validation / {} test samples, shape {}, {} classes",
+                     data.train.count(), data.validation.count(), data.test.count(),
+                     shape_string(data.sample_shape), data.num_classes);
+}
+
 // What the run computes with, once, before any training starts.
 void print_startup(const StageContext& c, const TrainingData& data, Trainer& trainer) {
   const auto report = kernel_report();
@@ -30,9 +36,7 @@ void print_startup(const StageContext& c, const TrainingData& data, Trainer& tra
       "[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
       report.openblas_core, report.cpu_best, trainer.threads());
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
-  fmt::print("[data] {} train / {} validation / {} test samples, shape {}, {} classes\n",
-             data.train.count(), data.validation.count(), data.test.count(),
-             shape_string(data.sample_shape), data.num_classes);
+  fmt::print("{}\n", data_line(data));
   fmt::print("[model]\n{}", trainer.model().summary());
   const Plan& plan = c.topology.plan();
   fmt::print(
@@ -103,10 +107,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
   if (writes) {
     output->keep_metrics_before(trainer.position().epoch);
     // The console had these from print_startup: only the file gets them.
-    log.detail(
-        fmt::format("[data] {} train / {} validation / {} test samples, shape {}, {} classes",
-                    data.train.count(), data.validation.count(), data.test.count(),
-                    shape_string(data.sample_shape), data.num_classes));
+    log.detail(data_line(data));
     log.detail(fmt::format(
         "[train] member {}: {} epochs x {} steps of global batch {} ({} micro-batch(es) x {} "
         "replicas x {})",
