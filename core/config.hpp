@@ -199,16 +199,19 @@ struct HpoSpec {
   int demes = 1;
   int migration_interval = 5;
   int migrants = 1;
-  double blend_alpha = 0.5;
-  double crossover_rate = 0.9;
+  double blend_alpha = 0.45;
+  double crossover_rate = 0.7;
   double mutation_sigma =
       0.1;  // as a fraction of each parameter's range (log range for log_uniform)
   double mutation_rate = 0.2;  // per gene
   // Per child (DEAP's mutpb): the chance that it is mutated at all; 1 = every child.
-  double mutation_probability = 1.0;
+  double mutation_probability = 0.3;
   // mutation_sigma is multiplied by this every generation after the first bred one, so that the
   // steps shrink as the search converges; 1 = constant.
   double mutation_decay = 1.0;
+  // Each child's own mutation step self-adapts, log-normally with tau = this / sqrt(genes);
+  // 0 = off (every child mutates at mutation_sigma).
+  double step_adaptation = 1.0;
   int patience = 0;  // generations without improvement before stopping; 0 = never
   bool has_target = false;
   double target = 0.0;    // stop on reaching this fitness

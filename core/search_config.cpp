@@ -94,19 +94,19 @@ void replace_in_place(YAML::Node node, const std::map<std::string, std::string>&
 }  // namespace
 
 HpoSpec parse_hpo(const MapReader& m) {
-  static constexpr std::string_view known[] = {"algorithm",       "space",
-                                               "population",      "generations",
-                                               "tournament",      "elites",
-                                               "demes",           "migration_interval",
-                                               "migrants",        "blend_alpha",
-                                               "crossover_rate",  "mutation_sigma",
-                                               "mutation_rate",   "mutation_probability",
-                                               "mutation_decay",  "patience",
-                                               "target",          "max_trainings",
-                                               "trials",          "grid_points",
-                                               "fitness",         "direction",
-                                               "trial_timeout_s", "keep_top",
-                                               "parallel"};
+  static constexpr std::string_view known[] = {"algorithm",      "space",
+                                               "population",     "generations",
+                                               "tournament",     "elites",
+                                               "demes",          "migration_interval",
+                                               "migrants",       "blend_alpha",
+                                               "crossover_rate", "mutation_sigma",
+                                               "mutation_rate",  "mutation_probability",
+                                               "mutation_decay", "step_adaptation",
+                                               "patience",       "target",
+                                               "max_trainings",  "trials",
+                                               "grid_points",    "fitness",
+                                               "direction",      "trial_timeout_s",
+                                               "keep_top",       "parallel"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, EnumNames<SearchAlgorithm>::choices, "search algorithm");
@@ -125,6 +125,7 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "mutation_rate", h.mutation_rate, NumRange{0.0, 1.0});
   read(m, "mutation_probability", h.mutation_probability, NumRange{0.0, 1.0});
   read(m, "mutation_decay", h.mutation_decay, NumRange{0.0, 1.0, true, false});
+  read(m, "step_adaptation", h.step_adaptation, non_negative);
   read(m, "patience", h.patience, at_least_0);
   if (auto t = m.get("target")) {
     h.has_target = true;
@@ -148,11 +149,10 @@ HpoSpec parse_hpo(const MapReader& m) {
   // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
   // it): name the algorithm it belongs to.
   static constexpr std::string_view genetic_only[] = {
-      "population",     "generations",   "tournament",
-      "elites",         "demes",         "migration_interval",
-      "migrants",       "blend_alpha",   "crossover_rate",
-      "mutation_sigma", "mutation_rate", "mutation_probability",
-      "mutation_decay", "patience"};
+      "population",     "generations",        "tournament",    "elites",
+      "demes",          "migration_interval", "migrants",      "blend_alpha",
+      "crossover_rate", "mutation_sigma",     "mutation_rate", "mutation_probability",
+      "mutation_decay", "step_adaptation",    "patience"};
   const char* algorithm = to_string(h.algorithm);
   auto only_for = [&](std::string_view key, bool applies, const char* owners) {
     if (!applies && m.get(key))

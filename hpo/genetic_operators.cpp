@@ -100,18 +100,23 @@ std::pair<Genome, Genome> crossover_blend(const Genome& a, const Genome& b, doub
   return {std::move(c1), std::move(c2)};
 }
 
-Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
-                       const SearchSpace& space, Rng& rng) {
-  check_genome(genome, space, "mutate_gaussian");
+std::vector<std::size_t> genes_to_mutate(std::size_t genes, double gene_rate, Rng& rng) {
+  if (!(gene_rate >= 0.0 && gene_rate <= 1.0))
+    throw std::invalid_argument(fmt::format("gene rate {} (must be in [0, 1])", gene_rate));
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = 0; i < genes; ++i)
+    if (rng.uniform_double() < gene_rate) chosen.push_back(i);
+  return chosen;
+}
+
+Genome mutate_genes(Genome genome, std::span<const std::size_t> genes, double sigma_fraction,
+                    const SearchSpace& space, Rng& rng) {
+  check_genome(genome, space, "mutate_genes");
   if (!(sigma_fraction >= 0.0))
     throw std::invalid_argument(
-        fmt::format("mutate_gaussian: sigma {} (must be >= 0)", sigma_fraction));
-  if (!(gene_rate >= 0.0 && gene_rate <= 1.0))
-    throw std::invalid_argument(
-        fmt::format("mutate_gaussian: gene rate {} (must be in [0, 1])", gene_rate));
-  for (std::size_t i = 0; i < genome.size(); ++i) {
-    const auto& p = space.params[i];
-    if (!(rng.uniform_double() < gene_rate)) continue;
+        fmt::format("mutate_genes: sigma {} (must be >= 0)", sigma_fraction));
+  for (const std::size_t i : genes) {
+    const auto& p = space.params.at(i);
     switch (p.kind) {
       case ParamKind::uniform:
       case ParamKind::log_uniform: {
@@ -132,10 +137,41 @@ Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
   return genome;
 }
 
-Genome maybe_mutate(Genome genome, double probability, double sigma_fraction, double gene_rate,
-                    const SearchSpace& space, Rng& rng) {
-  if (probability < 1.0 && !(rng.uniform_double() < probability)) return genome;
-  return mutate_gaussian(std::move(genome), sigma_fraction, gene_rate, space, rng);
+Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
+                       const SearchSpace& space, Rng& rng) {
+  check_genome(genome, space, "mutate_gaussian");
+  const auto genes = genes_to_mutate(genome.size(), gene_rate, rng);
+  return mutate_genes(std::move(genome), genes, sigma_fraction, space, rng);
+}
+
+double step_tau(double adaptation, std::size_t genes) {
+  return genes == 0 ? 0.0 : adaptation / std::sqrt(static_cast<double>(genes));
+}
+
+double self_adapted_step(double step, double tau, double max_step, Rng& rng) {
+  const double adapted = step * std::exp(tau * static_cast<double>(rng.normal()));
+  return max_step > 0.0 ? std::min(adapted, max_step) : adapted;
+}
+
+double blended_step(double a, double b) {
+  return std::sqrt(a * b);
+}
+
+Offspring maybe_mutate(Offspring child, const MutationSettings& m, const SearchSpace& space,
+                       Rng& rng) {
+  check_genome(child.genome, space, "maybe_mutate");
+  if (m.probability < 1.0 && !(rng.uniform_double() < m.probability)) return child;
+  const auto genes = genes_to_mutate(child.genome.size(), m.gene_rate, rng);
+  // A step that scaled no gene would drift on a copy of its parent, which selection cannot judge.
+  if (genes.empty()) return child;
+  if (m.step_tau > 0.0) {
+    // Beyond a scale of the whole range a larger step only lands on the bounds.
+    const double max_step = m.sigma_fraction > 0.0 ? 1.0 / m.sigma_fraction : 0.0;
+    child.step = self_adapted_step(child.step, m.step_tau, max_step, rng);
+  }
+  child.genome =
+      mutate_genes(std::move(child.genome), genes, m.sigma_fraction * child.step, space, rng);
+  return child;
 }
 
 double scheduled_sigma(double sigma_fraction, double decay, int generation) {

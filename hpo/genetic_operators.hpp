@@ -34,17 +34,49 @@ std::vector<std::size_t> select_tournament(std::span<const double> fitnesses, in
 std::pair<Genome, Genome> crossover_blend(const Genome& a, const Genome& b, double alpha,
                                           const SearchSpace& space, Rng& rng);
 
-// Each gene mutates with probability gene_rate. Real genes get Gaussian noise of standard
-// deviation sigma_fraction times the parameter's range (in log space for log_uniform), integers
-// the same noise rounded and at least one step, choices another value drawn uniformly. The result
-// is clamped to the space.
+// The genes a mutation changes: each of `genes` with probability gene_rate, in index order.
+std::vector<std::size_t> genes_to_mutate(std::size_t genes, double gene_rate, Rng& rng);
+
+// Mutates the listed genes. Real genes get Gaussian noise of standard deviation sigma_fraction
+// times the parameter's range (in log space for log_uniform), integers the same noise rounded and
+// at least one step, choices another value drawn uniformly. The result is clamped to the space.
+Genome mutate_genes(Genome genome, std::span<const std::size_t> genes, double sigma_fraction,
+                    const SearchSpace& space, Rng& rng);
+
+// DEAP's mutGaussian: mutate_genes on genes_to_mutate(gene_rate).
 Genome mutate_gaussian(Genome genome, double sigma_fraction, double gene_rate,
                        const SearchSpace& space, Rng& rng);
 
-// DEAP's mutpb: mutate_gaussian with probability `probability`, else the genome unchanged. At
-// probability 1 it draws nothing for the choice (the same stream as mutate_gaussian alone).
-Genome maybe_mutate(Genome genome, double probability, double sigma_fraction, double gene_rate,
-                    const SearchSpace& space, Rng& rng);
+// A child and its own mutation step, a factor on the mutation scale that is inherited and
+// self-adapted (as an evolution strategy's step size), so that each lineage finds its own scale:
+// large far from an optimum, small near one.
+struct Offspring {
+  Genome genome;
+  double step = 1.0;
+};
+
+struct MutationSettings {
+  double probability = 1.0;     // per child (DEAP's mutpb)
+  double sigma_fraction = 0.1;  // of each parameter's range, before the child's step
+  double gene_rate = 0.2;       // per gene (DEAP's indpb)
+  double step_tau = 0.0;        // learning rate of the log step; 0: the step stays 1
+};
+
+// The self-adaptation learning rate for a genome of `genes` genes: adaptation / sqrt(genes).
+double step_tau(double adaptation, std::size_t genes);
+
+// step x exp(tau N(0, 1)), at most max_step (max_step <= 0: no cap).
+double self_adapted_step(double step, double tau, double max_step, Rng& rng);
+
+// The step of both children of a blend: the geometric mean of the parents' steps.
+double blended_step(double a, double b);
+
+// DEAP's mutpb with a self-adapted step: with probability m.probability (drawn only when below
+// 1), the genes to mutate are drawn; if there are any, the child's step adapts (when
+// m.step_tau > 0, capped at a scale of the whole range) and they mutate at m.sigma_fraction x
+// step. Otherwise the child is returned unchanged, step included.
+Offspring maybe_mutate(Offspring child, const MutationSettings& m, const SearchSpace& space,
+                       Rng& rng);
 
 // The mutation scale of bred generation `generation` (1 = the first bred one): sigma_fraction x
 // decay^(generation - 1), so that steps shrink as a search converges.
@@ -57,6 +89,7 @@ struct Individual {
   Genome genome;
   double fitness = std::numeric_limits<double>::quiet_NaN();  // NaN: failed or not yet known
   int trial_id = -1;  // the trial that evaluated this genome, kept when it is copied on
+  double step = 1.0;  // its self-adapted mutation step (Offspring)
 };
 
 using Deme = std::vector<Individual>;

@@ -56,6 +56,7 @@ std::vector<Trial> Search::next_batch() {
       t.id = static_cast<int>(trials_.size());
       t.generation = p.generation;
       t.deme = p.deme;
+      t.step = p.step;
       t.genome = std::move(p.genome);
       // The same training twice would cost an allocation's time for the same result.
       const auto [first, is_new] = first_with_genome_.try_emplace(clamp(space_, t.genome), t.id);
@@ -282,6 +283,8 @@ void validate(const GeneticConfig& c) {
     bad_setting(ga, "mutation_probability", c.mutation_probability, "must be in [0, 1]");
   if (!(c.mutation_decay > 0.0 && c.mutation_decay <= 1.0))
     bad_setting(ga, "mutation_decay", c.mutation_decay, "must be in (0, 1]");
+  if (!(c.step_adaptation >= 0.0 && std::isfinite(c.step_adaptation)))
+    bad_setting(ga, "step_adaptation", c.step_adaptation, "must be >= 0");
   if (c.migration_interval < 0)
     bad_setting(ga, "migration_interval", c.migration_interval, "must be >= 0");
   if (c.migrants < 0 || c.migrants > smallest)
@@ -319,7 +322,7 @@ std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
     auto& next = next_[static_cast<std::size_t>(d)];
     next.clear();
     if (generation_ == 0) {
-      for (int i = 0; i < deme_size(d); ++i) out.push_back({sample(space(), rng), 0, d});
+      for (int i = 0; i < deme_size(d); ++i) out.push_back({sample(space(), rng), 0, d, 1.0});
       continue;
     }
     const auto& deme = demes_[static_cast<std::size_t>(d)];
@@ -328,20 +331,25 @@ std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
                          config_.direction))
       next.push_back(deme[i]);
     const int children = deme_size(d) - static_cast<int>(next.size());
-    const double sigma =
-        scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, generation_);
+    const MutationSettings mutation{
+        config_.mutation_probability,
+        scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, generation_),
+        config_.mutation_rate, step_tau(config_.step_adaptation, space().params.size())};
     const auto parents = select_tournament(fitness, config_.tournament, children + children % 2,
                                            config_.direction, rng);
     for (int i = 0; i < children; i += 2) {
-      Genome c1 = deme[parents[i]].genome, c2 = deme[parents[i + 1]].genome;
-      if (rng.uniform_double() < config_.crossover_rate)
-        std::tie(c1, c2) = crossover_blend(c1, c2, config_.blend_alpha, space(), rng);
-      c1 = maybe_mutate(std::move(c1), config_.mutation_probability, sigma, config_.mutation_rate,
-                        space(), rng);
-      c2 = maybe_mutate(std::move(c2), config_.mutation_probability, sigma, config_.mutation_rate,
-                        space(), rng);
-      out.push_back({std::move(c1), generation_, d});
-      if (i + 1 < children) out.push_back({std::move(c2), generation_, d});
+      const Individual& p1 = deme[parents[i]];
+      const Individual& p2 = deme[parents[i + 1]];
+      Offspring c1{p1.genome, p1.step}, c2{p2.genome, p2.step};
+      if (rng.uniform_double() < config_.crossover_rate) {
+        std::tie(c1.genome, c2.genome) =
+            crossover_blend(c1.genome, c2.genome, config_.blend_alpha, space(), rng);
+        c1.step = c2.step = blended_step(p1.step, p2.step);
+      }
+      c1 = maybe_mutate(std::move(c1), mutation, space(), rng);
+      c2 = maybe_mutate(std::move(c2), mutation, space(), rng);
+      out.push_back({std::move(c1.genome), generation_, d, c1.step});
+      if (i + 1 < children) out.push_back({std::move(c2.genome), generation_, d, c2.step});
     }
   }
   // Beyond max_trainings the last generation is cut short; the search stops after it.
@@ -351,7 +359,7 @@ std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
 
 void GeneticSearch::absorb(std::span<const Trial> batch) {
   for (const auto& t : batch)
-    next_[static_cast<std::size_t>(t.deme)].push_back({t.genome, t.fitness, t.id});
+    next_[static_cast<std::size_t>(t.deme)].push_back({t.genome, t.fitness, t.id, t.step});
   std::swap(demes_, next_);
   for (auto& n : next_) n.clear();
 
@@ -404,7 +412,7 @@ std::vector<Search::Proposal> RandomSearch::propose(int max_count) {
   std::vector<Proposal> out;
   for (int i = 0; i < count; ++i, ++issued_) {
     Rng rng(derive_seed(config_.seed, {seed_hpo, hpo_random, static_cast<std::uint64_t>(issued_)}));
-    out.push_back({sample(space(), rng), issued_ / config_.batch_size, 0});
+    out.push_back({sample(space(), rng), issued_ / config_.batch_size, 0, 1.0});
   }
   return out;
 }
@@ -489,7 +497,7 @@ std::vector<Search::Proposal> GridSearch::propose(int max_count) {
       g[p] = axes_[p][static_cast<std::size_t>(rest % n)];
       rest /= n;
     }
-    out.push_back({std::move(g), static_cast<int>(issued_ / config_.batch_size), 0});
+    out.push_back({std::move(g), static_cast<int>(issued_ / config_.batch_size), 0, 1.0});
   }
   return out;
 }

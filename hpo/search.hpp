@@ -32,6 +32,7 @@ struct Trial {
   bool reported = false;
   int training = -1;  // 0-based among the trainings handed out; -1 for a cached trial
   int copy_of = -1;   // a cached trial: the trial whose result it takes
+  double step = 1.0;  // the genetic search's self-adapted mutation step of this genome
   bool cached() const { return copy_of >= 0; }
 };
 
@@ -121,6 +122,7 @@ class Search {
     Genome genome;
     int generation = 0;
     int deme = 0;
+    double step = 1.0;
   };
 
   // Whether the next proposals depend on the results of the last batch.
@@ -165,12 +167,13 @@ struct GeneticConfig {
   int population = 20;                // individuals per generation, all demes together
   int generations = 10;               // the initial random generation included
   int tournament = 3;                 // contestants per tournament (k)
-  double crossover_rate = 0.9;        // chance that a pair of parents is blended rather than copied
-  double blend_alpha = 0.5;           // BLX-alpha
+  double crossover_rate = 0.7;        // chance that a pair of parents is blended rather than copied
+  double blend_alpha = 0.45;          // BLX-alpha
   double mutation_sigma = 0.1;        // as a fraction of each parameter's range
   double mutation_rate = 0.2;         // chance that each gene mutates
-  double mutation_probability = 1.0;  // chance that a child is mutated at all (DEAP's mutpb)
+  double mutation_probability = 0.3;  // chance that a child is mutated at all (DEAP's mutpb)
   double mutation_decay = 1.0;        // mutation_sigma's factor per generation (scheduled_sigma)
+  double step_adaptation = 1.0;  // self-adaptation of each child's step: tau = it / sqrt(genes)
   int elitism = 1;               // best individuals of each deme kept unchanged, not re-evaluated
   int demes = 1;                 // islands, sharing the population as evenly as possible
   int migration_interval = 0;    // generations between ring migrations; 0: never

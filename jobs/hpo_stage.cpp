@@ -63,6 +63,7 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
   g.mutation_rate = spec.mutation_rate;
   g.mutation_probability = spec.mutation_probability;
   g.mutation_decay = spec.mutation_decay;
+  g.step_adaptation = spec.step_adaptation;
   g.elitism = spec.elites;
   g.demes = spec.demes;
   g.migration_interval = spec.demes > 1 ? spec.migration_interval : 0;

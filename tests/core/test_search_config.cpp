@@ -213,15 +213,24 @@ stages:
              Contains("missing required key 'data'"));
 }
 
-TEST_CASE("mutation_probability and mutation_decay parse and are checked", "[config][hpo]") {
+TEST_CASE("mutation_probability, mutation_decay and step_adaptation parse and are checked",
+          "[config][hpo]") {
   const auto with = [](const std::string& settings) {
     return replace(search_yaml, "      population: 6\n", "      population: 6\n" + settings);
   };
-  const Config c =
-      parse_config(with("      mutation_probability: 0.3\n      mutation_decay: 0.9\n"), "s.yaml");
+  const HpoSpec defaults;
+  REQUIRE(defaults.mutation_probability != 0.8);
+  REQUIRE(defaults.step_adaptation != 0.0);
+  const Config c = parse_config(
+      with(
+          "      mutation_probability: 0.8\n      mutation_decay: 0.9\n      step_adaptation: 0\n"),
+      "s.yaml");
   const auto& h = std::get<HpoSpec>(c.stages.front().settings);
-  CHECK(h.mutation_probability == 0.3);
+  CHECK(h.mutation_probability == 0.8);
   CHECK(h.mutation_decay == 0.9);
+  CHECK(h.step_adaptation == 0.0);
+  CHECK(error_of(with("      step_adaptation: -1\n")) ==
+        "s.yaml:16:24: stages[0].hpo.step_adaptation: expected a number >= 0, got -1");
   CHECK(error_of(with("      mutation_decay: 0\n")) ==
         "s.yaml:16:23: stages[0].hpo.mutation_decay: expected a number in (0, 1], got 0");
   CHECK(error_of(with("      mutation_probability: 2\n")) ==

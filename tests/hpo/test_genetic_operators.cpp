@@ -257,25 +257,77 @@ TEST_CASE("ring migration minimizing moves the lowest fitnesses", "[hpo][operato
   CHECK(demes[0][0].trial_id == 0);
 }
 
-// DEAP's mutpb: a child mutates with this probability, decided by one uniform draw before
-// mutate_gaussian's; at probability 1 nothing is drawn, so the stream is mutate_gaussian's alone.
-TEST_CASE("maybe_mutate mutates a child with the per-individual probability", "[hpo][operators]") {
+// DEAP's mutpb: a child mutates with this probability, decided by one uniform draw first; then
+// the genes are drawn, then the step adapts (one normal), then the chosen genes mutate at
+// sigma x step. At probability 1 the first draw is skipped.
+TEST_CASE("maybe_mutate mutates a child with the per-individual probability and adapts its step",
+          "[hpo][operators]") {
   const auto space = mixed_space();
-  const Genome parent{0.25, 1e-3, 3, 1};
+  const Offspring parent{{0.25, 1e-3, 3, 1}, 0.5};
+  const MutationSettings m{0.3, 0.1, 1.0, 0.7};
+  int fired = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    Rng first(seed), expected_rng(seed), draw(seed), always(seed), never(seed);
-    const bool fires = first.uniform_double() < 0.3;  // the first draw decides
-    Genome expected = parent;
-    if (fires) {
-      expected_rng.uniform_double();
-      expected = mutate_gaussian(parent, 0.1, 1.0, space, expected_rng);
+    Rng draw(seed), expected_rng(seed);
+    Offspring expected = parent;
+    if (expected_rng.uniform_double() < 0.3) {
+      ++fired;
+      const auto genes = genes_to_mutate(4, 1.0, expected_rng);
+      expected.step = 0.5 * std::exp(0.7 * static_cast<double>(expected_rng.normal()));
+      expected.genome =
+          mutate_genes(parent.genome, genes, 0.1 * expected.step, space, expected_rng);
     }
-    CHECK(maybe_mutate(parent, 0.3, 0.1, 1.0, space, draw) == expected);
-    Rng reference(seed);
-    CHECK(maybe_mutate(parent, 1.0, 0.1, 1.0, space, always) ==
-          mutate_gaussian(parent, 0.1, 1.0, space, reference));
-    CHECK(maybe_mutate(parent, 0.0, 0.1, 1.0, space, never) == parent);
+    const auto child = maybe_mutate(parent, m, space, draw);
+    CHECK(child.genome == expected.genome);
+    CHECK(child.step == expected.step);
+    Rng never(seed);
+    const auto copy = maybe_mutate(parent, {0.0, 0.1, 1.0, 0.7}, space, never);
+    CHECK(copy.genome == parent.genome);
+    CHECK(copy.step == parent.step);
   }
+  CHECK(fired > 5);
+  CHECK(fired < 25);
+}
+
+TEST_CASE("a mutation that draws no gene leaves the child and its step unchanged",
+          "[hpo][operators]") {
+  const auto space = mixed_space();
+  const Offspring parent{{0.25, 1e-3, 3, 1}, 2.0};
+  Rng rng(7);
+  const auto child = maybe_mutate(parent, {1.0, 0.1, 0.0, 1.0}, space, rng);
+  CHECK(child.genome == parent.genome);
+  CHECK(child.step == 2.0);
+  // Without self-adaptation the step stays and the genes mutate at sigma alone.
+  Rng a(9), b(9);
+  const auto plain = maybe_mutate(parent, {1.0, 0.1, 1.0, 0.0}, space, a);
+  CHECK(plain.step == 2.0);
+  CHECK(plain.genome == mutate_gaussian(parent.genome, 0.2, 1.0, space, b));
+}
+
+TEST_CASE("self-adapted steps are log-normal, capped, and blend geometrically",
+          "[hpo][operators]") {
+  Rng rng(3), reference(3);
+  const double z = static_cast<double>(reference.normal());
+  CHECK(self_adapted_step(0.5, 0.4, 0.0, rng) == 0.5 * std::exp(0.4 * z));
+  Rng big(3);
+  CHECK(self_adapted_step(1e6, 0.4, 10.0, big) == 10.0);
+  CHECK(blended_step(4.0, 0.25) == 1.0);
+  CHECK(blended_step(2.0, 2.0) == 2.0);
+  CHECK(step_tau(1.0, 4) == 0.5);
+  CHECK(step_tau(2.0, 1) == 2.0);
+  CHECK(step_tau(1.0, 0) == 0.0);
+}
+
+TEST_CASE("genes_to_mutate draws one uniform per gene, in order", "[hpo][operators]") {
+  Rng rng(11), reference(11);
+  std::vector<std::size_t> expected;
+  for (std::size_t i = 0; i < 6; ++i)
+    if (reference.uniform_double() < 0.4) expected.push_back(i);
+  CHECK(genes_to_mutate(6, 0.4, rng) == expected);
+  Rng all(1);
+  CHECK(genes_to_mutate(3, 1.0, all) == std::vector<std::size_t>{0, 1, 2});
+  Rng none(1);
+  CHECK(genes_to_mutate(3, 0.0, none).empty());
+  CHECK_THROWS_AS(genes_to_mutate(3, 1.5, none), std::invalid_argument);
 }
 
 TEST_CASE("the mutation scale shrinks by the decay every bred generation", "[hpo][operators]") {
