@@ -187,6 +187,9 @@ enum class StageKind { train, hpo, ensemble, transfer };
 
 enum class SearchAlgorithm { genetic, random, grid };
 
+// The genetic search's schedule: generations with a barrier, or the barrier-free steady state.
+enum class SearchSchedule { generational, asynchronous };
+
 // The hpo stage (docs/search.md): a search over `space`, each individual trained as the rest of the
 // config says with its parameters substituted.
 struct HpoSpec {
@@ -213,6 +216,7 @@ struct HpoSpec {
   // 0 = off (every child mutates at mutation_sigma).
   double step_adaptation = 1.0;
   int patience = 0;  // generations without improvement before stopping; 0 = never
+  SearchSchedule schedule = SearchSchedule::generational;
   bool has_target = false;
   double target = 0.0;    // stop on reaching this fitness
   int max_trainings = 0;  // 0 = no limit

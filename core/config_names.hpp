@@ -73,6 +73,12 @@ struct EnumNames<SearchAlgorithm> {
        {"grid", SearchAlgorithm::grid}}};
 };
 template <>
+struct EnumNames<SearchSchedule> {
+  static constexpr std::array<Choice<SearchSchedule>, 2> choices{
+      {{"generational", SearchSchedule::generational},
+       {"asynchronous", SearchSchedule::asynchronous}}};
+};
+template <>
 struct EnumNames<ParamKind> {
   static constexpr std::array<Choice<ParamKind>, 4> choices{
       {{"uniform", ParamKind::uniform},

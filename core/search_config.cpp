@@ -94,19 +94,20 @@ void replace_in_place(YAML::Node node, const std::map<std::string, std::string>&
 }  // namespace
 
 HpoSpec parse_hpo(const MapReader& m) {
-  static constexpr std::string_view known[] = {"algorithm",      "space",
-                                               "population",     "generations",
-                                               "tournament",     "elites",
-                                               "demes",          "migration_interval",
-                                               "migrants",       "blend_alpha",
-                                               "crossover_rate", "mutation_sigma",
-                                               "mutation_rate",  "mutation_probability",
-                                               "mutation_decay", "step_adaptation",
-                                               "patience",       "target",
-                                               "max_trainings",  "trials",
-                                               "grid_points",    "fitness",
-                                               "direction",      "trial_timeout_s",
-                                               "keep_top",       "parallel"};
+  static constexpr std::string_view known[] = {"algorithm",       "space",
+                                               "population",      "generations",
+                                               "tournament",      "elites",
+                                               "demes",           "migration_interval",
+                                               "migrants",        "blend_alpha",
+                                               "crossover_rate",  "mutation_sigma",
+                                               "mutation_rate",   "mutation_probability",
+                                               "mutation_decay",  "step_adaptation",
+                                               "patience",        "schedule",
+                                               "target",          "max_trainings",
+                                               "trials",          "grid_points",
+                                               "fitness",         "direction",
+                                               "trial_timeout_s", "keep_top",
+                                               "parallel"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, EnumNames<SearchAlgorithm>::choices, "search algorithm");
@@ -127,6 +128,7 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "mutation_decay", h.mutation_decay, NumRange{0.0, 1.0, true, false});
   read(m, "step_adaptation", h.step_adaptation, non_negative);
   read(m, "patience", h.patience, at_least_0);
+  read(m, "schedule", h.schedule, EnumNames<SearchSchedule>::choices, "schedule");
   if (auto t = m.get("target")) {
     h.has_target = true;
     h.target = t->as_number(NumRange{-std::numeric_limits<double>::infinity()});
@@ -152,7 +154,7 @@ HpoSpec parse_hpo(const MapReader& m) {
       "population",     "generations",        "tournament",    "elites",
       "demes",          "migration_interval", "migrants",      "blend_alpha",
       "crossover_rate", "mutation_sigma",     "mutation_rate", "mutation_probability",
-      "mutation_decay", "step_adaptation",    "patience"};
+      "mutation_decay", "step_adaptation",    "patience",      "schedule"};
   const char* algorithm = to_string(h.algorithm);
   auto only_for = [&](std::string_view key, bool applies, const char* owners) {
     if (!applies && m.get(key))
@@ -164,6 +166,10 @@ HpoSpec parse_hpo(const MapReader& m) {
   only_for("grid_points", h.algorithm == SearchAlgorithm::grid, "grid");
   only_for("max_trainings", h.algorithm != SearchAlgorithm::random,
            "genetic or grid (random search runs `trials`)");
+  if (h.schedule == SearchSchedule::asynchronous && h.demes != 1)
+    m.require("demes").fail(fmt::format(
+        "the asynchronous schedule keeps one steady-state population: expected demes: 1, not {}",
+        h.demes));
   if (h.elites >= h.population / h.demes)
     m.require("elites").fail(fmt::format("expected fewer elites than the {} individuals of a deme",
                                          h.population / h.demes));

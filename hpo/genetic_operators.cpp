@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -174,6 +175,17 @@ Offspring maybe_mutate(Offspring child, const MutationSettings& m, const SearchS
   return child;
 }
 
+std::pair<Offspring, Offspring> mate(const Individual& a, const Individual& b,
+                                     double crossover_rate, double blend_alpha,
+                                     const SearchSpace& space, Rng& rng) {
+  Offspring c1{a.genome, a.step}, c2{b.genome, b.step};
+  if (rng.uniform_double() < crossover_rate) {
+    std::tie(c1.genome, c2.genome) = crossover_blend(c1.genome, c2.genome, blend_alpha, space, rng);
+    c1.step = c2.step = blended_step(a.step, b.step);
+  }
+  return {std::move(c1), std::move(c2)};
+}
+
 double scheduled_sigma(double sigma_fraction, double decay, int generation) {
   return sigma_fraction * std::pow(decay, std::max(generation - 1, 0));
 }
@@ -192,6 +204,21 @@ std::vector<double> fitnesses_of(const Deme& deme) {
   f.reserve(deme.size());
   for (const auto& ind : deme) f.push_back(ind.fitness);
   return f;
+}
+
+void replace_worst(Deme& population, Individual child, std::size_t capacity, Direction direction) {
+  if (std::isnan(child.fitness)) return;
+  population.push_back(std::move(child));
+  if (population.size() <= capacity) return;
+  std::size_t worst = 0;
+  for (std::size_t i = 1; i < population.size(); ++i) {
+    const Individual& a = population[i];
+    const Individual& w = population[worst];
+    if (better(w.fitness, a.fitness, direction) ||
+        (!better(a.fitness, w.fitness, direction) && a.trial_id < w.trial_id))
+      worst = i;
+  }
+  population.erase(population.begin() + static_cast<std::ptrdiff_t>(worst));
 }
 
 void migrate_ring(std::vector<Deme>& demes, int count, Direction direction) {

@@ -96,6 +96,18 @@ using Deme = std::vector<Individual>;
 
 std::vector<double> fitnesses_of(const Deme& deme);
 
+// Two children of two parents: with probability crossover_rate a blend (crossover_blend, both
+// children taking blended_step of the parents' steps), otherwise copies of the parents. One draw,
+// then the blend's.
+std::pair<Offspring, Offspring> mate(const Individual& a, const Individual& b,
+                                     double crossover_rate, double blend_alpha,
+                                     const SearchSpace& space, Rng& rng);
+
+// Steady-state replacement: `child` joins `population`; if that makes it larger than `capacity`,
+// the worst individual leaves (among equally bad ones the earliest trial, so that a plateau keeps
+// moving). A failed child (NaN fitness) never joins.
+void replace_worst(Deme& population, Individual child, std::size_t capacity, Direction direction);
+
 // Ring migration: copies of the best `count` of deme i replace the worst `count` of deme
 // (i + 1) % n, all emigrants chosen before any deme changes (DEAP migRing with selBest and
 // selWorst). The best emigrant replaces the worst resident.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -35,7 +36,70 @@ Search::Search(SearchSpace space, Direction direction, SearchLimits limits)
     bad_setting("search", "target", *limits_.target, "must be a finite number");
 }
 
+bool TrialResult::operator==(const TrialResult& other) const {
+  // NaN (failed) equals NaN here: the journal's records, not arithmetic.
+  return trial_id == other.trial_id &&
+         (fitness == other.fitness || (std::isnan(fitness) && std::isnan(other.fitness)));
+}
+
+bool Search::limits_reached() const {
+  return trainings_to_target_.has_value() ||
+         (limits_.max_trainings > 0 && handed_out_ >= limits_.max_trainings);
+}
+
+std::vector<Trial> Search::admit(std::vector<Proposal> proposals) {
+  std::vector<Trial> trainings;
+  std::vector<int> copies;
+  for (auto& p : proposals) {
+    Trial t;
+    t.id = static_cast<int>(trials_.size());
+    t.generation = p.generation;
+    t.deme = p.deme;
+    t.step = p.step;
+    t.genome = std::move(p.genome);
+    // The same training twice would cost an allocation's time for the same result.
+    const auto [first, is_new] = first_with_genome_.try_emplace(clamp(space_, t.genome), t.id);
+    if (is_new) {
+      t.training = handed_out_++;
+      trainings.push_back(t);
+    } else {
+      t.copy_of = first->second;
+      copies.push_back(t.id);
+    }
+    trials_.push_back(std::move(t));
+  }
+  outstanding_ += static_cast<int>(trainings.size());
+  for (const int id : copies) {
+    Trial& copy = trials_[static_cast<std::size_t>(id)];
+    const Trial& original = trials_[static_cast<std::size_t>(copy.copy_of)];
+    if (original.reported)
+      resolve_copy(copy, original);
+    else
+      copies_waiting_[original.id].push_back(id);
+  }
+  return trainings;
+}
+
+void Search::fill_slots() {
+  while (outstanding_ < concurrent_trainings() && !limits_reached()) {
+    auto proposals = propose(1);
+    if (proposals.empty()) {
+      if (finished_reason().empty())
+        throw std::logic_error("search: the algorithm proposed nothing but has not finished");
+      return;
+    }
+    for (const Trial& t : admit(std::move(proposals))) ready_.push_back(t.id);
+  }
+}
+
 std::vector<Trial> Search::next_batch() {
+  if (concurrent_trainings() > 0) {
+    fill_slots();
+    std::vector<Trial> batch;
+    for (const int id : ready_) batch.push_back(trials_[static_cast<std::size_t>(id)]);
+    ready_.clear();
+    return batch;
+  }
   // A batch of nothing but repeats of reported trials completes here: propose again.
   while (true) {
     if (done() || trainings_to_target_ || (outstanding_ > 0 && waits_for_results())) return {};
@@ -49,36 +113,8 @@ std::vector<Trial> Search::next_batch() {
       return {};
     }
     if (proposals.size() > static_cast<std::size_t>(room)) proposals.resize(room);
-    std::vector<Trial> batch;
-    std::vector<int> copies;
-    for (auto& p : proposals) {
-      Trial t;
-      t.id = static_cast<int>(trials_.size());
-      t.generation = p.generation;
-      t.deme = p.deme;
-      t.step = p.step;
-      t.genome = std::move(p.genome);
-      // The same training twice would cost an allocation's time for the same result.
-      const auto [first, is_new] = first_with_genome_.try_emplace(clamp(space_, t.genome), t.id);
-      if (is_new) {
-        t.training = handed_out_++;
-        batch.push_back(t);
-      } else {
-        t.copy_of = first->second;
-        copies.push_back(t.id);
-      }
-      trials_.push_back(std::move(t));
-    }
+    auto batch = admit(std::move(proposals));
     batch_ends_.push_back(trials_.size());
-    outstanding_ += static_cast<int>(batch.size());
-    for (const int id : copies) {
-      Trial& copy = trials_[static_cast<std::size_t>(id)];
-      const Trial& original = trials_[static_cast<std::size_t>(copy.copy_of)];
-      if (original.reported)
-        resolve_copy(copy, original);
-      else
-        copies_waiting_[original.id].push_back(id);
-    }
     absorb_complete_batches();
     if (!batch.empty()) return batch;
   }
@@ -114,11 +150,28 @@ void Search::report(int trial_id, double fitness, bool failed) {
   t.fitness = t.failed ? std::numeric_limits<double>::quiet_NaN() : fitness;
   ++reported_;
   --outstanding_;
+  read_order_.push_back(trial_id);
   if (const auto waiting = copies_waiting_.find(trial_id); waiting != copies_waiting_.end()) {
     for (const int id : waiting->second) resolve_copy(trials_[static_cast<std::size_t>(id)], t);
     copies_waiting_.erase(waiting);
   }
-  absorb_complete_batches();
+  if (concurrent_trainings() == 0) {
+    absorb_complete_batches();
+    return;
+  }
+  // A repeat takes its original's result but is no new information: only the training is read.
+  note_result(t);
+  absorb(std::span<const Trial>(&t, 1));
+  fill_slots();
+}
+
+void Search::note_result(const Trial& t) {
+  if (best_id_ < 0 ? !t.failed : better(t.fitness, trials_[best_id_].fitness, direction_))
+    best_id_ = t.id;
+  // A cached trial meets the target only after its original did. A steady state reads results as
+  // they come: the trainings it took are those read so far.
+  if (!trainings_to_target_ && !t.cached() && meets_target(t.fitness))
+    trainings_to_target_ = concurrent_trainings() > 0 ? reported_ : t.training + 1;
 }
 
 void Search::absorb_complete_batches() {
@@ -129,13 +182,7 @@ void Search::absorb_complete_batches() {
     for (std::size_t i = batch_begin_; i < end; ++i)
       if (!trials_[i].reported) return;
     std::span<const Trial> batch(trials_.data() + batch_begin_, end - batch_begin_);
-    for (const auto& b : batch) {
-      if (best_id_ < 0 ? !b.failed : better(b.fitness, trials_[best_id_].fitness, direction_))
-        best_id_ = b.id;
-      // A cached trial meets the target only after its original did.
-      if (!trainings_to_target_ && !b.cached() && meets_target(b.fitness))
-        trainings_to_target_ = b.training + 1;
-    }
+    for (const auto& b : batch) note_result(b);
     absorb(batch);
     batch_begin_ = end;
     batch_ends_.pop_front();
@@ -146,9 +193,10 @@ void Search::save_state(StateDict& out, const std::string& prefix) const {
   // Doubles as JSON numbers keep every bit (shortest round-trip form); failures are null.
   // Cached trials are not results: a replay makes them again from their originals.
   nlohmann::json results = nlohmann::json::array();
-  for (const Trial& t : trials_)
-    if (t.reported && !t.cached())
-      results.push_back({t.id, t.failed ? nlohmann::json() : nlohmann::json(t.fitness)});
+  for (const int id : read_order_) {
+    const Trial& t = trials_[static_cast<std::size_t>(id)];
+    results.push_back({t.id, t.failed ? nlohmann::json() : nlohmann::json(t.fitness)});
+  }
   out.put_text(prefix + "/results", results.dump());
   out.put_int(prefix + "/reported", reported_);
 }
@@ -157,32 +205,46 @@ void Search::load_state(const StateDict& in, const std::string& prefix) {
   replay(results_of(in, prefix));
 }
 
-std::map<int, double> Search::results_of(const StateDict& in, const std::string& prefix) {
+std::vector<TrialResult> Search::results_of(const StateDict& in, const std::string& prefix) {
   const auto results = nlohmann::json::parse(in.get_text(prefix + "/results"), nullptr, false);
   if (results.is_discarded() || !results.is_array())
     throw DataError(fmt::format("{}/results is not a JSON array of results", prefix));
-  std::map<int, double> by_id;
+  std::vector<TrialResult> out;
+  std::set<int> seen;
   for (const auto& r : results) {
     if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer())
       throw DataError(fmt::format("{}/results holds a malformed entry {}", prefix, r.dump()));
-    by_id[r[0].get<int>()] =
-        r[1].is_number() ? r[1].get<double>() : std::numeric_limits<double>::quiet_NaN();
+    const int id = r[0].get<int>();
+    if (!seen.insert(id).second)
+      throw DataError(fmt::format("{}/results holds trial {} twice", prefix, id));
+    out.push_back(
+        {id, r[1].is_number() ? r[1].get<double>() : std::numeric_limits<double>::quiet_NaN()});
   }
-  if (static_cast<std::int64_t>(by_id.size()) != in.get_int(prefix + "/reported"))
+  if (static_cast<std::int64_t>(out.size()) != in.get_int(prefix + "/reported"))
     throw DataError(fmt::format("{}: {} results recorded but {} listed", prefix,
-                                in.get_int(prefix + "/reported"), by_id.size()));
-  return by_id;
+                                in.get_int(prefix + "/reported"), out.size()));
+  return out;
 }
 
-void Search::replay(const std::map<int, double>& results) {
+void Search::replay(const std::vector<TrialResult>& results) {
   if (!trials_.empty()) throw std::logic_error("search: replay into a search that has started");
   std::size_t applied = 0;
-  for (std::vector<Trial> batch; !(batch = next_batch()).empty();)
-    for (const Trial& t : batch)
-      if (const auto r = results.find(t.id); r != results.end()) {
-        report(t.id, r->second, std::isnan(r->second));
-        ++applied;
-      }
+  while (true) {
+    bool progressed = !next_batch().empty();
+    // Each result as soon as its trial exists: a steady-state search proposes as results are read.
+    for (; applied < results.size(); ++applied, progressed = true) {
+      const auto [id, fitness] = results[applied];
+      if (id < 0 || id >= static_cast<int>(trials_.size())) break;
+      const Trial& t = trials_[static_cast<std::size_t>(id)];
+      if (t.cached() || t.reported)
+        throw DataError(fmt::format(
+            "the search journal has a result for trial {}, which replaying this config {}: it was "
+            "written by another search (config, seed or space)",
+            id, t.cached() ? "makes a repeat of an earlier trial" : "has already read"));
+      report(id, fitness, std::isnan(fitness));
+    }
+    if (!progressed) break;
+  }
   if (applied != results.size())
     throw DataError(fmt::format(
         "the search journal has {} results, but replaying this config reaches only {} of them: "
@@ -248,13 +310,14 @@ void Search::record_generation(int generation, std::span<const double> populatio
   if (ok > 0) s.mean = sum / ok;
   if (best_id_ >= 0) s.best_so_far = trials_[static_cast<std::size_t>(best_id_)].fitness;
   // Trainings up to the batch's last one, not the reports so far: those may include later batches
-  // that overlap.
+  // that overlap. A steady state reads results as they come: the reports so far are its count.
   s.trainings = reported_;
-  for (auto t = batch.rbegin(); t != batch.rend(); ++t)
-    if (!t->cached()) {
-      s.trainings = t->training + 1;
-      break;
-    }
+  if (concurrent_trainings() == 0)
+    for (auto t = batch.rbegin(); t != batch.rend(); ++t)
+      if (!t->cached()) {
+        s.trainings = t->training + 1;
+        break;
+      }
   history_.push_back(s);
 }
 
@@ -290,6 +353,10 @@ void validate(const GeneticConfig& c) {
   if (c.migrants < 0 || c.migrants > smallest)
     bad_setting(ga, "migrants", c.migrants, "must be between 0 and the size of the smallest deme");
   if (c.patience < 0) bad_setting(ga, "patience", c.patience, "must be >= 0");
+  if (c.slots < 1) bad_setting(ga, "slots", c.slots, "must be >= 1");
+  if (c.schedule == GeneticSchedule::asynchronous && c.demes != 1)
+    bad_setting(ga, "demes", c.demes,
+                "the asynchronous schedule keeps one steady-state population: demes must be 1");
 }
 
 namespace {
@@ -338,14 +405,8 @@ std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
     const auto parents = select_tournament(fitness, config_.tournament, children + children % 2,
                                            config_.direction, rng);
     for (int i = 0; i < children; i += 2) {
-      const Individual& p1 = deme[parents[i]];
-      const Individual& p2 = deme[parents[i + 1]];
-      Offspring c1{p1.genome, p1.step}, c2{p2.genome, p2.step};
-      if (rng.uniform_double() < config_.crossover_rate) {
-        std::tie(c1.genome, c2.genome) =
-            crossover_blend(c1.genome, c2.genome, config_.blend_alpha, space(), rng);
-        c1.step = c2.step = blended_step(p1.step, p2.step);
-      }
+      auto [c1, c2] = mate(deme[parents[i]], deme[parents[i + 1]], config_.crossover_rate,
+                           config_.blend_alpha, space(), rng);
       c1 = maybe_mutate(std::move(c1), mutation, space(), rng);
       c2 = maybe_mutate(std::move(c2), mutation, space(), rng);
       out.push_back({std::move(c1.genome), generation_, d, c1.step});

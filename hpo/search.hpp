@@ -17,7 +17,12 @@
 namespace strata {
 
 // The coordinate after seed_hpo (core/rng.hpp): which part of the search a stream feeds.
-enum HpoStream : std::uint64_t { hpo_genetic = 1, hpo_random = 2, hpo_eval_time = 3 };
+enum HpoStream : std::uint64_t {
+  hpo_genetic = 1,
+  hpo_random = 2,
+  hpo_eval_time = 3,
+  hpo_steady_state = 4
+};
 
 // One evaluation of one genome. Trial ids count from 0 in the order trials are proposed. A trial
 // whose genome (integers rounded, choices snapped) repeats an earlier one's is `cached`: it is
@@ -47,6 +52,14 @@ struct GenerationStats {
   int trainings = 0;  // trainings so far, this generation's included
 };
 
+// One result as the search's journal keeps it; a journal lists them in the order the search read
+// them.
+struct TrialResult {
+  int trial_id = -1;
+  double fitness = std::numeric_limits<double>::quiet_NaN();  // NaN: failed
+  bool operator==(const TrialResult& other) const;
+};
+
 struct SearchLimits {
   int max_trainings = 0;  // 0: no limit
   std::optional<double> target;
@@ -56,12 +69,20 @@ struct SearchLimits {
 //   while (!search.done()) { for (auto& t : search.next_batch()) hand out t;
 //                            on each result: search.report(id, fitness, failed); }
 // (next_batch may hand out nothing and leave the search done: its proposals were all repeats.)
-// A search reads each batch's results once the whole batch is in, batch after batch, in trial-id
-// order, so the order in which evaluations finish never changes what comes next. A search whose
-// proposals depend on results (genetic) hands out no batch while one is outstanding; one whose
-// proposals do not (random, grid) hands out the next batch at once, so that no group waits for the
-// slowest trial of a batch, unless it has a target: how many batches would be out when the target
-// is met depends on timing, and the search must come out the same however the groups finish.
+//
+// Batch searches (generational genetic, random, grid) read each batch's results once the whole
+// batch is in, batch after batch, in trial-id order, so the order in which evaluations finish never
+// changes what comes next. One whose proposals depend on results (genetic) hands out no batch while
+// one is outstanding; one whose proposals do not (random, grid) hands out the next batch at once,
+// so that no group waits for the slowest trial of a batch, unless it has a target: how many
+// batches would be out when the target is met depends on timing, and the search must come out the
+// same however the groups finish.
+//
+// Steady-state searches (concurrent_trainings() > 0: the asynchronous genetic search) keep that
+// many trainings in flight and read each result as it is reported: the report proposes the next
+// training at once, from every result so far, so no group waits for another. What they propose
+// then depends on the order of the results, and on nothing else: the journal keeps that order, and
+// replaying it rebuilds the same search.
 class Search {
  public:
   Search(SearchSpace space, Direction direction, SearchLimits limits);
@@ -85,8 +106,8 @@ class Search {
   // or empty while it runs.
   std::string stop_reason() const;
 
-  // The search's state is its journal: every result so far (trial id, fitness, failed). Proposals
-  // are a function of the config and the results, so replaying the journal into a new search of
+  // The search's state is its journal: every result so far, in the order it was read. Proposals
+  // are a function of the config and that sequence, so replaying the journal into a new search of
   // the same config rebuilds the population, demes, history, stall count and every RNG position
   // exactly (as Optuna's journal storage does). load_state must be called on a search that has
   // handed out nothing; the trials handed out again by the replay without a result are
@@ -94,10 +115,12 @@ class Search {
   // journal of another config) throws DataError.
   void save_state(StateDict& out, const std::string& prefix) const;
   void load_state(const StateDict& in, const std::string& prefix);
-  // Replays results (id -> fitness, NaN: failed) as load_state does.
-  void replay(const std::map<int, double>& results);
-  // The results a save_state wrote (id -> fitness, NaN: failed); DataError if malformed.
-  static std::map<int, double> results_of(const StateDict& in, const std::string& prefix);
+  // Replays results as load_state does, each once its trial has been proposed, in the given
+  // order. A batch search reads them by batch whatever their order; a steady-state one needs the
+  // order in which they were reported.
+  void replay(const std::vector<TrialResult>& results);
+  // The results a save_state wrote, in the order the search read them; DataError if malformed.
+  static std::vector<TrialResult> results_of(const StateDict& in, const std::string& prefix);
   // Trials handed out and not yet reported, in id order.
   std::vector<Trial> unfinished() const;
 
@@ -127,6 +150,11 @@ class Search {
 
   // Whether the next proposals depend on the results of the last batch.
   virtual bool waits_for_results() const { return true; }
+  // 0: the batch protocol. n > 0: the steady state, n trainings in flight, each result read alone
+  // as it is reported (absorb gets a batch of one) and its slot refilled at once.
+  virtual int concurrent_trainings() const { return 0; }
+  // The target is met or max_trainings handed out: the search proposes nothing more.
+  bool limits_reached() const;
   // Appends a history line: best and mean over `population`, counts from `batch`.
   void record_generation(int generation, std::span<const double> population,
                          std::span<const Trial> batch);
@@ -144,6 +172,12 @@ class Search {
   void resolve_copy(Trial& copy, const Trial& original);
   // Reads every batch whose trials are all reported, oldest first.
   void absorb_complete_batches();
+  // Updates the best trial and the target with a result being read.
+  void note_result(const Trial& t);
+  // Turns proposals into trials: repeats become cached, the rest trainings, which it returns.
+  std::vector<Trial> admit(std::vector<Proposal> proposals);
+  // The steady state: proposes trainings until concurrent_trainings() are in flight.
+  void fill_slots();
 
   SearchSpace space_;
   Direction direction_;
@@ -159,9 +193,16 @@ class Search {
   std::map<Genome, int> first_with_genome_;         // clamped genome -> first trial's id
   std::map<int, std::vector<int>> copies_waiting_;  // original id -> its cached trials
   std::vector<int> cached_resolved_;                // for take_cached()
+  std::vector<int> read_order_;  // the trainings whose results were read, in that order
+  std::deque<int> ready_;        // the steady state: trainings proposed, not yet in a batch
   int best_id_ = -1;
   std::optional<int> trainings_to_target_;
 };
+
+// generational: a generation is bred once the last one is evaluated (with elites and demes).
+// asynchronous: the steady state, with no generation barrier: each result frees a member group,
+// which gets a child bred at once from the population so far (SteadyStateSearch).
+enum class GeneticSchedule { generational, asynchronous };
 
 struct GeneticConfig {
   int population = 20;                // individuals per generation, all demes together
@@ -179,6 +220,8 @@ struct GeneticConfig {
   int migration_interval = 0;    // generations between ring migrations; 0: never
   int migrants = 1;              // individuals each deme sends to the next
   int patience = 0;              // generations without a better best before stopping; 0: never
+  GeneticSchedule schedule = GeneticSchedule::generational;
+  int slots = 1;                 // asynchronous: trainings in flight, one per member group
   std::optional<double> target;  // stop once a fitness reaches it
   int max_trainings = 0;         // 0: no limit
   Direction direction = Direction::maximize;

@@ -133,8 +133,8 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
     // A cached row is no result of its own: replaying its original makes it again.
     if (row["status"] == "cached") continue;
     const bool ok = row["status"] == "ok" && row["fitness"].is_number();
-    recovered_[row["trial"].get<int>()] =
-        ok ? row["fitness"].get<double>() : std::numeric_limits<double>::quiet_NaN();
+    recovered_.push_back({row["trial"].get<int>(), ok ? row["fitness"].get<double>()
+                                                      : std::numeric_limits<double>::quiet_NaN()});
   }
   write_text_atomically(dir / "trials.csv", csv);
   write_text_atomically(dir / "trials.jsonl", jsonl);

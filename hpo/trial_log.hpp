@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "hpo/search.hpp"
 
@@ -43,8 +44,9 @@ class TrialLog {
   // dropped), trials.csv is rewritten from them, and `ended_s` goes on from the last of them.
   TrialLog(const std::filesystem::path& dir, const SearchSpace& space, bool resume = false);
 
-  // The results of the rows kept on resume: trial id -> fitness (NaN: failed or timed out).
-  const std::map<int, double>& recovered() const { return recovered_; }
+  // The results of the rows kept on resume, in the order they were written, which is the order
+  // the search read them (NaN: failed or timed out); cached rows are no results of their own.
+  const std::vector<TrialResult>& recovered() const { return recovered_; }
   // Whether the journal has a row for the trial (a cached one included).
   bool has(int trial_id) const { return logged_.contains(trial_id); }
 
@@ -54,7 +56,7 @@ class TrialLog {
 
  private:
   const SearchSpace& space_;
-  std::map<int, double> recovered_;
+  std::vector<TrialResult> recovered_;
   std::set<int> logged_;
   std::ofstream csv_, jsonl_;
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();

@@ -20,6 +20,7 @@
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "hpo/objectives.hpp"
+#include "hpo/steady_state_search.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
 #include "hpo/trial_scheduler.hpp"
@@ -37,22 +38,19 @@ SearchSpace search_space_of(const Config& config, const HpoSpec& spec) {
   return SearchSpace{spec.space};
 }
 
-std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std::uint64_t seed,
-                                    int groups, bool objective) {
+Direction direction_of(const HpoSpec& spec, bool objective) {
   const bool maximize = spec.direction_given ? spec.maximize : spec.maximize && !objective;
-  const Direction direction = maximize ? Direction::maximize : Direction::minimize;
-  const std::optional<double> target = spec.has_target ? std::optional(spec.target) : std::nullopt;
-  switch (spec.algorithm) {
-    case SearchAlgorithm::random:
-      return std::make_unique<RandomSearch>(
-          std::move(space), RandomConfig{spec.trials, groups, target, direction, seed});
-    case SearchAlgorithm::grid:
-      return std::make_unique<GridSearch>(
-          std::move(space),
-          GridConfig{spec.grid_points, groups, spec.max_trainings, target, direction});
-    case SearchAlgorithm::genetic:
-      break;
-  }
+  return maximize ? Direction::maximize : Direction::minimize;
+}
+
+std::optional<double> target_of(const HpoSpec& spec) {
+  return spec.has_target ? std::optional(spec.target) : std::nullopt;
+}
+
+// `groups`: the member groups of the allocation that started the search, which an asynchronous
+// schedule keeps busy.
+GeneticConfig genetic_config_of(const HpoSpec& spec, std::uint64_t seed, int groups,
+                                bool objective) {
   GeneticConfig g;
   g.population = spec.population;
   g.generations = spec.generations;
@@ -69,11 +67,31 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
   g.migration_interval = spec.demes > 1 ? spec.migration_interval : 0;
   g.migrants = spec.migrants;
   g.patience = spec.patience;
-  g.target = target;
+  g.schedule = spec.schedule == SearchSchedule::asynchronous ? GeneticSchedule::asynchronous
+                                                             : GeneticSchedule::generational;
+  g.slots = std::max(groups, 1);
+  g.target = target_of(spec);
   g.max_trainings = spec.max_trainings;
-  g.direction = direction;
+  g.direction = direction_of(spec, objective);
   g.seed = seed;
-  return std::make_unique<GeneticSearch>(std::move(space), g);
+  return g;
+}
+
+std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std::uint64_t seed,
+                                    int groups, bool objective) {
+  const Direction direction = direction_of(spec, objective);
+  switch (spec.algorithm) {
+    case SearchAlgorithm::random:
+      return std::make_unique<RandomSearch>(
+          std::move(space), RandomConfig{spec.trials, groups, target_of(spec), direction, seed});
+    case SearchAlgorithm::grid:
+      return std::make_unique<GridSearch>(
+          std::move(space),
+          GridConfig{spec.grid_points, groups, spec.max_trainings, target_of(spec), direction});
+    case SearchAlgorithm::genetic:
+      break;
+  }
+  return make_genetic_search(std::move(space), genetic_config_of(spec, seed, groups, objective));
 }
 
 // A trial's values as the YAML scalars that replace the config's references.
@@ -300,8 +318,7 @@ int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
         planned *= static_cast<double>(axis.size());
       break;
     case SearchAlgorithm::genetic:
-      planned = spec.population + static_cast<double>(spec.generations - 1) *
-                                      std::max(0, spec.population - spec.elites * spec.demes);
+      planned = genetic_proposals(genetic_config_of(spec, 0, 1, false));
       break;
   }
   if (spec.max_trainings > 0) planned = std::min<double>(planned, spec.max_trainings);
@@ -336,17 +353,22 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     log.emplace(output->dir(), search->space(), true);
     snapshots.emplace(output->checkpoints_dir() / fmt::format("stage{}", c.stage_index) / "search",
                       config.checkpoint.keep);
-    std::map<int, double> results = log->recovered();
+    std::vector<TrialResult> results = log->recovered();
     if (const auto snapshot = snapshots->load_newest([](const std::string& why) {
           fmt::print(stderr, "strata: skipping a damaged search checkpoint: {}\n", why);
-        }))
-      for (const auto& [id, fitness] : Search::results_of(snapshot->state, "search"))
-        results.emplace(id, fitness);
+        })) {
+      // The log is written before each snapshot, so it holds the snapshot's results unless it
+      // was damaged: those it lacks go after its own, in the snapshot's order.
+      std::set<int> logged;
+      for (const TrialResult& r : results) logged.insert(r.trial_id);
+      for (const TrialResult& r : Search::results_of(snapshot->state, "search"))
+        if (!logged.contains(r.trial_id)) results.push_back(r);
+    }
     if (!results.empty()) {
       search->replay(results);
       if (!config.objective) kept_weights.replayed(*search);
       done = static_cast<int>(results.size());
-      for (const auto& [id, fitness] : results) failed += std::isnan(fitness) ? 1 : 0;
+      for (const TrialResult& r : results) failed += std::isnan(r.fitness) ? 1 : 0;
       fmt::print(
           "[resume] hpo: {} trials replayed from the journal ({} failed), now in {} {}; {} to run "
           "again from their checkpoints or their start\n",

@@ -236,3 +236,24 @@ TEST_CASE("mutation_probability, mutation_decay and step_adaptation parse and ar
   CHECK(error_of(with("      mutation_probability: 2\n")) ==
         "s.yaml:16:29: stages[0].hpo.mutation_probability: expected a number in [0, 1], got 2");
 }
+
+TEST_CASE("schedule parses, and the asynchronous one takes a single deme", "[config][hpo]") {
+  const auto with = [](const std::string& settings) {
+    return replace(search_yaml, "      population: 6\n", "      population: 6\n" + settings);
+  };
+  REQUIRE(HpoSpec{}.schedule == SearchSchedule::generational);
+  const Config c = parse_config(with("      schedule: asynchronous\n"), "s.yaml");
+  CHECK(std::get<HpoSpec>(c.stages.front().settings).schedule == SearchSchedule::asynchronous);
+  CHECK_THAT(error_of(with("      schedule: async\n")), Contains("stages[0].hpo.schedule") &&
+                                                            Contains("generational") &&
+                                                            Contains("asynchronous"));
+  CHECK(error_of(with("      schedule: asynchronous\n      demes: 2\n")) ==
+        "s.yaml:17:14: stages[0].hpo.demes: the asynchronous schedule keeps one steady-state "
+        "population: expected demes: 1, not 2");
+  const std::string random_search =
+      replace(replace(search_yaml, "      population: 6\n      generations: 3\n",
+                      "      schedule: asynchronous\n"),
+              "algorithm: genetic", "algorithm: random");
+  CHECK_THAT(error_of(random_search),
+             Contains("schedule is a setting of algorithm genetic, not of random"));
+}

@@ -1,6 +1,7 @@
 // The scheduler runs a search's trials on every member group, and the search comes out the same as
 // when one process drives it, whichever group finishes first; a failed trial is recorded and passed
-// over.
+// over. The asynchronous search, whose results depend on the order they come in, equals a serial
+// replay of that order.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "hpo/objectives.hpp"
+#include "hpo/steady_state_search.hpp"
 #include "hpo/trial_scheduler.hpp"
 
 using namespace strata;
@@ -135,4 +137,50 @@ TEST_CASE("trials run on every group and the search matches a serial one",
   if (world.size() > 1) CHECK(groups.size() > 1);  // the other groups took trials too
   WARN(world.size() << " groups ran " << finished.size() << " trials; rank 0 was busy "
                     << stats.busy_seconds << " s of " << stats.wall_seconds << " s");
+}
+
+TEST_CASE("the asynchronous genetic search on the scheduler equals a serial replay of its order",
+          "[mpi][hpo][scheduler][asynchronous]") {
+  const Communicator world = Communicator::world();
+  const Topology topology = one_group_per_rank(world);
+  const SearchSpace space = objective_space("sphere", 3);
+  GeneticConfig config = genetic_config();
+  config.schedule = GeneticSchedule::asynchronous;
+  config.slots = world.size();
+  config.generations = 6;
+
+  SteadyStateSearch search(space, config);
+  std::vector<TrialResult> read_order;
+  std::set<int> groups;
+  run_trials(topology, search, evaluate_unevenly, [&](const Trial& t, const TrialOutcome& o) {
+    read_order.push_back({t.id, o.status == TrialStatus::ok ? o.fitness : std::nan("")});
+    groups.insert(o.member_group);
+  });
+  if (world.rank() != 0) return;
+  REQUIRE(search.stop_reason() == "generations");
+  CHECK(static_cast<int>(search.trials().size()) == genetic_proposals(config));
+  CHECK(static_cast<int>(read_order.size()) == search.trainings());
+  if (world.size() > 1) {
+    CHECK(groups.size() == static_cast<std::size_t>(world.size()));
+    // Uneven times: results came in out of trial order, which the replay must follow.
+    CHECK_FALSE(std::is_sorted(
+        read_order.begin(), read_order.end(),
+        [](const TrialResult& a, const TrialResult& b) { return a.trial_id < b.trial_id; }));
+  }
+
+  SteadyStateSearch serial(space, config);
+  serial.replay(read_order);
+  REQUIRE(serial.trials().size() == search.trials().size());
+  for (std::size_t i = 0; i < search.trials().size(); ++i) {
+    INFO("trial " << i);
+    CHECK(serial.trials()[i].genome == search.trials()[i].genome);
+    CHECK(serial.trials()[i].step == search.trials()[i].step);
+    CHECK(serial.trials()[i].copy_of == search.trials()[i].copy_of);
+    CHECK(serial.trials()[i].failed == search.trials()[i].failed);
+  }
+  REQUIRE(serial.population().size() == search.population().size());
+  for (std::size_t i = 0; i < search.population().size(); ++i)
+    CHECK(serial.population()[i].trial_id == search.population()[i].trial_id);
+  CHECK(serial.best()->id == search.best()->id);
+  CHECK(serial.done());
 }

@@ -337,3 +337,55 @@ TEST_CASE("the mutation scale shrinks by the decay every bred generation", "[hpo
   CHECK(scheduled_sigma(0.2, 1.0, 9) == 0.2);
   CHECK(scheduled_sigma(0.2, 0.5, 0) == 0.2);  // the random first generation is not bred
 }
+
+TEST_CASE("mate blends with the crossover rate, or copies the parents with their steps",
+          "[hpo][operators]") {
+  const SearchSpace space = mixed_space();
+  const Individual a{{0.1, 1e-3, 3.0, 0.0}, 1.0, 0, 4.0};
+  const Individual b{{0.4, 1e-2, 5.0, 2.0}, 2.0, 1, 0.25};
+  // A draw below the rate blends: the same blend that crossover_blend makes after that draw.
+  Rng rng(8), reference(8);
+  const double draw = reference.uniform_double();
+  REQUIRE(draw < 0.9);
+  const auto [c1, c2] = mate(a, b, 0.9, 0.5, space, rng);
+  const auto [g1, g2] = crossover_blend(a.genome, b.genome, 0.5, space, reference);
+  CHECK(c1.genome == g1);
+  CHECK(c2.genome == g2);
+  CHECK(c1.step == 1.0);  // sqrt(4 x 0.25)
+  CHECK(c2.step == 1.0);
+  // A draw at or above the rate copies.
+  Rng copy_rng(8);
+  const auto [d1, d2] = mate(a, b, draw, 0.5, space, copy_rng);
+  CHECK(d1.genome == a.genome);
+  CHECK(d2.genome == b.genome);
+  CHECK(d1.step == 4.0);
+  CHECK(d2.step == 0.25);
+}
+
+TEST_CASE("steady-state replacement drops the worst, the earliest among equals",
+          "[hpo][operators]") {
+  auto ind = [](double fitness, int id) { return Individual{{0.0}, fitness, id, 1.0}; };
+  auto ids = [](const Deme& d) {
+    std::vector<int> out;
+    for (const auto& i : d) out.push_back(i.trial_id);
+    return out;
+  };
+  Deme population{ind(3.0, 0), ind(1.0, 1), ind(2.0, 2)};
+  // Room left: the child joins.
+  replace_worst(population, ind(0.5, 3), 4, Direction::maximize);
+  CHECK(ids(population) == std::vector<int>{0, 1, 2, 3});
+  // Full: the worst (0.5, trial 3) leaves.
+  replace_worst(population, ind(2.5, 4), 4, Direction::maximize);
+  CHECK(ids(population) == std::vector<int>{0, 1, 2, 4});
+  // A child worse than all leaves at once.
+  replace_worst(population, ind(0.1, 5), 4, Direction::maximize);
+  CHECK(ids(population) == std::vector<int>{0, 1, 2, 4});
+  // Equal to the worst: the earliest of them (trial 1) leaves, the child stays.
+  replace_worst(population, ind(1.0, 6), 4, Direction::maximize);
+  CHECK(ids(population) == std::vector<int>{0, 2, 4, 6});
+  // Minimizing, the largest leaves; a failed child never joins.
+  replace_worst(population, ind(1.5, 7), 4, Direction::minimize);
+  CHECK(ids(population) == std::vector<int>{2, 4, 6, 7});
+  replace_worst(population, ind(std::nan(""), 8), 5, Direction::minimize);
+  CHECK(ids(population) == std::vector<int>{2, 4, 6, 7});
+}

@@ -531,7 +531,7 @@ TEST_CASE("a repeated genome is never trained twice", "[hpo][search][cache]") {
   GeneticSearch search(space, c);
   std::set<Genome> trained;
   int handed_out = 0;
-  std::map<int, double> journal;
+  std::vector<TrialResult> journal;
   while (!search.done()) {
     const auto batch = search.next_batch();
     // The last generation may be all repeats: resolved inside next_batch, which then finishes.
@@ -545,7 +545,7 @@ TEST_CASE("a repeated genome is never trained twice", "[hpo][search][cache]") {
       CHECK_FALSE(t.cached());
       CHECK(t.training == handed_out++);
       search.report(t.id, f(t));
-      journal[t.id] = f(t);
+      journal.push_back({t.id, f(t)});
     }
   }
   CHECK(search.trainings() == static_cast<int>(trained.size()));

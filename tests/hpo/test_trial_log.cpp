@@ -165,7 +165,7 @@ TEST_CASE("a cached trial is a row of its own but no result to replay", "[hpo][t
   CHECK(row["fitness"] == 0.75);
   CHECK(row["member_group"] == -1);
   TrialLog resumed(dir.str(), space, true);
-  CHECK(resumed.recovered() == std::map<int, double>{{0, 0.75}});
+  CHECK(resumed.recovered() == std::vector<TrialResult>{{0, 0.75}});
   CHECK(resumed.has(0));
   CHECK(resumed.has(1));
 }
