@@ -130,6 +130,7 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
     jsonl += row.dump() + '\n';
     last_ended = std::max(last_ended, row["ended_s"].get<double>());
     logged_.insert(row["trial"].get<int>());
+    kept_params_[row["trial"].get<int>()] = row["params"].dump();
     // A cached row is no result of its own: replaying its original makes it again.
     if (row["status"] == "cached") continue;
     const bool ok = row["status"] == "ok" && row["fitness"].is_number();
@@ -142,6 +143,31 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
   jsonl_ = open_for_rows(dir / "trials.jsonl");
   opened_ -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(last_ended));
+}
+
+namespace {
+
+nlohmann::json params_of(const SearchSpace& space, const Genome& genome) {
+  nlohmann::json params = nlohmann::json::object();
+  for (std::size_t k = 0; k < space.params.size(); ++k)
+    params[space.params[k].name] = param_value(space.params[k], genome[k]);
+  return params;
+}
+
+}  // namespace
+
+void TrialLog::check_replay(const Search& search) const {
+  for (const auto& [id, logged] : kept_params_) {
+    const auto made = id < static_cast<int>(search.trials().size())
+                          ? params_of(space_, search.trials()[static_cast<std::size_t>(id)].genome)
+                          : nlohmann::json();
+    if (made.dump() != logged)
+      throw DataError(fmt::format(
+          "trials.jsonl: trial {} was run with {}, but replaying the journal makes it {}: the "
+          "journal was written by another search (config, seed or space), or its rows were "
+          "reordered",
+          id, logged, made.is_null() ? std::string("no such trial") : made.dump()));
+  }
 }
 
 TrialOutcome TrialLog::cached_outcome(const Trial& copy, const Trial& original) {
@@ -160,9 +186,7 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       outcome.status == TrialStatus::ok || (outcome.status == TrialStatus::cached && !trial.failed);
   const double ended =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
-  nlohmann::json params = nlohmann::json::object();
-  for (std::size_t k = 0; k < space_.params.size(); ++k)
-    params[space_.params[k].name] = param_value(space_.params[k], trial.genome[k]);
+  const nlohmann::json params = params_of(space_, trial.genome);
   const nlohmann::json row = {
       {"trial", trial.id},
       // Generations count from 1, on screen and in files; trials are numbered from 0.
@@ -198,23 +222,13 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
   const auto target = search.trainings_to_target();
   summary["trainings_to_target"] = target ? nlohmann::json(*target) : nlohmann::json();
   if (const auto best = search.best()) {
-    nlohmann::json params = nlohmann::json::object();
-    for (std::size_t k = 0; k < search.space().params.size(); ++k)
-      params[search.space().params[k].name] =
-          param_value(search.space().params[k], best->genome[k]);
     summary["best"] = {{"trial", best->id},
                        {"generation", best->generation + 1},
                        {"fitness", best->fitness},
-                       {"params", params}};
+                       {"params", params_of(search.space(), best->genome)}};
   } else {
     summary["best"] = nullptr;
   }
-  auto params_of = [&](const Trial& t) {
-    nlohmann::json params = nlohmann::json::object();
-    for (std::size_t k = 0; k < search.space().params.size(); ++k)
-      params[search.space().params[k].name] = param_value(search.space().params[k], t.genome[k]);
-    return params;
-  };
   if (results != nullptr && search.best()) {
     summary["best"]["config"] = results->best_config;
     summary["best"]["weights"] = results->best_weights;
@@ -222,7 +236,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
     for (const Trial& t : search.top(results->keep_top))
       summary["top"].push_back({{"trial", t.id},
                                 {"fitness", t.fitness},
-                                {"params", params_of(t)},
+                                {"params", params_of(search.space(), t.genome)},
                                 {"config", fmt::format("trials/{}/config.yaml", t.id)},
                                 {"weights", fmt::format("trials/{}/weights.h5", t.id)}});
   }

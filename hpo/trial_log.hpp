@@ -49,6 +49,10 @@ class TrialLog {
   const std::vector<TrialResult>& recovered() const { return recovered_; }
   // Whether the journal has a row for the trial (a cached one included).
   bool has(int trial_id) const { return logged_.contains(trial_id); }
+  // After the search replayed recovered(): throws DataError naming the first kept row whose
+  // parameters differ from the trial the replay made, which means the journal is another
+  // search's, or its order was lost.
+  void check_replay(const Search& search) const;
 
   // Appends the trial to both files and flushes them, so that a killed job keeps every finished
   // row.
@@ -58,6 +62,7 @@ class TrialLog {
   const SearchSpace& space_;
   std::vector<TrialResult> recovered_;
   std::set<int> logged_;
+  std::map<int, std::string> kept_params_;  // trial id -> its row's params as JSON text
   std::ofstream csv_, jsonl_;
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };

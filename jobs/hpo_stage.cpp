@@ -366,6 +366,7 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     }
     if (!results.empty()) {
       search->replay(results);
+      log->check_replay(*search);
       if (!config.objective) kept_weights.replayed(*search);
       done = static_cast<int>(results.size());
       for (const TrialResult& r : results) failed += std::isnan(r.fitness) ? 1 : 0;

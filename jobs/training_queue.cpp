@@ -90,6 +90,7 @@ std::vector<bool> run_training_queue(
     log.emplace(journal_dir, search.space(), true);
     if (!log->recovered().empty()) {
       search.replay(log->recovered());
+      log->check_replay(search);
       finished = static_cast<int>(log->recovered().size());
       fmt::print("[resume] {}: {} of {} trainings done; {} to train\n", what, finished, count,
                  count - finished);

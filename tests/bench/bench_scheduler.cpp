@@ -85,10 +85,11 @@ int main(int argc, char** argv) {
     const Result steady =
         measure(topology, time, Assignment::dynamic, GeneticSchedule::asynchronous);
     if (world.rank() == 0)
-      fmt::print("| {} | {} / {} | {:.3f} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
-                 world.size(), dynamic.trainings, steady.trainings, waves.efficiency,
-                 dynamic.efficiency, steady.efficiency, steady.efficiency / dynamic.efficiency,
-                 waves.wall, dynamic.wall, steady.wall);
+      fmt::print(
+          "| {} | {} / {} | {:.3f} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+          world.size(), dynamic.trainings, steady.trainings, waves.efficiency, dynamic.efficiency,
+          steady.efficiency, steady.efficiency / dynamic.efficiency, waves.wall, dynamic.wall,
+          steady.wall);
   }
   MPI_Finalize();
   return 0;

@@ -81,4 +81,49 @@ rm -rf out
 STRATA_FAULT=stop_at_step=40 expect_exit 75 'the search stopped on a signal.*exit 75' -- "$MPIEXEC" -n 4 "$STRATA" run search.yaml
 expect_exit 0 '\[resume\] trial [0-9]+: from .*trial[0-9]+/ckpt-[0-9]+.h5: epoch 1/1 step 4[01]/' -- "$MPIEXEC" -n 2 "$STRATA" run search.yaml
 same_search "one rank signalled mid-trial, resumed on 2"
+
+# The asynchronous schedule: what it breeds depends on the order results came in. Killed on 4
+# ranks, it resumes on 2 by replaying its journal in that order; the resume checks every kept row
+# against the trial the replay makes (and fails on a mismatch), keeps the killed run's rows as they
+# were, and the search then spends its whole budget with each trial run once.
+cat > async.yaml <<YAML
+run: {name: steady, seed: 5}
+model: {objective: rastrigin, dims: 6, eval_seconds: 0.04, eval_stddev_seconds: 0.03}
+stages:
+  - hpo: {population: 12, generations: 8, elites: 1, schedule: asynchronous}
+output: {dir: $work/async}
+YAML
+async_rows() { [ -f async/trials.csv ] && echo $(( $(wc -l < async/trials.csv) - 1 )) || echo 0; }
+("$MPIEXEC" -n 4 "$STRATA" run async.yaml > async_killed.log 2>&1) 2>/dev/null &
+for _ in $(seq 600); do [ "$(async_rows)" -ge 30 ] && break; sleep 0.02; done
+pkill -KILL -f "strata run async.yaml"
+wait
+kept="$(async_rows)"
+cp async/trials.csv async_killed.csv
+cp -r async async_killed
+echo "asynchronous search killed after $kept rows"
+[ "$kept" -ge 30 ] && [ "$kept" -lt 89 ] || { echo "FAIL: the asynchronous search was not killed mid-way"; fails=$((fails + 1)); }
+expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed from the journal' -- "$MPIEXEC" -n 2 "$STRATA" run async.yaml
+# 12 + 7 x 11 = 89 trials; the killed run's rows first, unchanged.
+if [ "$(head -n $((kept + 1)) async/trials.csv)" = "$(cat async_killed.csv)" ] &&
+   /usr/bin/python3 - async/trials.csv <<'PY'
+import csv, sys
+ids = [int(r["trial"]) for r in csv.DictReader(open(sys.argv[1]))]
+assert sorted(ids) == list(range(89)), (len(ids), sorted(set(range(89)) - set(ids)))
+PY
+then
+  echo "ok: asynchronous: the killed run's $kept rows kept, 89 trials each once after the resume"
+else
+  echo "FAIL: asynchronous: the resumed journal does not continue the killed one"; fails=$((fails + 1))
+fi
+# The killed journal with two rows swapped is another search's: the resume refuses it before
+# anything runs, naming the trial.
+rm -rf async && mv async_killed async
+/usr/bin/python3 - async/trials.jsonl <<'PY'
+import sys
+rows = open(sys.argv[1]).read().splitlines(keepends=True)
+rows[5], rows[25] = rows[25], rows[5]
+open(sys.argv[1], "w").writelines(rows)
+PY
+expect_exit 3 'trials.jsonl: trial [0-9]+ was run with .*reordered|journal has [0-9]+ results, but replaying this config reaches only' -- "$MPIEXEC" -n 2 "$STRATA" run async.yaml
 finish

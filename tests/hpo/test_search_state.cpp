@@ -198,3 +198,29 @@ TEST_CASE("top gives the k best successful trials, the earliest first among equa
   CHECK(search.top(0).empty());
   CHECK(search.top(100).size() == 5);  // the failed trial never ranks
 }
+
+TEST_CASE("a replay that makes other trials than the journal's rows is refused",
+          "[hpo][trial_log][state]") {
+  testing::TempDir dir;
+  const SearchSpace space = objective_space("sphere", 2);
+  const RandomConfig config{4, 4, std::nullopt, Direction::minimize, 4};
+  {
+    RandomSearch search(space, config);
+    TrialLog log(dir.str(), search.space());
+    for (const Trial& t : search.next_batch()) {
+      TrialOutcome o;
+      o.fitness = sphere(t.genome);
+      search.report(t.id, o.fitness);
+      log.append(search.trials()[static_cast<std::size_t>(t.id)], o);
+    }
+  }
+  TrialLog resumed(dir.str(), space, true);
+  RandomSearch same(space, config);
+  same.replay(resumed.recovered());
+  CHECK_NOTHROW(resumed.check_replay(same));
+  // Another seed accepts the same trial ids, but proposes other genomes for them.
+  RandomSearch other(space, RandomConfig{4, 4, std::nullopt, Direction::minimize, 5});
+  other.replay(resumed.recovered());
+  CHECK_THROWS_WITH(resumed.check_replay(other), Contains("trials.jsonl: trial 0 was run with") &&
+                                                     Contains("written by another search"));
+}
