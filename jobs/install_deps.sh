@@ -39,14 +39,16 @@ declare -A browser_probe=(
 want_slurm=0
 want_torch=0
 want_deap=0
+want_optuna=0
 want_browser=0
 for arg in "$@"; do
   case "$arg" in
     --with-slurm) want_slurm=1 ;;
     --with-torch) want_torch=1 ;;
     --with-deap) want_deap=1 ;;
+    --with-optuna) want_optuna=1 ;;
     --with-browser) want_browser=1 ;;
-    *) echo "install_deps.sh: unknown option '$arg' (known: --with-slurm --with-torch --with-deap --with-browser)" >&2; exit 2 ;;
+    *) echo "install_deps.sh: unknown option '$arg' (known: --with-slurm --with-torch --with-deap --with-optuna --with-browser)" >&2; exit 2 ;;
   esac
 done
 
@@ -66,6 +68,10 @@ fi
 # DEAP: the genetic-search benchmark's peer (tests/bench/run_ga_suite_bench.sh).
 if [ $want_deap = 1 ] && ! /usr/bin/python3 -c 'import deap' 2>/dev/null; then
   missing+=(python3-deap)
+fi
+# Optuna: the Fashion-MNIST search benchmark's peer (tests/bench/run_hpo_fashion_bench.sh).
+if [ $want_optuna = 1 ] && ! /usr/bin/python3 -c 'import optuna' 2>/dev/null; then
+  missing+=(python3-optuna)
 fi
 
 if [ ${#missing[@]} = 0 ] && [ ${#missing_slurm[@]} = 0 ]; then

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Trainings to reach a target validation accuracy on Fashion-MNIST: the genetic search of
-# configs/fashion_hpo.yaml against random search over the same space, with the same budget
-# (max_trainings) and the same run seeds, each seed a fresh search of each kind on RANKS member
-# groups. The searches run their whole budget (the config's `target` is removed), and for each of
-# TARGETS the script reads from trials.csv the trainings up to the first trial (in trial order)
-# that reached it, and the wall time at which one first did.
+# configs/fashion_hpo.yaml (generational and asynchronous) against random search and Optuna's
+# default TPE sampler (tests/bench/optuna_fashion.py, when /usr/bin/python3 has Optuna: jobs/
+# install_deps.sh --with-optuna) over the same space, with the same budget (max_trainings) and the
+# same run seeds; strata's searches run on RANKS member groups. The searches run their whole budget
+# (the config's `target` is removed), and for each of TARGETS the script reads from trials.csv the
+# trainings up to the first one that reached it (in the order the search read results: trial
+# order for the generational and random searches, end order for the others), and the wall time
+# at which one first did.
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835"
@@ -30,27 +33,45 @@ budget="$(sed -n 's/^ *max_trainings: *\([0-9]*\).*/\1/p' "$config")"
 grep -q 'algorithm: genetic' "$config" && grep -q '^  seed: 1$' "$config" && [ -n "$budget" ] ||
   { echo "run_hpo_fashion_bench.sh: $config no longer has the lines this script edits" >&2; exit 1; }
 
+kinds="genetic asynchronous random"
+if /usr/bin/python3 -c 'import optuna' 2>/dev/null; then
+  kinds="$kinds optuna"
+else
+  echo "run_hpo_fashion_bench.sh: no Optuna for /usr/bin/python3 (jobs/install_deps.sh --with-optuna): its rows are left out" >&2
+fi
 for seed in $seeds; do
-  for kind in genetic random; do
+  for kind in $kinds; do
     cfg="$work/$kind-$seed.yaml"
+    # Generations enough that the budget (max_trainings) ends every genetic search: copies of a
+    # genome already evaluated are not trainings.
     sed -e "s|^  seed: 1$|  seed: $seed|" -e "s|path: \.\./data/|path: $root/data/|" \
-        -e "s|dir: runs/fashion_hpo|dir: $work/$kind-$seed|" -e '/^ *target: /d' "$config" > "$cfg"
+        -e "s|dir: runs/fashion_hpo|dir: $work/$kind-$seed|" -e '/^ *target: /d' \
+        -e 's/^\( *\)generations: [0-9]*$/\1generations: 30/' "$config" > "$cfg"
     # Random search: the same space and budget, without the genetic settings (strata rejects them).
     [ "$kind" = random ] && sed -i -e "s/algorithm: genetic/algorithm: random\n      trials: $budget/" \
       -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
+    [ "$kind" = asynchronous ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      schedule: asynchronous/' "$cfg"
     echo "seed $seed, $kind search ..." >&2
-    "$mpiexec" -n "$ranks" "$build/strata" run "$cfg" > "$work/$kind-$seed.log" 2>&1 ||
-      { cat "$work/$kind-$seed.log" >&2; exit 1; }
+    if [ "$kind" = optuna ]; then
+      /usr/bin/python3 "$root/tests/bench/optuna_fashion.py" "$build/strata" "$cfg" "$seed" "$budget" "$work/$kind-$seed" \
+        > "$work/$kind-$seed.log" 2>&1 || { cat "$work/$kind-$seed.log" >&2; exit 1; }
+    else
+      "$mpiexec" -n "$ranks" "$build/strata" run "$cfg" > "$work/$kind-$seed.log" 2>&1 ||
+        { cat "$work/$kind-$seed.log" >&2; exit 1; }
+    fi
   done
 done
 
-/usr/bin/python3 - "$work" "$budget" "$ranks" "$seeds" "$targets" <<'PY'
+/usr/bin/python3 - "$work" "$budget" "$ranks" "$seeds" "$targets" "$kinds" <<'PY'
 import csv, json, statistics, sys
 work, budget, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 seeds, targets = sys.argv[4].split(), [float(t) for t in sys.argv[5].split()]
-kinds = (("genetic", "GA"), ("random", "random"))
+names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
+         "random": "random", "optuna": "Optuna 3.1 TPE (sequential)"}
+kinds = [(k, names[k]) for k in sys.argv[6].split()]
 print(f"Fashion-MNIST, configs/fashion_hpo.yaml without its target: {budget} trainings per search, "
-      f"{ranks} member groups of one rank, seeds {' '.join(seeds)}.\n")
+      f"strata's searches on {ranks} member groups of one rank, Optuna one training at a time; "
+      f"seeds {' '.join(seeds)}.\n")
 result = {}  # (kind, seed) -> rows, wall, best
 for kind, _ in kinds:
     for seed in seeds:
@@ -59,15 +80,21 @@ for kind, _ in kinds:
                 if r["status"] != "cached"]
         summary = json.load(open(f"{work}/{kind}-{seed}/hpo_summary.json"))
         assert len(rows) == summary["trainings"] == budget, (kind, seed, len(rows))
+        # The generational and random searches read results in trial order, whatever order they
+        # came in; the asynchronous one and Optuna in the order they ended (trials.csv's).
+        if kind in ("genetic", "random"):
+            rows.sort(key=lambda r: int(r["trial"]))
         result[kind, seed] = (rows, summary["wall_seconds"], summary["best"]["fitness"])
 
 def reached(rows, target):
-    """Trainings up to the first trial in trial order that reached target, and when one first did."""
-    hits = [r for r in rows if r["status"] == "ok" and float(r["fitness"]) >= target]
-    if not hits:
-        return None, None
-    first = min(int(r["trial"]) for r in hits)
-    return sum(int(r["trial"]) <= first for r in rows), min(float(r["ended_s"]) for r in hits)
+    """Trainings up to the first (in the order the search read them) that reached target, and when
+    one first did."""
+    for n, r in enumerate(rows, 1):
+        if r["status"] == "ok" and float(r["fitness"]) >= target:
+            hits = [float(h["ended_s"]) for h in rows
+                    if h["status"] == "ok" and float(h["fitness"]) >= target]
+            return n, min(hits)
+    return None, None
 
 print("| target | search | reached in | median trainings to target | median wall s to target |")
 print("| --- | --- | --- | --- | --- |")
