@@ -630,6 +630,15 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
           where + ": missing required key 'space' (only a function objective brings its own)");
     if (!hpo->space.empty() && config.objective)
       throw ConfigError(where + ": a function objective searches its own space; leave 'space' out");
+    if (config.objective && (hpo->prune.rule != PruneRule::none || hpo->max_epochs > 0))
+      throw ConfigError(where +
+                        ": a function objective has no epochs to prune or count; leave 'prune' "
+                        "and 'max_epochs' out");
+    if (hpo->prune.rule != PruneRule::none && hpo->prune.after_epochs >= config.training.epochs)
+      throw ConfigError(fmt::format(
+          "{}: prune.after_epochs is {}, but trainings run {} epoch(s): nothing could be stopped "
+          "early",
+          where, hpo->prune.after_epochs, config.training.epochs));
   }
   if (auto s = top.get("stages")) read_stage_parallel(*s, config.parallel, stages);
   config.stages = std::move(stages);

@@ -79,6 +79,11 @@ struct EnumNames<SearchSchedule> {
        {"asynchronous", SearchSchedule::asynchronous}}};
 };
 template <>
+struct EnumNames<PruneRule> {
+  static constexpr std::array<Choice<PruneRule>, 3> choices{
+      {{"none", PruneRule::none}, {"median", PruneRule::median}, {"asha", PruneRule::asha}}};
+};
+template <>
 struct EnumNames<ParamKind> {
   static constexpr std::array<Choice<ParamKind>, 4> choices{
       {{"uniform", ParamKind::uniform},

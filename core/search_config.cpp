@@ -93,6 +93,25 @@ void replace_in_place(YAML::Node node, const std::map<std::string, std::string>&
 
 }  // namespace
 
+PruneSettings parse_prune(const MapReader& m) {
+  static constexpr std::string_view known[] = {"rule", "after_epochs", "min_trials",
+                                               "reduction_factor"};
+  m.allow_only(known);
+  PruneSettings p;
+  read(m, "rule", p.rule, EnumNames<PruneRule>::choices, "pruning rule");
+  read(m, "after_epochs", p.after_epochs, at_least_1);
+  read(m, "min_trials", p.min_trials, at_least_1);
+  read(m, "reduction_factor", p.reduction_factor, IntRange{2});
+  auto only_for = [&](std::string_view key, PruneRule rule) {
+    if (p.rule != rule && m.get(key))
+      m.require(key).fail(fmt::format("{} is a setting of rule {}, not of {}", key, to_string(rule),
+                                      to_string(p.rule)));
+  };
+  only_for("min_trials", PruneRule::median);
+  only_for("reduction_factor", PruneRule::asha);
+  return p;
+}
+
 HpoSpec parse_hpo(const MapReader& m) {
   static constexpr std::string_view known[] = {"algorithm",       "space",
                                                "population",      "generations",
@@ -103,6 +122,7 @@ HpoSpec parse_hpo(const MapReader& m) {
                                                "mutation_rate",   "mutation_probability",
                                                "mutation_decay",  "step_adaptation",
                                                "patience",        "schedule",
+                                               "prune",           "max_epochs",
                                                "target",          "max_trainings",
                                                "trials",          "grid_points",
                                                "fitness",         "direction",
@@ -129,6 +149,8 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "step_adaptation", h.step_adaptation, non_negative);
   read(m, "patience", h.patience, at_least_0);
   read(m, "schedule", h.schedule, EnumNames<SearchSchedule>::choices, "schedule");
+  if (auto p = m.get("prune")) h.prune = parse_prune(MapReader(*p));
+  read(m, "max_epochs", h.max_epochs, at_least_0);
   if (auto t = m.get("target")) {
     h.has_target = true;
     h.target = t->as_number(NumRange{-std::numeric_limits<double>::infinity()});

@@ -12,6 +12,16 @@ namespace strata {
 
 enum class ParamKind { uniform, log_uniform, integer, choice };
 
+// Early stopping of a search's trainings (hpo/pruning.hpp applies it).
+enum class PruneRule { none, median, asha };
+
+struct PruneSettings {
+  PruneRule rule = PruneRule::none;
+  int after_epochs = 1;      // no trial is stopped before the end of this epoch
+  int min_trials = 5;        // median: other trials with a value at the epoch before it applies
+  int reduction_factor = 3;  // asha: eta; rungs at after_epochs x eta^k epochs
+};
+
 // One hyperparameter. lo and hi are inclusive bounds for uniform, log_uniform and integer;
 // choices lists the values of a choice as YAML scalars (lo and hi are then unused).
 struct ParamSpec {

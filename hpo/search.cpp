@@ -32,19 +32,22 @@ Search::Search(SearchSpace space, Direction direction, SearchLimits limits)
   validate(space_);
   if (limits_.max_trainings < 0)
     bad_setting("search", "max_trainings", limits_.max_trainings, "must be >= 0");
+  if (limits_.max_epochs < 0)
+    bad_setting("search", "max_epochs", limits_.max_epochs, "must be >= 0");
   if (limits_.target && !std::isfinite(*limits_.target))
     bad_setting("search", "target", *limits_.target, "must be a finite number");
 }
 
 bool TrialResult::operator==(const TrialResult& other) const {
   // NaN (failed) equals NaN here: the journal's records, not arithmetic.
-  return trial_id == other.trial_id &&
+  return trial_id == other.trial_id && epochs == other.epochs &&
          (fitness == other.fitness || (std::isnan(fitness) && std::isnan(other.fitness)));
 }
 
 bool Search::limits_reached() const {
   return trainings_to_target_.has_value() ||
-         (limits_.max_trainings > 0 && handed_out_ >= limits_.max_trainings);
+         (limits_.max_trainings > 0 && handed_out_ >= limits_.max_trainings) ||
+         (limits_.max_epochs > 0 && epochs_ >= limits_.max_epochs);
 }
 
 std::vector<Trial> Search::admit(std::vector<Proposal> proposals) {
@@ -103,6 +106,7 @@ std::vector<Trial> Search::next_batch() {
   // A batch of nothing but repeats of reported trials completes here: propose again.
   while (true) {
     if (done() || trainings_to_target_ || (outstanding_ > 0 && waits_for_results())) return {};
+    if (limits_.max_epochs > 0 && epochs_ >= limits_.max_epochs) return {};
     int room = std::numeric_limits<int>::max();
     if (limits_.max_trainings > 0) room = limits_.max_trainings - handed_out_;
     if (room <= 0) return {};
@@ -135,7 +139,7 @@ void Search::resolve_copy(Trial& copy, const Trial& original) {
   cached_resolved_.push_back(copy.id);
 }
 
-void Search::report(int trial_id, double fitness, bool failed) {
+void Search::report(int trial_id, double fitness, bool failed, int epochs) {
   // Every trial before the oldest unread batch is reported: the check below names it.
   if (trial_id < 0 || trial_id >= static_cast<int>(trials_.size()))
     throw std::invalid_argument(fmt::format("search: trial {} was not handed out", trial_id));
@@ -148,6 +152,8 @@ void Search::report(int trial_id, double fitness, bool failed) {
   t.reported = true;
   t.failed = failed || !std::isfinite(fitness);
   t.fitness = t.failed ? std::numeric_limits<double>::quiet_NaN() : fitness;
+  t.epochs = std::max(epochs, 0);
+  epochs_ += t.epochs;
   ++reported_;
   --outstanding_;
   read_order_.push_back(trial_id);
@@ -195,7 +201,7 @@ void Search::save_state(StateDict& out, const std::string& prefix) const {
   nlohmann::json results = nlohmann::json::array();
   for (const int id : read_order_) {
     const Trial& t = trials_[static_cast<std::size_t>(id)];
-    results.push_back({t.id, t.failed ? nlohmann::json() : nlohmann::json(t.fitness)});
+    results.push_back({t.id, t.failed ? nlohmann::json() : nlohmann::json(t.fitness), t.epochs});
   }
   out.put_text(prefix + "/results", results.dump());
   out.put_int(prefix + "/reported", reported_);
@@ -212,13 +218,16 @@ std::vector<TrialResult> Search::results_of(const StateDict& in, const std::stri
   std::vector<TrialResult> out;
   std::set<int> seen;
   for (const auto& r : results) {
-    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer())
+    // [id, fitness] before epochs were counted; [id, fitness, epochs] since.
+    if (!r.is_array() || r.size() < 2 || r.size() > 3 || !r[0].is_number_integer() ||
+        (r.size() == 3 && !r[2].is_number_integer()))
       throw DataError(fmt::format("{}/results holds a malformed entry {}", prefix, r.dump()));
     const int id = r[0].get<int>();
     if (!seen.insert(id).second)
       throw DataError(fmt::format("{}/results holds trial {} twice", prefix, id));
-    out.push_back(
-        {id, r[1].is_number() ? r[1].get<double>() : std::numeric_limits<double>::quiet_NaN()});
+    out.push_back({id,
+                   r[1].is_number() ? r[1].get<double>() : std::numeric_limits<double>::quiet_NaN(),
+                   r.size() == 3 ? r[2].get<int>() : 0});
   }
   if (static_cast<std::int64_t>(out.size()) != in.get_int(prefix + "/reported"))
     throw DataError(fmt::format("{}: {} results recorded but {} listed", prefix,
@@ -233,7 +242,7 @@ void Search::replay(const std::vector<TrialResult>& results) {
     bool progressed = !next_batch().empty();
     // Each result as soon as its trial exists: a steady-state search proposes as results are read.
     for (; applied < results.size(); ++applied, progressed = true) {
-      const auto [id, fitness] = results[applied];
+      const auto [id, fitness, epochs] = results[applied];
       if (id < 0 || id >= static_cast<int>(trials_.size())) break;
       const Trial& t = trials_[static_cast<std::size_t>(id)];
       if (t.cached() || t.reported)
@@ -241,7 +250,7 @@ void Search::replay(const std::vector<TrialResult>& results) {
             "the search journal has a result for trial {}, which replaying this config {}: it was "
             "written by another search (config, seed or space)",
             id, t.cached() ? "makes a repeat of an earlier trial" : "has already read"));
-      report(id, fitness, std::isnan(fitness));
+      report(id, fitness, std::isnan(fitness), epochs);
     }
     if (!progressed) break;
   }
@@ -267,6 +276,7 @@ std::string Search::stop_reason() const {
   if (outstanding_ > 0) return {};
   if (trainings_to_target_) return "target";
   if (limits_.max_trainings > 0 && reported_ >= limits_.max_trainings) return "max_trainings";
+  if (limits_.max_epochs > 0 && epochs_ >= limits_.max_epochs) return "max_epochs";
   return finished_reason();
 }
 
@@ -363,7 +373,7 @@ namespace {
 
 SearchLimits genetic_limits(const GeneticConfig& c) {
   validate(c);
-  return {c.max_trainings, c.target};
+  return {c.max_trainings, c.max_epochs, c.target};
 }
 
 }  // namespace
@@ -460,7 +470,7 @@ namespace {
 SearchLimits random_limits(const RandomConfig& c) {
   if (c.trials < 1) bad_setting("random search", "trials", c.trials, "must be >= 1");
   if (c.batch_size < 1) bad_setting("random search", "batch_size", c.batch_size, "must be >= 1");
-  return {0, c.target};
+  return {0, c.max_epochs, c.target};
 }
 
 }  // namespace
@@ -534,7 +544,7 @@ namespace {
 
 SearchLimits grid_limits(const GridConfig& c) {
   if (c.batch_size < 1) bad_setting("grid search", "batch_size", c.batch_size, "must be >= 1");
-  return {c.max_trainings, c.target};
+  return {c.max_trainings, c.max_epochs, c.target};
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ struct Trial {
   int training = -1;  // 0-based among the trainings handed out; -1 for a cached trial
   int copy_of = -1;   // a cached trial: the trial whose result it takes
   double step = 1.0;  // the genetic search's self-adapted mutation step of this genome
+  int epochs = 0;     // epochs its training ran, once reported
   bool cached() const { return copy_of >= 0; }
 };
 
@@ -57,11 +58,13 @@ struct GenerationStats {
 struct TrialResult {
   int trial_id = -1;
   double fitness = std::numeric_limits<double>::quiet_NaN();  // NaN: failed
+  int epochs = 0;  // epochs the training ran (max_epochs counts them)
   bool operator==(const TrialResult& other) const;
 };
 
 struct SearchLimits {
   int max_trainings = 0;  // 0: no limit
+  int max_epochs = 0;     // epochs of all trainings together; 0: no limit
   std::optional<double> target;
 };
 
@@ -97,13 +100,14 @@ class Search {
   std::vector<Trial> next_batch();
   // The cached trials resolved since the last call, for the trial log.
   std::vector<Trial> take_cached();
-  // A result, in any order. A fitness that is NaN or infinite counts as failed. Throws
-  // std::invalid_argument for an id that was not handed out or is reported twice.
-  void report(int trial_id, double fitness, bool failed = false);
+  // A result, in any order, with the epochs its training ran. A fitness that is NaN or infinite
+  // counts as failed. Throws std::invalid_argument for an id that was not handed out or is
+  // reported twice.
+  void report(int trial_id, double fitness, bool failed = false, int epochs = 0);
   // No trial is outstanding and none will be handed out.
   bool done() const;
-  // Why the search stopped ("target", "max_trainings", "generations", "patience", "exhausted"),
-  // or empty while it runs.
+  // Why the search stopped ("target", "max_trainings", "max_epochs", "generations", "patience",
+  // "exhausted"), or empty while it runs.
   std::string stop_reason() const;
 
   // The search's state is its journal: every result so far, in the order it was read. Proposals
@@ -127,6 +131,8 @@ class Search {
   int outstanding() const { return outstanding_; }
   // Trainings reported (cached trials are not trainings).
   int trainings() const { return reported_; }
+  // Epochs the reported trainings ran.
+  long long epochs() const { return epochs_; }
   // Trials that took an earlier trial's result instead of training.
   int cached() const { return cached_; }
   // The best successful trial so far; the earliest one among equals.
@@ -153,7 +159,8 @@ class Search {
   // 0: the batch protocol. n > 0: the steady state, n trainings in flight, each result read alone
   // as it is reported (absorb gets a batch of one) and its slot refilled at once.
   virtual int concurrent_trainings() const { return 0; }
-  // The target is met or max_trainings handed out: the search proposes nothing more.
+  // The target is met, max_trainings handed out or max_epochs spent: the search proposes nothing
+  // more.
   bool limits_reached() const;
   // Appends a history line: best and mean over `population`, counts from `batch`.
   void record_generation(int generation, std::span<const double> population,
@@ -190,6 +197,7 @@ class Search {
   int reported_ = 0;
   int handed_out_ = 0;  // trainings handed out
   int cached_ = 0;
+  long long epochs_ = 0;
   std::map<Genome, int> first_with_genome_;         // clamped genome -> first trial's id
   std::map<int, std::vector<int>> copies_waiting_;  // original id -> its cached trials
   std::vector<int> cached_resolved_;                // for take_cached()
@@ -226,6 +234,7 @@ struct GeneticConfig {
   int max_trainings = 0;         // 0: no limit
   Direction direction = Direction::maximize;
   std::uint64_t seed = 0;  // the run seed
+  int max_epochs = 0;      // 0: no limit
 };
 
 // Throws std::invalid_argument naming the setting and its value.
@@ -265,6 +274,7 @@ struct RandomConfig {
   std::optional<double> target;
   Direction direction = Direction::maximize;
   std::uint64_t seed = 0;
+  int max_epochs = 0;  // 0: no limit
 };
 
 // Independent uniform samples; trial i draws from its own stream, so the trials do not depend on
@@ -289,6 +299,7 @@ struct GridConfig {
   int max_trainings = 0;  // 0: the whole grid
   std::optional<double> target;
   Direction direction = Direction::maximize;
+  int max_epochs = 0;  // 0: no limit
 };
 
 // The values each parameter takes on the grid: evenly spaced reals (the midpoint when there is

@@ -23,7 +23,8 @@ GeneticConfig asynchronous(GeneticConfig c) {
 }  // namespace
 
 SteadyStateSearch::SteadyStateSearch(SearchSpace space, GeneticConfig config)
-    : Search(std::move(space), config.direction, SearchLimits{config.max_trainings, config.target}),
+    : Search(std::move(space), config.direction,
+             SearchLimits{config.max_trainings, config.max_epochs, config.target}),
       config_(asynchronous(config)),
       budget_(genetic_proposals(config_)) {}
 

@@ -35,6 +35,12 @@ nlohmann::json number_or_null(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
 }
 
+nlohmann::json curve_json(const std::vector<double>& curve) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const double v : curve) out.push_back(number_or_null(v));
+  return out;
+}
+
 }  // namespace
 
 const char* to_string(TrialStatus status) {
@@ -47,6 +53,8 @@ const char* to_string(TrialStatus status) {
       return "timeout";
     case TrialStatus::cached:
       return "cached";
+    case TrialStatus::pruned:
+      return "pruned";
   }
   return "unknown";
 }
@@ -75,7 +83,7 @@ std::string csv_header(const SearchSpace& space) {
   std::string header = "trial,generation,deme,member_group";
   for (const auto& p : space.params) header += ',' + csv_field(p.name);
   return header +
-         ",global_batch,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
+         ",global_batch,epochs,fitness,val_accuracy,test_accuracy,seconds,ended_s,status,reason\n";
 }
 
 // A CSV row from the JSON row, so that the two files always say the same.
@@ -90,6 +98,7 @@ std::string csv_row(const SearchSpace& space, const nlohmann::json& row) {
     line += ',' + csv_field(param_text(row["params"].value(p.name, nlohmann::json(""))));
   line += ',' + (row["global_batch"].is_number() ? fmt::format("{}", row["global_batch"].get<int>())
                                                  : std::string());
+  line += fmt::format(",{}", row.value("epochs", 0));
   line += fmt::format(
       ",{},{},{},{:.3f},{:.3f},{},{}\n", number(row["fitness"]), number(row["val_accuracy"]),
       number(row["test_accuracy"]), row["seconds"].get<double>(), row["ended_s"].get<double>(),
@@ -133,9 +142,19 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
     kept_params_[row["trial"].get<int>()] = row["params"].dump();
     // A cached row is no result of its own: replaying its original makes it again.
     if (row["status"] == "cached") continue;
-    const bool ok = row["status"] == "ok" && row["fitness"].is_number();
-    recovered_.push_back({row["trial"].get<int>(), ok ? row["fitness"].get<double>()
-                                                      : std::numeric_limits<double>::quiet_NaN()});
+    pruned_rows_ += row["status"] == "pruned" ? 1 : 0;
+    const bool ok =
+        (row["status"] == "ok" || row["status"] == "pruned") && row["fitness"].is_number();
+    recovered_.push_back(
+        {row["trial"].get<int>(),
+         ok ? row["fitness"].get<double>() : std::numeric_limits<double>::quiet_NaN(),
+         row.value("epochs", 0)});
+    if (row.contains("curve") && row["curve"].is_array()) {
+      std::vector<double> curve;
+      for (const auto& v : row["curve"])
+        curve.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
+      curves_[row["trial"].get<int>()] = std::move(curve);
+    }
   }
   write_text_atomically(dir / "trials.csv", csv);
   write_text_atomically(dir / "trials.jsonl", jsonl);
@@ -182,8 +201,8 @@ TrialOutcome TrialLog::cached_outcome(const Trial& copy, const Trial& original) 
 }
 
 void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
-  const bool ok =
-      outcome.status == TrialStatus::ok || (outcome.status == TrialStatus::cached && !trial.failed);
+  const bool ok = outcome.status == TrialStatus::ok || outcome.status == TrialStatus::pruned ||
+                  (outcome.status == TrialStatus::cached && !trial.failed);
   const double ended =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
   const nlohmann::json params = params_of(space_, trial.genome);
@@ -199,6 +218,8 @@ void TrialLog::append(const Trial& trial, const TrialOutcome& outcome) {
       {"fitness", ok ? number_or_null(outcome.fitness) : nlohmann::json()},
       {"val_accuracy", ok ? number_or_null(outcome.val_accuracy) : nlohmann::json()},
       {"test_accuracy", ok ? number_or_null(outcome.test_accuracy) : nlohmann::json()},
+      {"epochs", outcome.epochs},
+      {"curve", curve_json(outcome.curve)},
       {"seconds", outcome.seconds},
       {"ended_s", ended},
       {"status", to_string(outcome.status)},
@@ -216,6 +237,7 @@ void write_hpo_summary(const std::filesystem::path& path, const Search& search, 
   nlohmann::json summary;
   summary["trainings"] = search.trainings();
   summary["cached"] = search.cached();
+  summary["epochs"] = search.epochs();
   summary["wall_seconds"] = wall_seconds;
   summary["stop_reason"] = search.stop_reason();
   summary["direction"] = search.direction() == Direction::maximize ? "maximize" : "minimize";

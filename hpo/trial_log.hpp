@@ -15,7 +15,8 @@
 namespace strata {
 
 // cached: the trial repeats an earlier one's genome and took its result without training.
-enum class TrialStatus { ok, failed, timeout, cached };
+// pruned: the pruning rule stopped it after an epoch; its fitness is that epoch's.
+enum class TrialStatus { ok, failed, timeout, cached, pruned };
 
 const char* to_string(TrialStatus status);
 
@@ -29,6 +30,10 @@ struct TrialOutcome {
   double test_accuracy = 0.0;
   double seconds = 0.0;
   int global_batch = 0;  // samples per optimizer step, K x D x local batch; 0 for a function
+  int epochs = 0;        // epochs trained (in every allocation); 0 for a function
+  // The pruning metric after each epoch, as the coordinator's pruner heard it (empty without
+  // pruning): the journal keeps it so that a resumed pruner knows every earlier trial.
+  std::vector<double> curve;
 };
 
 // trials.jsonl is the search's journal: a row per result, flushed as it ends; trials.csv holds the
@@ -47,6 +52,10 @@ class TrialLog {
   // The results of the rows kept on resume, in the order they were written, which is the order
   // the search read them (NaN: failed or timed out); cached rows are no results of their own.
   const std::vector<TrialResult>& recovered() const { return recovered_; }
+  // How many of the rows kept on resume are of trials the pruning rule stopped.
+  int pruned_rows() const { return pruned_rows_; }
+  // The pruning curves of the rows kept on resume, by trial id.
+  const std::map<int, std::vector<double>>& curves() const { return curves_; }
   // Whether the journal has a row for the trial (a cached one included).
   bool has(int trial_id) const { return logged_.contains(trial_id); }
   // After the search replayed recovered(): throws DataError naming the first kept row whose
@@ -63,6 +72,8 @@ class TrialLog {
   std::vector<TrialResult> recovered_;
   std::set<int> logged_;
   std::map<int, std::string> kept_params_;  // trial id -> its row's params as JSON text
+  std::map<int, std::vector<double>> curves_;
+  int pruned_rows_ = 0;
   std::ofstream csv_, jsonl_;
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
 };

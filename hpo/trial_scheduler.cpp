@@ -25,9 +25,15 @@ constexpr int tag_request = 7101;
 constexpr int tag_assign = 7102;
 // group leader -> coordinator, after a request: why the last trial failed
 constexpr int tag_reason = 7103;
+// group leader -> coordinator during a trial: its validation value after an epoch
+constexpr int tag_epoch = 7104;
+// coordinator -> group leader: whether the pruning rule stops the trial there
+constexpr int tag_verdict = 7105;
 // group, trial id (-1: none; -2: none, the group was stopped), fitness, status, val acc, test acc,
-// seconds, length of the reason, global batch
-constexpr int request_size = 9;
+// seconds, length of the reason, global batch, epochs trained
+constexpr int request_size = 10;
+// trial id, epoch, value
+constexpr int epoch_report_size = 3;
 constexpr double no_trial = -1.0;
 constexpr double stopped_mid_trial = -2.0;
 constexpr double stop_id = -1.0;
@@ -54,6 +60,7 @@ std::vector<double> encode_request(int group,
     r[6] = o.seconds;
     r[7] = static_cast<double>(o.reason.size());
     r[8] = o.global_batch;
+    r[9] = o.epochs;
   }
   return r;
 }
@@ -84,6 +91,7 @@ TrialOutcome decode_outcome(const std::vector<double>& r) {
   o.test_accuracy = r[5];
   o.seconds = r[6];
   o.global_batch = static_cast<int>(r[8]);
+  o.epochs = static_cast<int>(r[9]);
   return o;
 }
 
@@ -139,8 +147,10 @@ class Coordinator {
   }
 
   void result(int group, int trial_id, const TrialOutcome& outcome) {
-    const bool ok = outcome.status == TrialStatus::ok;
-    search_.report(trial_id, ok ? outcome.fitness : std::numeric_limits<double>::quiet_NaN(), !ok);
+    // A pruned trial counts by its partial fitness.
+    const bool ok = outcome.status == TrialStatus::ok || outcome.status == TrialStatus::pruned;
+    search_.report(trial_id, ok ? outcome.fitness : std::numeric_limits<double>::quiet_NaN(), !ok,
+                   outcome.epochs);
     TrialOutcome o = outcome;
     o.member_group = group;
     if (finished_) finished_(search_.trials()[static_cast<std::size_t>(trial_id)], o);
@@ -167,7 +177,7 @@ class Coordinator {
 
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
                           const TrialFinished& finished, Assignment schedule,
-                          const StopRequested& stop_requested) {
+                          const StopRequested& stop_requested, const EpochVerdict& epoch_verdict) {
   const auto start = Clock::now();
   SchedulerStats stats;
   const int groups = topology.plan().groups, group = topology.coords().group;
@@ -205,6 +215,14 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       if (r[1] == stopped_mid_trial) coord->stop();
       waiting.push_back(from);
     }
+    // A trial's value after an epoch: the pruning rule's verdict goes straight back.
+    for (int source = 0; world.iprobe(tag_epoch, source);) {
+      std::vector<double> e(epoch_report_size);
+      world.irecv_bytes(bytes_of(e), source, tag_epoch).wait();
+      const std::vector<double> verdict{
+          epoch_verdict(static_cast<int>(e[0]), static_cast<int>(e[1]), e[2]) ? 1.0 : 0.0};
+      world.isend_bytes(bytes_of(verdict), source, tag_verdict).wait();
+    }
     // A result may have completed a generation: answer every group that waits, in order.
     for (std::size_t n = waiting.size(); n-- > 0;) {
       const int g = waiting.front();
@@ -224,6 +242,25 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       coordinator_error = std::current_exception();
       throw CoordinatorFailed{};
     }
+  };
+
+  // The group's verdict on its trial after an epoch: the leader asks the coordinator (which
+  // decides itself when it leads this group), and shares the answer with its group.
+  auto stop_after_epoch = [&](int trial_id, int epoch, double value) {
+    if (!epoch_verdict) return false;
+    std::vector<double> verdict{0.0};
+    if (leader && coordinator) {
+      serve_during_trial();
+      verdict[0] = epoch_verdict(trial_id, epoch, value) ? 1.0 : 0.0;
+    } else if (leader) {
+      const std::vector<double> e{static_cast<double>(trial_id), static_cast<double>(epoch), value};
+      world.isend_bytes(bytes_of(e), 0, tag_epoch).wait();
+      Request answer = world.irecv_bytes(bytes_of(verdict), 0, tag_verdict);
+      wait_without_spinning(answer);
+    }
+    Request shared = member.ibroadcast_bytes(bytes_of(verdict), 0);
+    wait_without_spinning(shared);
+    return verdict[0] != 0.0;
   };
 
   std::optional<std::pair<int, TrialOutcome>> last;
@@ -261,7 +298,10 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
     const auto t0 = Clock::now();
     TrialOutcome outcome;
     try {
-      outcome = evaluate(trial, serve_during_trial);
+      const TrialChannel channel{serve_during_trial, [&](int epoch, double value) {
+                                   return stop_after_epoch(trial.id, epoch, value);
+                                 }};
+      outcome = evaluate(trial, channel);
     } catch (const CoordinatorFailed&) {
       std::rethrow_exception(coordinator_error);
     } catch (const Interrupted&) {

@@ -9,12 +9,25 @@
 
 namespace strata {
 
-// Evaluates one trial on every rank of a member group together. `serve` must be called now and
-// then during long work (at training step boundaries): on world rank 0, which coordinates, it
-// answers the other groups' requests; elsewhere it does nothing. When the coordinator's own work
-// fails, `serve` throws an object that is not a std::exception: let it through.
-using EvaluateTrial =
-    std::function<TrialOutcome(const Trial& trial, const std::function<void()>& serve)>;
+// What a trial's evaluation may ask of the scheduler while it runs.
+struct TrialChannel {
+  // Must be called now and then during long work (at training step boundaries): on world rank 0,
+  // which coordinates, it answers the other groups' requests; elsewhere it does nothing. When the
+  // coordinator's own work fails, it throws an object that is not a std::exception: let it
+  // through.
+  std::function<void()> serve;
+  // Reports the trial's validation value after `epoch` (1-based) and returns whether the search's
+  // pruning rule stops the trial there. Collective over the member group: every rank calls it at
+  // the same epoch, and all get the coordinator's verdict. False at once without pruning.
+  std::function<bool(int epoch, double value)> stop_after_epoch;
+  void operator()() const { serve(); }
+};
+
+// Evaluates one trial on every rank of a member group together.
+using EvaluateTrial = std::function<TrialOutcome(const Trial& trial, const TrialChannel& channel)>;
+// On world rank 0: whether the pruning rule stops `trial_id` at `epoch` with `value`. Given on
+// every rank when the search prunes (empty on every rank otherwise).
+using EpochVerdict = std::function<bool(int trial_id, int epoch, double value)>;
 // Called on world rank 0 as each trial ends, after the search has its result (for the trial log).
 using TrialFinished = std::function<void(const Trial& trial, const TrialOutcome& outcome)>;
 
@@ -47,6 +60,7 @@ using StopRequested = std::function<bool()>;
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
                           const TrialFinished& finished,
                           Assignment assignment = Assignment::dynamic,
-                          const StopRequested& stop_requested = {});
+                          const StopRequested& stop_requested = {},
+                          const EpochVerdict& epoch_verdict = {});
 
 }  // namespace strata

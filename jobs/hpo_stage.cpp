@@ -20,6 +20,7 @@
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "hpo/objectives.hpp"
+#include "hpo/pruning.hpp"
 #include "hpo/steady_state_search.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
@@ -72,6 +73,7 @@ GeneticConfig genetic_config_of(const HpoSpec& spec, std::uint64_t seed, int gro
   g.slots = std::max(groups, 1);
   g.target = target_of(spec);
   g.max_trainings = spec.max_trainings;
+  g.max_epochs = spec.max_epochs;
   g.direction = direction_of(spec, objective);
   g.seed = seed;
   return g;
@@ -83,11 +85,12 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
   switch (spec.algorithm) {
     case SearchAlgorithm::random:
       return std::make_unique<RandomSearch>(
-          std::move(space), RandomConfig{spec.trials, groups, target_of(spec), direction, seed});
-    case SearchAlgorithm::grid:
-      return std::make_unique<GridSearch>(
           std::move(space),
-          GridConfig{spec.grid_points, groups, spec.max_trainings, target_of(spec), direction});
+          RandomConfig{spec.trials, groups, target_of(spec), direction, seed, spec.max_epochs});
+    case SearchAlgorithm::grid:
+      return std::make_unique<GridSearch>(std::move(space),
+                                          GridConfig{spec.grid_points, groups, spec.max_trainings,
+                                                     target_of(spec), direction, spec.max_epochs});
     case SearchAlgorithm::genetic:
       break;
   }
@@ -126,6 +129,12 @@ class TrialOverTime : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown after an epoch, alike on every rank of the group, when the pruning rule stops the trial.
+struct TrialPruned {
+  int epoch = 0;
+  double value = 0.0;
+};
+
 // Where a trial's own results go: its validation curve (metrics.jsonl) and, while it ranks among
 // the keep_top best, its final weights.
 std::filesystem::path trial_dir(const StageContext& c, int trial_id) {
@@ -143,7 +152,8 @@ std::filesystem::path trial_checkpoints(const StageContext& c, int trial_id) {
 // trials where run_guarded_trial finds that safe, and a stop signal leaves it checkpointed.
 TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const SearchSpace& space,
                          const TrainingData& data, const Trial& trial,
-                         const std::function<void()>& serve) {
+                         const TrialChannel& channel) {
+  const std::function<void()>& serve = channel.serve;
   const auto start = Clock::now();
   const Topology& topology = c.topology;
   Config config;
@@ -201,17 +211,31 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
         curve.emplace(RunOutput::inside_checked_run(results));
         curve->keep_metrics_before(trainer->position().epoch);
       }
-      session->run(config.training.epochs, {}, [&](const EpochMetrics& m) {
-        if (curve) curve->append_metrics(m);
-      });
+      auto fitness_of = [&](const EpochMetrics& m) {
+        return spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
+      };
+      try {
+        session->run(config.training.epochs, {}, [&](const EpochMetrics& m) {
+          if (curve) curve->append_metrics(m);
+          // The last epoch's value is the trial's result: nothing is left to save by stopping.
+          if (m.epoch < config.training.epochs && channel.stop_after_epoch(m.epoch, fitness_of(m)))
+            throw TrialPruned{m.epoch, fitness_of(m)};
+        });
+      } catch (const TrialPruned& p) {
+        o.status = TrialStatus::pruned;
+        o.reason = fmt::format("stopped by the {} rule after epoch {} of {}",
+                               to_string(spec.prune.rule), p.epoch, config.training.epochs);
+      }
       const EpochMetrics& m = trainer->last_epoch();
-      o.fitness = spec.fitness == "val_loss" ? m.val_loss : m.val_accuracy;
+      o.fitness = fitness_of(m);
       o.val_accuracy = m.val_accuracy;
       o.test_accuracy = m.test_accuracy;
+      o.epochs = m.epoch;
       session->save_final_weights(results / "weights.h5");
     } catch (const TrialOverTime& e) {
       o.status = TrialStatus::timeout;
       o.reason = e.what();
+      o.epochs = trainer->position().epoch;  // the epoch it stopped in counts as spent
     } catch (const DivergedError&) {
       forget_checkpoints();
       throw;
@@ -343,8 +367,12 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     data.emplace(load_training_data(config));  // one split for all trials, so fitnesses compare
   std::optional<TrialLog> log;
   std::optional<CheckpointStore> snapshots;
+  // The pruning rule's history of every trial's values by epoch, on the coordinator.
+  std::optional<Pruner> pruner;
+  if (coordinator && spec.prune.rule != PruneRule::none)
+    pruner.emplace(spec.prune, direction_of(spec, config.objective.has_value()));
   KeptWeights kept_weights(std::filesystem::path(config.output.dir) / "trials", spec.keep_top);
-  int done = 0, failed = 0;
+  int done = 0, failed = 0, pruned = 0;
   std::string first_failure;
   int first_failure_id = 0;
   if (coordinator) {
@@ -367,9 +395,12 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     if (!results.empty()) {
       search->replay(results);
       log->check_replay(*search);
+      if (pruner)
+        for (const auto& [id, curve] : log->curves()) pruner->restore(id, curve);
       if (!config.objective) kept_weights.replayed(*search);
       done = static_cast<int>(results.size());
       for (const TrialResult& r : results) failed += std::isnan(r.fitness) ? 1 : 0;
+      pruned = log->pruned_rows();
       fmt::print(
           "[resume] hpo: {} trials replayed from the journal ({} failed), now in {} {}; {} to run "
           "again from their checkpoints or their start\n",
@@ -408,18 +439,21 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
   try {
     stats = run_trials(
         topology, *search,
-        [&](const Trial& trial, const std::function<void()>& serve) {
+        [&](const Trial& trial, const TrialChannel& channel) {
           return config.objective
-                     ? evaluate_function(*config.objective, config.run.seed, trial, serve)
-                     : train_trial(c, spec, space, *data, trial, serve);
+                     ? evaluate_function(*config.objective, config.run.seed, trial, channel.serve)
+                     : train_trial(c, spec, space, *data, trial, channel);
         },
-        [&](const Trial& trial, const TrialOutcome& outcome) {
+        [&](const Trial& trial, const TrialOutcome& finished) {
+          TrialOutcome outcome = finished;
+          if (pruner) outcome.curve = pruner->curve(trial.id);
           log->append(trial, outcome);
           log_cached();
           if (!config.objective) kept_weights.update(*search, trial.id);
           const std::size_t generations_before = generations_shown;
           ++done;
-          if (outcome.status != TrialStatus::ok) {
+          if (outcome.status == TrialStatus::pruned) ++pruned;
+          if (outcome.status != TrialStatus::ok && outcome.status != TrialStatus::pruned) {
             ++failed;
             // The lowest trial id: the same on every run, whatever order the results came in.
             if (first_failure.empty() || trial.id < first_failure_id) {
@@ -446,7 +480,9 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
           // A line when the best improves, a trial fails, or progress_seconds have passed: a search
           // of thousands of function evaluations must not print thousands of lines.
           const bool improved = best && (!best_shown || *best_shown != best->id);
-          if (!improved && outcome.status == TrialStatus::ok &&
+          const bool finished_well =
+              outcome.status == TrialStatus::ok || outcome.status == TrialStatus::pruned;
+          if (!improved && finished_well &&
               seconds_since(last_print) < config.output.progress_seconds)
             return;
           last_print = Clock::now();
@@ -469,7 +505,12 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
               format_duration(left * per_trial / groups));
           std::fflush(stdout);
         },
-        Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+        Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); },
+        spec.prune.rule == PruneRule::none
+            ? EpochVerdict{}
+            : EpochVerdict([&](int trial_id, int epoch, double value) {
+                return pruner->report(trial_id, epoch, value);
+              }));
   } catch (const Interrupted& e) {
     if (coordinator) {
       log_cached();
@@ -490,11 +531,18 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     if (!config.objective && search->best()) results = publish_best(c, spec, *search);
     write_hpo_summary(output->dir() / "hpo_summary.json", *search, stats.wall_seconds,
                       results ? &*results : nullptr);
-    fmt::print("[hpo] {} trainings{} in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
+    fmt::print("[hpo] {} trainings{}{} in {}, stopped: {}; busy {:.0f}% of rank 0's time\n",
                search->trainings(),
                search->cached() > 0
                    ? fmt::format(" ({} repeated genomes took an earlier result)", search->cached())
                    : "",
+               config.objective
+                   ? ""
+                   : fmt::format(", {} epochs{}", search->epochs(),
+                                 spec.prune.rule == PruneRule::none
+                                     ? ""
+                                     : fmt::format(", {} stopped early by the {} rule", pruned,
+                                                   to_string(spec.prune.rule))),
                format_duration(stats.wall_seconds), search->stop_reason(),
                100.0 * stats.busy_seconds / std::max(stats.wall_seconds, 1e-9));
     if (results)

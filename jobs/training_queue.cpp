@@ -104,7 +104,7 @@ std::vector<bool> run_training_queue(
   try {
     run_trials(
         topology, search,
-        [&](const Trial& trial, const std::function<void()>& serve) {
+        [&](const Trial& trial, const TrialChannel& serve) {
           return run(static_cast<int>(std::lround(trial.genome[0])), serve);
         },
         [&](const Trial& trial, const TrialOutcome& o) {

@@ -49,7 +49,7 @@ Result measure(const Topology& topology, const Spread& time, Assignment assignme
   const auto search = make_genetic_search(objective_space("sphere", 5), config);
   const auto stats = run_trials(
       topology, *search,
-      [&](const Trial& t, const std::function<void()>& serve) {
+      [&](const Trial& t, const TrialChannel& serve) {
         const auto until = std::chrono::steady_clock::now() +
                            std::chrono::duration<double>(seconds_of(time, t.id));
         // An evaluation that waits, as a training would, and serves meanwhile.

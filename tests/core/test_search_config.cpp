@@ -257,3 +257,32 @@ TEST_CASE("schedule parses, and the asynchronous one takes a single deme", "[con
   CHECK_THAT(error_of(random_search),
              Contains("schedule is a setting of algorithm genetic, not of random"));
 }
+
+TEST_CASE("prune and max_epochs parse and are checked", "[config][hpo]") {
+  const auto with = [](const std::string& settings) {
+    return replace(replace(search_yaml, "training:\n", "training:\n  epochs: 3\n"),
+                   "      population: 6\n", "      population: 6\n" + settings);
+  };
+  REQUIRE(HpoSpec{}.prune.rule == PruneRule::none);
+  const Config c = parse_config(
+      with("      prune: {rule: median, after_epochs: 2, min_trials: 4}\n      max_epochs: 50\n"),
+      "s.yaml");
+  const auto& h = std::get<HpoSpec>(c.stages.front().settings);
+  CHECK(h.prune.rule == PruneRule::median);
+  CHECK(h.prune.after_epochs == 2);
+  CHECK(h.prune.min_trials == 4);
+  CHECK(h.max_epochs == 50);
+  const Config a = parse_config(with("      prune: {rule: asha, reduction_factor: 2}\n"), "s.yaml");
+  CHECK(std::get<HpoSpec>(a.stages.front().settings).prune.reduction_factor == 2);
+  CHECK_THAT(error_of(with("      prune: {rule: asha, min_trials: 3}\n")),
+             Contains("min_trials is a setting of rule median, not of asha"));
+  CHECK_THAT(error_of(with("      prune: {rule: median, reduction_factor: 3}\n")),
+             Contains("reduction_factor is a setting of rule asha, not of median"));
+  CHECK_THAT(error_of(with("      prune: {rule: sometimes}\n")),
+             Contains("stages[0].hpo.prune.rule") && Contains("median"));
+  CHECK_THAT(error_of(with("      prune: {rule: median, after_epochs: 3}\n")),
+             Contains("prune.after_epochs is 3, but trainings run 3 epoch(s)"));
+  CHECK_THAT(error_of(with("      prune: {rule: median, patience: 3}\n")),
+             Contains("stages[0].hpo.prune.patience: unknown key"));
+  CHECK_THAT(error_of(with("      max_epochs: -1\n")), Contains("stages[0].hpo.max_epochs"));
+}

@@ -87,7 +87,7 @@ stages:
   - hpo: {population: 4, generations: 2, elites: 1, space: {lr: {log_uniform: [0.01, 0.1]}, units: {choice: [64, 96]}}}
 output: {dir: $work/fashion_m2}
 YAML
-expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))? in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
+expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
 
 # A full disk (a small tmpfs) in the middle of the search: rank 0 or a group's first rank hits the
 # error writing the trial log, a search snapshot or a trial's checkpoint, and the job stops with

@@ -8,9 +8,13 @@
 #include <chrono>
 #include <numeric>
 #include <set>
+#include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "hpo/objectives.hpp"
+#include "hpo/pruning.hpp"
 #include "hpo/steady_state_search.hpp"
 #include "hpo/trial_scheduler.hpp"
 
@@ -43,7 +47,7 @@ TrialOutcome outcome_of(const Trial& t) {
 }
 
 // Waits an uneven time for each trial, serving meanwhile, so that groups finish out of order.
-TrialOutcome evaluate_unevenly(const Trial& t, const std::function<void()>& serve) {
+TrialOutcome evaluate_unevenly(const Trial& t, const TrialChannel& serve) {
   const double seconds = eval_seconds(EvalTime{0.003, 0.003}, 11, t.id);
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {
@@ -183,4 +187,79 @@ TEST_CASE("the asynchronous genetic search on the scheduler equals a serial repl
     CHECK(serial.population()[i].trial_id == search.population()[i].trial_id);
   CHECK(serial.best()->id == search.best()->id);
   CHECK(serial.done());
+}
+
+TEST_CASE("a pruning verdict reaches every rank of the group, which stops at that epoch",
+          "[mpi][hpo][scheduler][pruning]") {
+  const Communicator world = Communicator::world();
+  // Groups of two ranks (D = 2) where the world allows: every rank of a group must stop alike.
+  PlanRequest request;
+  request.world_size = world.size();
+  request.local_batch = 1;
+  request.max_global_batch = world.size() % 2 == 0 ? 2 : 1;
+  request.fixed_data = world.size() % 2 == 0 ? 2 : 1;
+  const Topology topology(world, make_plan(request));
+  const SearchSpace space = objective_space("sphere", 3);
+  RandomSearch search(
+      space, RandomConfig{16, topology.plan().groups, std::nullopt, Direction::minimize, 8});
+  constexpr int epochs = 4;
+  Pruner pruner({PruneRule::median, 1, 2, 3}, Direction::minimize);
+  struct Verdict {
+    int trial, epoch;
+    double value;
+    bool stop;
+  };
+  std::vector<Verdict> verdicts;                  // on the coordinator, in the order it gave them
+  std::vector<std::pair<int, int>> stopped_here;  // every rank: (trial, epoch) where it stopped
+  std::vector<std::pair<int, TrialOutcome>> finished;
+  run_trials(
+      topology, search,
+      [&](const Trial& t, const TrialChannel& channel) {
+        TrialOutcome o;
+        for (int e = 1; e <= epochs; ++e) {
+          // A curve that improves with the epochs, worse for genomes far from the optimum.
+          const double value = sphere(t.genome) / e;
+          o.fitness = value;
+          o.epochs = e;
+          channel.serve();
+          if (e < epochs && channel.stop_after_epoch(e, value)) {
+            o.status = TrialStatus::pruned;
+            stopped_here.emplace_back(t.id, e);
+            break;
+          }
+        }
+        return o;
+      },
+      [&](const Trial& t, const TrialOutcome& o) { finished.emplace_back(t.id, o); },
+      Assignment::dynamic, {},
+      [&](int trial, int epoch, double value) {
+        const bool stop = pruner.report(trial, epoch, value);
+        verdicts.push_back({trial, epoch, value, stop});
+        return stop;
+      });
+  // Every rank of a group stopped its trials at the same epochs: the group's ranks agree.
+  std::string mine;
+  for (const auto& [trial, epoch] : stopped_here) mine += fmt::format("{}@{} ", trial, epoch);
+  std::string leader_view = mine;
+  topology.member().broadcast_string(leader_view, 0);
+  CHECK(mine == leader_view);
+  if (world.rank() != 0) return;
+  // The verdicts replay: a fresh pruner fed the same reports in the same order decides alike.
+  Pruner replay({PruneRule::median, 1, 2, 3}, Direction::minimize);
+  int stops = 0;
+  for (const Verdict& v : verdicts) {
+    CHECK(replay.report(v.trial, v.epoch, v.value) == v.stop);
+    stops += v.stop ? 1 : 0;
+  }
+  CHECK(stops > 0);
+  // Each trial's outcome follows its verdicts: pruned exactly at its first "stop".
+  REQUIRE(finished.size() == 16);
+  for (const auto& [id, o] : finished) {
+    int stop_epoch = 0;
+    for (const Verdict& v : verdicts)
+      if (v.trial == id && v.stop && stop_epoch == 0) stop_epoch = v.epoch;
+    INFO("trial " << id);
+    CHECK((o.status == TrialStatus::pruned) == (stop_epoch > 0));
+    CHECK(o.epochs == (stop_epoch > 0 ? stop_epoch : epochs));
+  }
 }

@@ -224,3 +224,35 @@ TEST_CASE("a replay that makes other trials than the journal's rows is refused",
   CHECK_THROWS_WITH(resumed.check_replay(other), Contains("trials.jsonl: trial 0 was run with") &&
                                                      Contains("written by another search"));
 }
+
+TEST_CASE("max_epochs stops the search, and the epochs are in its journal",
+          "[hpo][search][state]") {
+  const SearchSpace space = objective_space("sphere", 2);
+  RandomConfig config{40, 4, std::nullopt, Direction::minimize, 6};
+  config.max_epochs = 20;
+  RandomSearch search(space, config);
+  // Trial i trains 1 + i % 3 epochs (a pruned one stops early).
+  std::vector<TrialResult> journal;
+  while (!search.done())
+    for (const Trial& t : search.next_batch()) {
+      const int epochs = 1 + t.id % 3;
+      search.report(t.id, sphere(t.genome), false, epochs);
+      journal.push_back({t.id, sphere(t.genome), epochs});
+    }
+  CHECK(search.stop_reason() == "max_epochs");
+  CHECK(search.epochs() >= 20);
+  // No batch was handed out once 20 epochs were spent: the last one began below it.
+  REQUIRE(search.trainings() % 4 == 0);
+  long long before_last = 0;
+  for (std::size_t i = 0; i + 4 < journal.size(); ++i) before_last += journal[i].epochs;
+  CHECK(before_last < 20);
+  CHECK(search.trainings() < 40);
+  StateDict state;
+  search.save_state(state, "s");
+  CHECK(Search::results_of(state, "s") == journal);
+  RandomSearch restored(space, config);
+  restored.load_state(state, "s");
+  CHECK(restored.epochs() == search.epochs());
+  CHECK(restored.stop_reason() == "max_epochs");
+  CHECK(restored.done());
+}

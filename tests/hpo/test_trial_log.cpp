@@ -59,13 +59,14 @@ TEST_CASE("the trial log records every training as it ends", "[hpo][trial_log]")
   const auto csv = lines_of(dir.file("trials.csv"));
   REQUIRE(csv.size() == 7);
   CHECK(csv[0] ==
-        "trial,generation,deme,member_group,x0,x1,optimizer,global_batch,fitness,val_accuracy,"
+        "trial,generation,deme,member_group,x0,x1,optimizer,global_batch,epochs,fitness,"
+        "val_accuracy,"
         "test_accuracy,"
         "seconds,ended_s,status,reason");
   CHECK(csv[3].find(",failed,\"training diverged: the loss is nan, at step 3\"") !=
         std::string::npos);
   // No numbers for the failed training, but its global batch.
-  CHECK(csv[3].find(",64,,,,0.500,") != std::string::npos);
+  CHECK(csv[3].find(",64,0,,,,0.500,") != std::string::npos);
 
   const auto jsonl = lines_of(dir.file("trials.jsonl"));
   REQUIRE(jsonl.size() == 6);
