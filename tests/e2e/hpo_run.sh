@@ -89,6 +89,39 @@ output: {dir: $work/fashion_m2}
 YAML
 expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
 
+# Pruning: 3-epoch trainings, the median rule after epoch 1 (once 2 other trials have a value
+# there), and a budget of 30 epochs. Pruned trials are rows of their own (status pruned, their
+# epochs, the partial fitness and the curve the rule saw); the budget stops the search.
+cat > fashion_prune.yaml <<YAML
+run: {name: prune, seed: 4, threads: 1}
+data: {source: hdf5, path: $root/data/fashion_mnist.h5, train_subset: 2000, test_subset: 500, validation_fraction: 0.2}
+model: {layers: [flatten, {dense: {units: 32, init: glorot}}, relu, {dense: {units: 10, init: glorot}}]}
+training: {epochs: 3, local_batch: 32, optimizer: {type: sgd, lr: \$lr, momentum: 0.9}}
+stages:
+  - hpo: {population: 6, generations: 40, prune: {rule: median, after_epochs: 1, min_trials: 2}, max_epochs: 30,
+          space: {lr: {log_uniform: [1.0e-4, 0.3]}}}
+output: {dir: $work/fashion_prune}
+YAML
+expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs, [1-9][0-9]* stopped early by the median rule in .*stopped: max_epochs' -- "$MPIEXEC" -n 2 "$STRATA" run fashion_prune.yaml
+/usr/bin/python3 - "$work/fashion_prune" <<'PY' || fails=$((fails + 1))
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/trials.jsonl")]
+trained = [r for r in rows if r["status"] != "cached"]
+pruned = [r for r in trained if r["status"] == "pruned"]
+spent = sum(r["epochs"] for r in trained)
+summary = json.load(open(sys.argv[1] + "/hpo_summary.json"))
+assert summary["epochs"] == spent and spent >= 30, (summary["epochs"], spent)
+# The budget was not spent before the last trainings were handed out (at most one per group after).
+assert spent - sum(r["epochs"] for r in trained[-2:]) < 30, spent
+for r in pruned:
+    assert 1 <= r["epochs"] < 3 and r["fitness"] == r["curve"][-1] == r["val_accuracy"], r
+    assert "stopped by the median rule after epoch" in r["reason"], r
+for r in trained:
+    if r["status"] == "ok":
+        assert r["epochs"] == 3 and len(r["curve"]) == 3, r
+print(f"ok: pruning: {len(pruned)} of {len(trained)} trainings stopped early, {spent} epochs spent")
+PY
+
 # A full disk (a small tmpfs) in the middle of the search: rank 0 or a group's first rank hits the
 # error writing the trial log, a search snapshot or a trial's checkpoint, and the job stops with
 # exit code 3 and the reason, not a failed trial and a hang.
