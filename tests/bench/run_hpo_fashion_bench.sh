@@ -7,20 +7,24 @@
 # (the config's `target` is removed), and for each of TARGETS the script reads from trials.csv the
 # trainings up to the first one that reached it (in the order the search read results: trial
 # order for the generational and random searches, end order for the others), and the wall time
-# at which one first did.
+# at which one first did. Pruning is measured on the same search with 3-epoch trainings, without
+# it and with the median and ASHA rules after epoch 1: trainings and epochs to each target.
 #
-#   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS]
-#   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835"
+#   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
+#   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
+#   "genetic asynchronous random optuna genetic3 median3 asha3"
+# BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
 seeds="${2:-1 2 3 4 5 6 7 8 9 10}"
 ranks="${3:-2}"
 targets="${4:-0.825 0.83 0.835}"
+kinds="${5:-genetic asynchronous random optuna genetic3 median3 asha3}"
 config="$root/configs/fashion_hpo.yaml"
 data="$root/data/fashion_mnist.h5"
 [ -f "$data" ] || { echo "run_hpo_fashion_bench.sh: $data is missing; run jobs/setup.sh first" >&2; exit 1; }
-cmake --build "$build" --target strata -j "$(nproc)" >&2
+if [ -f "$build/CMakeCache.txt" ]; then cmake --build "$build" --target strata -j "$(nproc)" >&2; fi
 if [ -f "$root/jobs/env.sh" ]; then
   # shellcheck source=../../jobs/env.sh
   . "$root/jobs/env.sh"
@@ -33,10 +37,8 @@ budget="$(sed -n 's/^ *max_trainings: *\([0-9]*\).*/\1/p' "$config")"
 grep -q 'algorithm: genetic' "$config" && grep -q '^  seed: 1$' "$config" && [ -n "$budget" ] ||
   { echo "run_hpo_fashion_bench.sh: $config no longer has the lines this script edits" >&2; exit 1; }
 
-kinds="genetic asynchronous random"
-if /usr/bin/python3 -c 'import optuna' 2>/dev/null; then
-  kinds="$kinds optuna"
-else
+if [[ " $kinds " == *" optuna "* ]] && ! /usr/bin/python3 -c 'import optuna' 2>/dev/null; then
+  kinds="${kinds/optuna/}"
   echo "run_hpo_fashion_bench.sh: no Optuna for /usr/bin/python3 (jobs/install_deps.sh --with-optuna): its rows are left out" >&2
 fi
 for seed in $seeds; do
@@ -51,6 +53,10 @@ for seed in $seeds; do
     [ "$kind" = random ] && sed -i -e "s/algorithm: genetic/algorithm: random\n      trials: $budget/" \
       -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
     [ "$kind" = asynchronous ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      schedule: asynchronous/' "$cfg"
+    # Pruning needs epochs to stop early: 3-epoch trainings, the rule after the first.
+    case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; esac
+    [ "$kind" = median3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
+    [ "$kind" = asha3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: asha, after_epochs: 1}/' "$cfg"
     echo "seed $seed, $kind search ..." >&2
     if [ "$kind" = optuna ]; then
       /usr/bin/python3 "$root/tests/bench/optuna_fashion.py" "$build/strata" "$cfg" "$seed" "$budget" "$work/$kind-$seed" \
@@ -67,7 +73,9 @@ import csv, json, statistics, sys
 work, budget, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 seeds, targets = sys.argv[4].split(), [float(t) for t in sys.argv[5].split()]
 names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
-         "random": "random", "optuna": "Optuna 3.1 TPE (sequential)"}
+         "random": "random", "optuna": "Optuna 3.1 TPE (sequential)",
+         "genetic3": "GA, 3 epochs", "median3": "GA, 3 epochs, median pruning",
+         "asha3": "GA, 3 epochs, ASHA pruning"}
 kinds = [(k, names[k]) for k in sys.argv[6].split()]
 print(f"Fashion-MNIST, configs/fashion_hpo.yaml without its target: {budget} trainings per search, "
       f"strata's searches on {ranks} member groups of one rank, Optuna one training at a time; "
@@ -86,38 +94,54 @@ for kind, _ in kinds:
             rows.sort(key=lambda r: int(r["trial"]))
         result[kind, seed] = (rows, summary["wall_seconds"], summary["best"]["fitness"])
 
-def reached(rows, target):
-    """Trainings up to the first (in the order the search read them) that reached target, and when
-    one first did."""
-    for n, r in enumerate(rows, 1):
-        if r["status"] == "ok" and float(r["fitness"]) >= target:
-            hits = [float(h["ended_s"]) for h in rows
-                    if h["status"] == "ok" and float(h["fitness"]) >= target]
-            return n, min(hits)
-    return None, None
+def epochs_of(row):
+    # Optuna's rows have no epochs (the config's one); a training that failed in its first epoch
+    # spent part of it.
+    return max(int(row.get("epochs") or 1), 1)
 
-print("| target | search | reached in | median trainings to target | median wall s to target |")
-print("| --- | --- | --- | --- | --- |")
+
+def reached(rows, target):
+    """Trainings and epochs up to the first training (in the order the search read them) that
+    reached target (a pruned one by its partial fitness), and when one first did."""
+    def hit(r):
+        return r["status"] in ("ok", "pruned") and float(r["fitness"]) >= target
+    for n, r in enumerate(rows, 1):
+        if hit(r):
+            return (n, sum(epochs_of(x) for x in rows[:n]),
+                    min(float(h["ended_s"]) for h in rows if hit(h)))
+    return None, None, None
+
+
+def median_or_miss(values, hits, fmt, miss):
+    # A median is a number only when most seeds reached the target: with half of them missing
+    # it, it would average a hit with "more than the budget".
+    if hits > len(seeds) / 2:
+        return fmt(statistics.median(values))
+    return miss if hits < len(seeds) / 2 else "-"
+
+
+print("| target | search | reached in | median trainings to target | median epochs to target | "
+      "median wall s to target |")
+print("| --- | --- | --- | --- | --- | --- |")
 for target in targets:
     for kind, name in kinds:
-        runs, walls, hits = [], [], 0
+        runs, epochs, walls, hits = [], [], [], 0
         for seed in seeds:
             rows, wall, _ = result[kind, seed]
-            n, t = reached(rows, target)
+            n, e, t = reached(rows, target)
             hits += n is not None
             runs.append(n if n is not None else budget + 1)  # a miss: more than the budget
+            epochs.append(e if e is not None else float("inf"))
             walls.append(t if t is not None else float("inf"))
-        # A median is a number only when most seeds reached the target: with half of them
-        # missing it, it would average a hit with "more than the budget".
-        most = hits > len(seeds) / 2
-        median_runs, median_wall = statistics.median(runs), statistics.median(walls)
         print(f"| {target} | {name} | {hits} of {len(seeds)} seeds | "
-              f"{f'{median_runs:g}' if most else f'> {budget}' if hits < len(seeds) / 2 else '-'} | "
-              f"{f'{median_wall:.1f}' if most else '-'} |")
+              f"{median_or_miss(runs, hits, lambda v: f'{v:g}', f'> {budget}')} | "
+              f"{median_or_miss(epochs, hits, lambda v: f'{v:g}', '-')} | "
+              f"{median_or_miss(walls, hits, lambda v: f'{v:.1f}', '-')} |")
 print()
-print("| search | median best val_accuracy | mean wall s of the whole search |")
-print("| --- | --- | --- |")
+print("| search | median best val_accuracy | mean epochs of the whole search | mean wall s of the whole search |")
+print("| --- | --- | --- | --- |")
 for kind, name in kinds:
     print(f"| {name} | {statistics.median(result[kind, s][2] for s in seeds):.4f} | "
+          f"{statistics.mean(sum(epochs_of(r) for r in result[kind, s][0]) for s in seeds):.0f} | "
           f"{statistics.mean(result[kind, s][1] for s in seeds):.1f} |")
 PY
