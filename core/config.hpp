@@ -185,7 +185,7 @@ struct ParallelConfig {
 
 enum class StageKind { train, hpo, ensemble, transfer };
 
-enum class SearchAlgorithm { genetic, random, grid };
+enum class SearchAlgorithm { genetic, random, grid, tpe };
 
 // The genetic search's schedule: generations with a barrier, or the barrier-free steady state.
 enum class SearchSchedule { generational, asynchronous };
@@ -220,11 +220,12 @@ struct HpoSpec {
   PruneSettings prune;  // rule none: every training runs all its epochs
   int max_epochs = 0;   // epochs trained by all trials together; 0 = no limit
   bool has_target = false;
-  double target = 0.0;    // stop on reaching this fitness
-  int max_trainings = 0;  // 0 = no limit
-  int trials = 16;        // random search
-  int grid_points = 3;    // grid search: points per real parameter
-  bool maximize = true;   // fitness direction; the default follows the fitness
+  double target = 0.0;      // stop on reaching this fitness
+  int max_trainings = 0;    // 0 = no limit
+  int trials = 16;          // random and tpe search
+  int startup_trials = 10;  // tpe: random trials before the model
+  int grid_points = 3;      // grid search: points per real parameter
+  bool maximize = true;     // fitness direction; the default follows the fitness
   bool direction_given =
       false;  // a function objective is minimised unless `direction` says otherwise
   std::string fitness = "val_accuracy";  // val_accuracy | val_loss

@@ -67,10 +67,11 @@ struct EnumNames<RankLayout> {
 };
 template <>
 struct EnumNames<SearchAlgorithm> {
-  static constexpr std::array<Choice<SearchAlgorithm>, 3> choices{
+  static constexpr std::array<Choice<SearchAlgorithm>, 4> choices{
       {{"genetic", SearchAlgorithm::genetic},
        {"random", SearchAlgorithm::random},
-       {"grid", SearchAlgorithm::grid}}};
+       {"grid", SearchAlgorithm::grid},
+       {"tpe", SearchAlgorithm::tpe}}};
 };
 template <>
 struct EnumNames<SearchSchedule> {

@@ -113,21 +113,21 @@ PruneSettings parse_prune(const MapReader& m) {
 }
 
 HpoSpec parse_hpo(const MapReader& m) {
-  static constexpr std::string_view known[] = {"algorithm",       "space",
-                                               "population",      "generations",
-                                               "tournament",      "elites",
-                                               "demes",           "migration_interval",
-                                               "migrants",        "blend_alpha",
-                                               "crossover_rate",  "mutation_sigma",
-                                               "mutation_rate",   "mutation_probability",
-                                               "mutation_decay",  "step_adaptation",
-                                               "patience",        "schedule",
-                                               "prune",           "max_epochs",
-                                               "target",          "max_trainings",
-                                               "trials",          "grid_points",
-                                               "fitness",         "direction",
-                                               "trial_timeout_s", "keep_top",
-                                               "parallel"};
+  static constexpr std::string_view known[] = {"algorithm",      "space",
+                                               "population",     "generations",
+                                               "tournament",     "elites",
+                                               "demes",          "migration_interval",
+                                               "migrants",       "blend_alpha",
+                                               "crossover_rate", "mutation_sigma",
+                                               "mutation_rate",  "mutation_probability",
+                                               "mutation_decay", "step_adaptation",
+                                               "patience",       "schedule",
+                                               "prune",          "max_epochs",
+                                               "target",         "max_trainings",
+                                               "trials",         "startup_trials",
+                                               "grid_points",    "fitness",
+                                               "direction",      "trial_timeout_s",
+                                               "keep_top",       "parallel"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, EnumNames<SearchAlgorithm>::choices, "search algorithm");
@@ -157,6 +157,7 @@ HpoSpec parse_hpo(const MapReader& m) {
   }
   read(m, "max_trainings", h.max_trainings, at_least_0);
   read(m, "trials", h.trials, at_least_1);
+  read(m, "startup_trials", h.startup_trials, at_least_1);
   read(m, "grid_points", h.grid_points, IntRange{2});
   static constexpr std::array<Choice<bool>, 2> fitness_choices{
       {{"val_accuracy", true}, {"val_loss", false}}};
@@ -184,10 +185,12 @@ HpoSpec parse_hpo(const MapReader& m) {
           fmt::format("{} is a setting of algorithm {}, not of {}", key, owners, algorithm));
   };
   for (auto key : genetic_only) only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
-  only_for("trials", h.algorithm == SearchAlgorithm::random, "random");
+  const bool counts_trials =
+      h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe;
+  only_for("trials", counts_trials, "random or tpe");
+  only_for("startup_trials", h.algorithm == SearchAlgorithm::tpe, "tpe");
   only_for("grid_points", h.algorithm == SearchAlgorithm::grid, "grid");
-  only_for("max_trainings", h.algorithm != SearchAlgorithm::random,
-           "genetic or grid (random search runs `trials`)");
+  only_for("max_trainings", !counts_trials, "genetic or grid (random and tpe search run `trials`)");
   if (h.schedule == SearchSchedule::asynchronous && h.demes != 1)
     m.require("demes").fail(fmt::format(
         "the asynchronous schedule keeps one steady-state population: expected demes: 1, not {}",

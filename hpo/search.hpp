@@ -21,7 +21,8 @@ enum HpoStream : std::uint64_t {
   hpo_genetic = 1,
   hpo_random = 2,
   hpo_eval_time = 3,
-  hpo_steady_state = 4
+  hpo_steady_state = 4,
+  hpo_tpe = 5
 };
 
 // One evaluation of one genome. Trial ids count from 0 in the order trials are proposed. A trial

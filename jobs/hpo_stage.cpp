@@ -22,6 +22,7 @@
 #include "hpo/objectives.hpp"
 #include "hpo/pruning.hpp"
 #include "hpo/steady_state_search.hpp"
+#include "hpo/tpe_search.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
 #include "hpo/trial_scheduler.hpp"
@@ -91,6 +92,17 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
       return std::make_unique<GridSearch>(std::move(space),
                                           GridConfig{spec.grid_points, groups, spec.max_trainings,
                                                      target_of(spec), direction, spec.max_epochs});
+    case SearchAlgorithm::tpe: {
+      TpeConfig t;
+      t.trials = spec.trials;
+      t.startup = spec.startup_trials;
+      t.slots = std::max(groups, 1);
+      t.target = target_of(spec);
+      t.direction = direction;
+      t.seed = seed;
+      t.max_epochs = spec.max_epochs;
+      return std::make_unique<TpeSearch>(std::move(space), t);
+    }
     case SearchAlgorithm::genetic:
       break;
   }
@@ -219,8 +231,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
           if (curve) curve->append_metrics(m);
           // Every epoch's value goes to the pruner, whose history the journal keeps; after the
           // last one there is nothing left to save by stopping.
-          if (channel.stop_after_epoch(m.epoch, fitness_of(m)) &&
-              m.epoch < config.training.epochs)
+          if (channel.stop_after_epoch(m.epoch, fitness_of(m)) && m.epoch < config.training.epochs)
             throw TrialPruned{m.epoch, fitness_of(m)};
         });
       } catch (const TrialPruned& p) {
@@ -337,6 +348,7 @@ int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
   double planned = 0;
   switch (spec.algorithm) {
     case SearchAlgorithm::random:
+    case SearchAlgorithm::tpe:
       return spec.trials;
     case SearchAlgorithm::grid:
       planned = 1;

@@ -78,9 +78,10 @@ class HpoStage final : public Stage {
   }
   std::optional<int> concurrent_trainings(const Config& /*run*/) const override {
     const auto& h = std::get<HpoSpec>(spec().settings);
-    int most = h.algorithm == SearchAlgorithm::genetic  ? h.population
-               : h.algorithm == SearchAlgorithm::random ? h.trials
-                                                        : 0;
+    int most = h.algorithm == SearchAlgorithm::genetic ? h.population
+               : h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe
+                   ? h.trials
+                   : 0;
     if (h.max_trainings > 0) most = most > 0 ? std::min(most, h.max_trainings) : h.max_trainings;
     return most > 0 ? std::optional(most) : std::nullopt;
   }

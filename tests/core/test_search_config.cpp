@@ -179,10 +179,10 @@ TEST_CASE("a setting of another search algorithm is an error at its place", "[co
                                            "      generations: 3\n", "      trials: 5\n");
   CHECK(parse_config(plain_random, "s.yaml").stages.size() == 1);
   CHECK_THAT(error_of(replace(plain_random, "trials: 5", "trials: 5\n      max_trainings: 3")),
-             Contains("max_trainings is a setting of algorithm genetic or grid (random search "
-                      "runs `trials`), not of random"));
+             Contains("max_trainings is a setting of algorithm genetic or grid (random and tpe "
+                      "search run `trials`), not of random"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      trials: 9")),
-             Contains("trials is a setting of algorithm random, not of genetic"));
+             Contains("trials is a setting of algorithm random or tpe, not of genetic"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      grid_points: 3")),
              Contains("grid_points is a setting of algorithm grid, not of genetic"));
 }
@@ -285,4 +285,21 @@ TEST_CASE("prune and max_epochs parse and are checked", "[config][hpo]") {
   CHECK_THAT(error_of(with("      prune: {rule: median, patience: 3}\n")),
              Contains("stages[0].hpo.prune.patience: unknown key"));
   CHECK_THAT(error_of(with("      max_epochs: -1\n")), Contains("stages[0].hpo.max_epochs"));
+}
+
+TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
+  const std::string tpe =
+      replace(replace(replace(search_yaml, "algorithm: genetic", "algorithm: tpe"),
+                      "      population: 6\n", "      trials: 30\n      startup_trials: 7\n"),
+              "      generations: 3\n", "");
+  const Config c = parse_config(tpe, "s.yaml");
+  const auto& h = std::get<HpoSpec>(c.stages.front().settings);
+  CHECK(h.algorithm == SearchAlgorithm::tpe);
+  CHECK(h.trials == 30);
+  CHECK(h.startup_trials == 7);
+  CHECK_THAT(error_of(replace(tpe, "trials: 30", "trials: 30\n      population: 4")),
+             Contains("population is a setting of algorithm genetic, not of tpe"));
+  CHECK_THAT(
+      error_of(replace(search_yaml, "population: 6", "population: 6\n      startup_trials: 3")),
+      Contains("startup_trials is a setting of algorithm tpe, not of genetic"));
 }
