@@ -217,6 +217,8 @@ struct HpoSpec {
   double step_adaptation = 1.0;
   int patience = 0;  // generations without improvement before stopping; 0 = never
   SearchSchedule schedule = SearchSchedule::generational;
+  // Each child is the best a TPE model of the results so far scores among this many bred; 0: off.
+  int surrogate_candidates = 0;
   PruneSettings prune;  // rule none: every training runs all its epochs
   int max_epochs = 0;   // epochs trained by all trials together; 0 = no limit
   bool has_target = false;

@@ -113,21 +113,37 @@ PruneSettings parse_prune(const MapReader& m) {
 }
 
 HpoSpec parse_hpo(const MapReader& m) {
-  static constexpr std::string_view known[] = {"algorithm",      "space",
-                                               "population",     "generations",
-                                               "tournament",     "elites",
-                                               "demes",          "migration_interval",
-                                               "migrants",       "blend_alpha",
-                                               "crossover_rate", "mutation_sigma",
-                                               "mutation_rate",  "mutation_probability",
-                                               "mutation_decay", "step_adaptation",
-                                               "patience",       "schedule",
-                                               "prune",          "max_epochs",
-                                               "target",         "max_trainings",
-                                               "trials",         "startup_trials",
-                                               "grid_points",    "fitness",
-                                               "direction",      "trial_timeout_s",
-                                               "keep_top",       "parallel"};
+  static constexpr std::string_view known[] = {"algorithm",
+                                               "space",
+                                               "population",
+                                               "generations",
+                                               "tournament",
+                                               "elites",
+                                               "demes",
+                                               "migration_interval",
+                                               "migrants",
+                                               "blend_alpha",
+                                               "crossover_rate",
+                                               "mutation_sigma",
+                                               "mutation_rate",
+                                               "mutation_probability",
+                                               "mutation_decay",
+                                               "step_adaptation",
+                                               "patience",
+                                               "schedule",
+                                               "prune",
+                                               "max_epochs",
+                                               "surrogate_candidates",
+                                               "target",
+                                               "max_trainings",
+                                               "trials",
+                                               "startup_trials",
+                                               "grid_points",
+                                               "fitness",
+                                               "direction",
+                                               "trial_timeout_s",
+                                               "keep_top",
+                                               "parallel"};
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, EnumNames<SearchAlgorithm>::choices, "search algorithm");
@@ -149,6 +165,7 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "step_adaptation", h.step_adaptation, non_negative);
   read(m, "patience", h.patience, at_least_0);
   read(m, "schedule", h.schedule, EnumNames<SearchSchedule>::choices, "schedule");
+  read(m, "surrogate_candidates", h.surrogate_candidates, at_least_0);
   if (auto p = m.get("prune")) h.prune = parse_prune(MapReader(*p));
   read(m, "max_epochs", h.max_epochs, at_least_0);
   if (auto t = m.get("target")) {
@@ -173,11 +190,23 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "keep_top", h.keep_top, at_least_1);
   // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
   // it): name the algorithm it belongs to.
-  static constexpr std::string_view genetic_only[] = {
-      "population",     "generations",        "tournament",    "elites",
-      "demes",          "migration_interval", "migrants",      "blend_alpha",
-      "crossover_rate", "mutation_sigma",     "mutation_rate", "mutation_probability",
-      "mutation_decay", "step_adaptation",    "patience",      "schedule"};
+  static constexpr std::string_view genetic_only[] = {"population",
+                                                      "generations",
+                                                      "tournament",
+                                                      "elites",
+                                                      "demes",
+                                                      "migration_interval",
+                                                      "migrants",
+                                                      "blend_alpha",
+                                                      "crossover_rate",
+                                                      "mutation_sigma",
+                                                      "mutation_rate",
+                                                      "mutation_probability",
+                                                      "mutation_decay",
+                                                      "step_adaptation",
+                                                      "patience",
+                                                      "schedule",
+                                                      "surrogate_candidates"};
   const char* algorithm = to_string(h.algorithm);
   auto only_for = [&](std::string_view key, bool applies, const char* owners) {
     if (!applies && m.get(key))

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.hpp"
+#include "hpo/breeding.hpp"
 
 namespace strata {
 
@@ -364,6 +365,8 @@ void validate(const GeneticConfig& c) {
     bad_setting(ga, "migrants", c.migrants, "must be between 0 and the size of the smallest deme");
   if (c.patience < 0) bad_setting(ga, "patience", c.patience, "must be >= 0");
   if (c.slots < 1) bad_setting(ga, "slots", c.slots, "must be >= 1");
+  if (c.surrogate_candidates < 0)
+    bad_setting(ga, "surrogate_candidates", c.surrogate_candidates, "must be >= 0");
   if (c.schedule == GeneticSchedule::asynchronous && c.demes != 1)
     bad_setting(ga, "demes", c.demes,
                 "the asynchronous schedule keeps one steady-state population: demes must be 1");
@@ -412,6 +415,18 @@ std::vector<Search::Proposal> GeneticSearch::propose(int max_count) {
         config_.mutation_probability,
         scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, generation_),
         config_.mutation_rate, step_tau(config_.step_adaptation, space().params.size())};
+    if (config_.surrogate_candidates > 1) {
+      // One model per generation, of every result so far.
+      const TpeModel model(space(), trials(), config_.direction, TpeConfig{});
+      if (!model.empty()) {
+        for (int i = 0; i < children; ++i) {
+          auto child = breed_screened(deme, config_, mutation, space(), model,
+                                      config_.surrogate_candidates, rng);
+          out.push_back({std::move(child.genome), generation_, d, child.step});
+        }
+        continue;
+      }
+    }
     const auto parents = select_tournament(fitness, config_.tournament, children + children % 2,
                                            config_.direction, rng);
     for (int i = 0; i < children; i += 2) {

@@ -230,7 +230,10 @@ struct GeneticConfig {
   int migrants = 1;              // individuals each deme sends to the next
   int patience = 0;              // generations without a better best before stopping; 0: never
   GeneticSchedule schedule = GeneticSchedule::generational;
-  int slots = 1;                 // asynchronous: trainings in flight, one per member group
+  int slots = 1;  // asynchronous: trainings in flight, one per member group
+  // Surrogate assistance: each child is the one a TPE model of the results so far scores highest
+  // of this many bred; 0 or 1: off.
+  int surrogate_candidates = 0;
   std::optional<double> target;  // stop once a fitness reaches it
   int max_trainings = 0;         // 0: no limit
   Direction direction = Direction::maximize;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "hpo/breeding.hpp"
+
 namespace strata {
 
 int genetic_proposals(const GeneticConfig& c) {
@@ -36,16 +38,16 @@ std::vector<Search::Proposal> SteadyStateSearch::propose(int max_count) {
   ++proposed_;
   if (proposed_ <= config_.population || population_.empty())
     return {{sample(space(), rng), lines_, 0, 1.0}};
-  const auto fitness = fitnesses_of(population_);
-  const auto parents = select_tournament(fitness, config_.tournament, 2, config_.direction, rng);
-  auto child = mate(population_[parents[0]], population_[parents[1]], config_.crossover_rate,
-                    config_.blend_alpha, space(), rng)
-                   .first;
   const MutationSettings mutation{
       config_.mutation_probability,
       scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, std::max(lines_, 1)),
       config_.mutation_rate, step_tau(config_.step_adaptation, space().params.size())};
-  child = maybe_mutate(std::move(child), mutation, space(), rng);
+  const TpeModel model = config_.surrogate_candidates > 1
+                             ? TpeModel(space(), trials(), config_.direction, TpeConfig{})
+                             : TpeModel(space(), {}, config_.direction, TpeConfig{});
+  const Offspring child = model.empty() ? breed_child(population_, config_, mutation, space(), rng)
+                                        : breed_screened(population_, config_, mutation, space(),
+                                                         model, config_.surrogate_candidates, rng);
   return {{std::move(child.genome), lines_, 0, child.step}};
 }
 

@@ -23,45 +23,119 @@ void validate(const TpeConfig& c) {
   if (c.slots < 1) bad("slots", c.slots, "must be >= 1");
 }
 
+namespace {
+
+std::vector<double> scaled(const ParamSpec& spec, std::span<const double> genes) {
+  std::vector<double> out;
+  for (const double v : genes)
+    out.push_back(spec.kind == ParamKind::integer ? v : to_search_scale(spec, v));
+  return out;
+}
+
+std::vector<std::size_t> indices(std::span<const double> genes) {
+  std::vector<std::size_t> out;
+  for (const double g : genes) out.push_back(static_cast<std::size_t>(std::llround(g)));
+  return out;
+}
+
+double interval_lo(const ParamSpec& spec) {
+  return spec.kind == ParamKind::integer ? spec.lo - 0.5 : to_search_scale(spec, spec.lo);
+}
+
+double interval_hi(const ParamSpec& spec) {
+  return spec.kind == ParamKind::integer ? spec.hi + 0.5 : to_search_scale(spec, spec.hi);
+}
+
+}  // namespace
+
+ParamDensities::ParamDensities(const ParamSpec& spec, std::span<const double> good,
+                               std::span<const double> bad, double prior_weight)
+    : spec_(spec) {
+  if (spec.kind == ParamKind::choice) {
+    good_choice_ = categorical_weights(indices(good), spec.choices.size(), prior_weight);
+    bad_choice_ = categorical_weights(indices(bad), spec.choices.size(), prior_weight);
+    return;
+  }
+  good_.emplace(scaled(spec, good), interval_lo(spec), interval_hi(spec), prior_weight);
+  bad_.emplace(scaled(spec, bad), interval_lo(spec), interval_hi(spec), prior_weight);
+}
+
+double ParamDensities::log_ratio(double gene) const {
+  if (spec_.kind == ParamKind::choice) {
+    const auto c = static_cast<std::size_t>(std::llround(gene));
+    return std::log(good_choice_[c]) - std::log(bad_choice_[c]);
+  }
+  const double x = spec_.kind == ParamKind::integer ? gene : to_search_scale(spec_, gene);
+  return good_->log_pdf(x) - bad_->log_pdf(x);
+}
+
+double ParamDensities::sample_good(Rng& rng) const {
+  if (spec_.kind == ParamKind::choice) {
+    double u = rng.uniform_double();
+    std::size_t c = 0;
+    while (c + 1 < good_choice_.size() && u >= good_choice_[c]) u -= good_choice_[c++];
+    return static_cast<double>(c);
+  }
+  const double x = good_->sample(rng);
+  return clamp_value(
+      spec_, spec_.kind == ParamKind::integer ? std::round(x) : from_search_scale(spec_, x));
+}
+
+namespace {
+
+double choose(const ParamDensities& densities, int candidates, Rng& rng) {
+  double best = 0.0, best_score = -INFINITY;
+  for (int i = 0; i < candidates; ++i) {
+    const double gene = densities.sample_good(rng);
+    const double score = densities.log_ratio(gene);
+    if (score > best_score) best = gene, best_score = score;
+  }
+  return best;
+}
+
+}  // namespace
+
 double tpe_choose(const ParamSpec& spec, std::span<const double> good, std::span<const double> bad,
                   const TpeConfig& config, Rng& rng) {
-  if (spec.kind == ParamKind::choice) {
-    const std::size_t k = spec.choices.size();
-    auto indices = [](std::span<const double> genes) {
-      std::vector<std::size_t> out;
-      for (const double g : genes) out.push_back(static_cast<std::size_t>(std::llround(g)));
-      return out;
-    };
-    const auto l = categorical_weights(indices(good), k, config.prior_weight);
-    const auto g = categorical_weights(indices(bad), k, config.prior_weight);
-    std::size_t best = 0;
-    double best_score = -INFINITY;
-    for (int i = 0; i < config.candidates; ++i) {
-      double u = rng.uniform_double();
-      std::size_t c = 0;
-      while (c + 1 < k && u >= l[c]) u -= l[c++];
-      const double score = std::log(l[c]) - std::log(g[c]);
-      if (score > best_score) best = c, best_score = score;
-    }
-    return static_cast<double>(best);
+  return choose(ParamDensities(spec, good, bad, config.prior_weight), config.candidates, rng);
+}
+
+TpeModel::TpeModel(const SearchSpace& space, std::span<const Trial> trials, Direction direction,
+                   const TpeConfig& config) {
+  // Results best first (the earliest among equals); failures and trials in flight are bad.
+  std::vector<const Trial*> ranked, rest;
+  for (const Trial& t : trials) {
+    if (t.cached()) continue;
+    (t.reported && !t.failed ? ranked : rest).push_back(&t);
   }
-  const bool integer = spec.kind == ParamKind::integer;
-  const double lo = integer ? spec.lo - 0.5 : to_search_scale(spec, spec.lo);
-  const double hi = integer ? spec.hi + 0.5 : to_search_scale(spec, spec.hi);
-  auto scaled = [&](std::span<const double> genes) {
-    std::vector<double> out;
-    for (const double v : genes) out.push_back(integer ? v : to_search_scale(spec, v));
-    return out;
-  };
-  const Parzen l(scaled(good), lo, hi, config.prior_weight);
-  const Parzen g(scaled(bad), lo, hi, config.prior_weight);
-  double best = 0.0, best_score = -INFINITY;
-  for (int i = 0; i < config.candidates; ++i) {
-    const double x = l.sample(rng);
-    const double score = l.log_pdf(x) - g.log_pdf(x);
-    if (score > best_score) best = x, best_score = score;
+  if (ranked.empty()) return;
+  std::stable_sort(ranked.begin(), ranked.end(), [&](const Trial* a, const Trial* b) {
+    return better(a->fitness, b->fitness, direction);
+  });
+  const std::size_t n = ranked.size() + rest.size();
+  const std::size_t good =
+      std::min(ranked.size(),
+               std::max<std::size_t>(
+                   1, good_count(n, config.gamma, static_cast<std::size_t>(config.max_good))));
+  for (std::size_t k = 0; k < space.params.size(); ++k) {
+    std::vector<double> good_genes, bad_genes;
+    for (std::size_t i = 0; i < ranked.size(); ++i)
+      (i < good ? good_genes : bad_genes).push_back(ranked[i]->genome[k]);
+    for (const Trial* t : rest) bad_genes.push_back(t->genome[k]);
+    params_.emplace_back(space.params[k], good_genes, bad_genes, config.prior_weight);
   }
-  return clamp_value(spec, integer ? std::round(best) : from_search_scale(spec, best));
+}
+
+Genome TpeModel::propose(int candidates, Rng& rng) const {
+  Genome genome;
+  for (const ParamDensities& p : params_) genome.push_back(choose(p, candidates, rng));
+  return genome;
+}
+
+double TpeModel::score(const Genome& genome) const {
+  double sum = 0.0;
+  for (std::size_t k = 0; k < params_.size(); ++k) sum += params_[k].log_ratio(genome[k]);
+  return sum;
 }
 
 namespace {
@@ -77,29 +151,8 @@ TpeSearch::TpeSearch(SearchSpace space, TpeConfig config)
     : Search(std::move(space), config.direction, tpe_limits(config)), config_(config) {}
 
 Genome TpeSearch::model_proposal(Rng& rng) const {
-  // Results best first (the earliest among equals); failures and trials in flight are bad.
-  std::vector<const Trial*> ranked, rest;
-  for (const Trial& t : trials()) {
-    if (t.cached()) continue;
-    (t.reported && !t.failed ? ranked : rest).push_back(&t);
-  }
-  std::stable_sort(ranked.begin(), ranked.end(), [&](const Trial* a, const Trial* b) {
-    return better(a->fitness, b->fitness, direction());
-  });
-  const std::size_t n = ranked.size() + rest.size();
-  const std::size_t good =
-      std::min(ranked.size(),
-               std::max<std::size_t>(
-                   1, good_count(n, config_.gamma, static_cast<std::size_t>(config_.max_good))));
-  Genome genome(space().params.size());
-  for (std::size_t k = 0; k < genome.size(); ++k) {
-    std::vector<double> good_genes, bad_genes;
-    for (std::size_t i = 0; i < ranked.size(); ++i)
-      (i < good ? good_genes : bad_genes).push_back(ranked[i]->genome[k]);
-    for (const Trial* t : rest) bad_genes.push_back(t->genome[k]);
-    genome[k] = tpe_choose(space().params[k], good_genes, bad_genes, config_, rng);
-  }
-  return genome;
+  const TpeModel model(space(), trials(), direction(), config_);
+  return model.propose(config_.candidates, rng);
 }
 
 std::vector<Search::Proposal> TpeSearch::propose(int max_count) {

@@ -30,12 +30,45 @@ struct TpeConfig {
 // Throws std::invalid_argument naming the setting and its value.
 void validate(const TpeConfig& config);
 
-// One parameter's TPE choice: among `candidates` draws from the good density l (of `good`, in the
-// parameter's search scale: log for log_uniform, the index for a choice), the one with the largest
-// log l(x) - log g(x), g the density of `bad`. Integers are searched on [lo - 0.5, hi + 0.5] and
-// rounded; the result is a legal gene.
+// One parameter's good density l (of the genes of `good`) and bad density g (of `bad`), in the
+// parameter's search scale: log for log_uniform, [lo - 0.5, hi + 0.5] for an integer, the index
+// for a choice.
+class ParamDensities {
+ public:
+  ParamDensities(const ParamSpec& spec, std::span<const double> good, std::span<const double> bad,
+                 double prior_weight);
+  // log l(gene) - log g(gene): how much more likely the gene is among the good.
+  double log_ratio(double gene) const;
+  // A legal gene drawn from l.
+  double sample_good(Rng& rng) const;
+
+ private:
+  ParamSpec spec_;
+  std::optional<Parzen> good_, bad_;              // reals and integers
+  std::vector<double> good_choice_, bad_choice_;  // choices
+};
+
+// One parameter's TPE choice: among `candidates` draws from l, the one with the largest
+// log l(x) - log g(x).
 double tpe_choose(const ParamSpec& spec, std::span<const double> good, std::span<const double> bad,
                   const TpeConfig& config, Rng& rng);
+
+// The TPE model of a set of results, over whole genomes: each parameter's densities from the
+// best good_count(n) successful trials and the rest (failures and trials in flight included).
+class TpeModel {
+ public:
+  // Empty (scores nothing) while there is no successful trial.
+  TpeModel(const SearchSpace& space, std::span<const Trial> trials, Direction direction,
+           const TpeConfig& config);
+  bool empty() const { return params_.empty(); }
+  // The sum over parameters of log l - log g: larger where good results lie and bad ones do not.
+  double score(const Genome& genome) const;
+  // TPE's proposal: each parameter chosen by `candidates` draws from its l (tpe_choose's rule).
+  Genome propose(int candidates, Rng& rng) const;
+
+ private:
+  std::vector<ParamDensities> params_;
+};
 
 // Univariate TPE in the steady state: the first `startup` trials are random; after them each free
 // slot gets a proposal from the densities of the good (the best gamma fraction, at most max_good)

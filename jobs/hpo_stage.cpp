@@ -72,6 +72,7 @@ GeneticConfig genetic_config_of(const HpoSpec& spec, std::uint64_t seed, int gro
   g.schedule = spec.schedule == SearchSchedule::asynchronous ? GeneticSchedule::asynchronous
                                                              : GeneticSchedule::generational;
   g.slots = std::max(groups, 1);
+  g.surrogate_candidates = spec.surrogate_candidates;
   g.target = target_of(spec);
   g.max_trainings = spec.max_trainings;
   g.max_epochs = spec.max_epochs;

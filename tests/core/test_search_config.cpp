@@ -303,3 +303,13 @@ TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
       error_of(replace(search_yaml, "population: 6", "population: 6\n      startup_trials: 3")),
       Contains("startup_trials is a setting of algorithm tpe, not of genetic"));
 }
+
+TEST_CASE("surrogate_candidates is a genetic setting", "[config][hpo]") {
+  const Config c = parse_config(
+      replace(search_yaml, "population: 6", "population: 6\n      surrogate_candidates: 8"),
+      "s.yaml");
+  CHECK(std::get<HpoSpec>(c.stages.front().settings).surrogate_candidates == 8);
+  CHECK_THAT(error_of(replace(search_yaml, "population: 6",
+                              "population: 6\n      surrogate_candidates: -1")),
+             Contains("stages[0].hpo.surrogate_candidates"));
+}
