@@ -24,6 +24,14 @@ expect_exit 0 '\[hpo\] 130 trainings \(34 repeated genomes took an earlier resul
 expect_exit 0 '\[hpo\] generation 10/10 done in [0-9.]+s: best' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml --fresh
 sed -e 's/population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/population: 3, generations: 2, elites: 1/' \
     -e "s|dir: $work/function|dir: $work/small_population|" function.yaml > small_population.yaml
+# The TPE search on the same function: 60 trials on 4 member groups, 4 trainings always in flight
+# (the trials in flight count as bad results, so the groups get different proposals); each row
+# is a training, and the search ends when its trials are proposed.
+sed -e 's/population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/algorithm: tpe, trials: 60, startup_trials: 8/' \
+    -e "s|dir: $work/function|dir: $work/function_tpe|" function.yaml > function_tpe.yaml
+expect_exit 0 '\[hpo\] 60 trainings in .*stopped: exhausted' -- "$MPIEXEC" -n 4 "$STRATA" run function_tpe.yaml
+[ "$(tail -n +2 "$work/function_tpe/trials.csv" | wc -l)" = 60 ] ||
+  { echo "FAIL: the TPE search's trials.csv has not 60 rows"; fails=$((fails + 1)); }
 # A space in which no model builds (a kernel larger than the 8x8 input) is a config error before
 # anything runs; one in which every trial fails (diverges) exits 1, not 0 with no best.
 cat > nobuild.yaml <<YAML
