@@ -113,37 +113,32 @@ PruneSettings parse_prune(const MapReader& m) {
 }
 
 HpoSpec parse_hpo(const MapReader& m) {
-  static constexpr std::string_view known[] = {"algorithm",
-                                               "space",
-                                               "population",
-                                               "generations",
-                                               "tournament",
-                                               "elites",
-                                               "demes",
-                                               "migration_interval",
-                                               "migrants",
-                                               "blend_alpha",
-                                               "crossover_rate",
-                                               "mutation_sigma",
-                                               "mutation_rate",
-                                               "mutation_probability",
-                                               "mutation_decay",
-                                               "step_adaptation",
-                                               "patience",
-                                               "schedule",
-                                               "prune",
-                                               "max_epochs",
-                                               "surrogate_candidates",
-                                               "target",
-                                               "max_trainings",
-                                               "trials",
-                                               "startup_trials",
-                                               "grid_points",
-                                               "fitness",
-                                               "direction",
-                                               "trial_timeout_s",
-                                               "keep_top",
-                                               "parallel"};
+  static constexpr std::string_view genetic_only[] = {"population",
+                                                      "generations",
+                                                      "tournament",
+                                                      "elites",
+                                                      "demes",
+                                                      "migration_interval",
+                                                      "migrants",
+                                                      "blend_alpha",
+                                                      "crossover_rate",
+                                                      "mutation_sigma",
+                                                      "mutation_rate",
+                                                      "mutation_probability",
+                                                      "mutation_decay",
+                                                      "step_adaptation",
+                                                      "patience",
+                                                      "schedule",
+                                                      "surrogate_candidates"};
+  static constexpr std::string_view other_keys[] = {
+      "algorithm",     "space",           "prune",          "max_epochs",  "target",
+      "max_trainings", "trials",          "startup_trials", "grid_points", "fitness",
+      "direction",     "trial_timeout_s", "keep_top",       "parallel"};
+  static const std::vector<std::string_view> known = [] {
+    std::vector<std::string_view> keys(std::begin(other_keys), std::end(other_keys));
+    keys.insert(keys.end(), std::begin(genetic_only), std::end(genetic_only));
+    return keys;
+  }();
   m.allow_only(known);
   HpoSpec h;
   read(m, "algorithm", h.algorithm, EnumNames<SearchAlgorithm>::choices, "search algorithm");
@@ -190,23 +185,6 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "keep_top", h.keep_top, at_least_1);
   // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
   // it): name the algorithm it belongs to.
-  static constexpr std::string_view genetic_only[] = {"population",
-                                                      "generations",
-                                                      "tournament",
-                                                      "elites",
-                                                      "demes",
-                                                      "migration_interval",
-                                                      "migrants",
-                                                      "blend_alpha",
-                                                      "crossover_rate",
-                                                      "mutation_sigma",
-                                                      "mutation_rate",
-                                                      "mutation_probability",
-                                                      "mutation_decay",
-                                                      "step_adaptation",
-                                                      "patience",
-                                                      "schedule",
-                                                      "surrogate_candidates"};
   const char* algorithm = to_string(h.algorithm);
   auto only_for = [&](std::string_view key, bool applies, const char* owners) {
     if (!applies && m.get(key))

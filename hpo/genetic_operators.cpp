@@ -221,6 +221,15 @@ void replace_worst(Deme& population, Individual child, std::size_t capacity, Dir
   population.erase(population.begin() + static_cast<std::ptrdiff_t>(worst));
 }
 
+void Stall::record(double best, Direction direction) {
+  if (better(best, best_so_far_, direction)) {
+    best_so_far_ = best;
+    stale_ = 0;
+  } else {
+    ++stale_;
+  }
+}
+
 void migrate_ring(std::vector<Deme>& demes, int count, Direction direction) {
   if (count < 0) throw std::invalid_argument(fmt::format("migrate_ring: {} migrants", count));
   if (demes.size() < 2 || count == 0) return;

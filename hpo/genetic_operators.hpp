@@ -108,6 +108,18 @@ std::pair<Offspring, Offspring> mate(const Individual& a, const Individual& b,
 // moving). A failed child (NaN fitness) never joins.
 void replace_worst(Deme& population, Individual child, std::size_t capacity, Direction direction);
 
+// Generations since the best so far last improved, for `patience`.
+class Stall {
+ public:
+  // The best of a generation just closed.
+  void record(double best, Direction direction);
+  int generations() const { return stale_; }
+
+ private:
+  double best_so_far_ = std::numeric_limits<double>::quiet_NaN();
+  int stale_ = 0;
+};
+
 // Ring migration: copies of the best `count` of deme i replace the worst `count` of deme
 // (i + 1) % n, all emigrants chosen before any deme changes (DEAP migRing with selBest and
 // selWorst). The best emigrant replaces the worst resident.

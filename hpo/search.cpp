@@ -454,13 +454,7 @@ void GeneticSearch::absorb(std::span<const Trial> batch) {
     for (const auto& ind : deme) population.push_back(ind.fitness);
   record_generation(generation_, population, batch);
 
-  const double best_now = history().back().best;
-  if (better(best_now, best_so_far_, config_.direction)) {
-    best_so_far_ = best_now;
-    stale_ = 0;
-  } else {
-    ++stale_;
-  }
+  stall_.record(history().back().best, config_.direction);
 
   // A generation cut short by max_trainings is the last, and its demes may be too small to migrate.
   bool whole = true;
@@ -474,7 +468,7 @@ void GeneticSearch::absorb(std::span<const Trial> batch) {
 
 std::string GeneticSearch::finished_reason() const {
   if (generation_ >= config_.generations) return "generations";
-  if (config_.patience > 0 && stale_ >= config_.patience) return "patience";
+  if (config_.patience > 0 && stall_.generations() >= config_.patience) return "patience";
   return {};
 }
 

@@ -268,8 +268,7 @@ class GeneticSearch : public Search {
   std::vector<Deme> demes_;
   std::vector<Deme> next_;  // the elites of the generation being evaluated
   int generation_ = 0;
-  int stale_ = 0;
-  double best_so_far_ = std::numeric_limits<double>::quiet_NaN();
+  Stall stall_;
 };
 
 struct RandomConfig {

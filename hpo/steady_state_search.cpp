@@ -66,18 +66,12 @@ void SteadyStateSearch::close_line() {
   record_generation(lines_, fitnesses_of(population_), since_line_);
   since_line_.clear();
   ++lines_;
-  const double best_now = history().back().best;
-  if (better(best_now, best_so_far_, config_.direction)) {
-    best_so_far_ = best_now;
-    stale_ = 0;
-  } else {
-    ++stale_;
-  }
+  stall_.record(history().back().best, config_.direction);
 }
 
 std::string SteadyStateSearch::finished_reason() const {
   if (proposed_ >= budget_) return "generations";
-  if (config_.patience > 0 && stale_ >= config_.patience) return "patience";
+  if (config_.patience > 0 && stall_.generations() >= config_.patience) return "patience";
   return {};
 }
 

@@ -46,8 +46,7 @@ class SteadyStateSearch : public Search {
   int proposed_ = 0;
   int lines_ = 0;
   std::vector<Trial> since_line_;  // results read since the last history line
-  int stale_ = 0;
-  double best_so_far_ = std::numeric_limits<double>::quiet_NaN();
+  Stall stall_;
 };
 
 // The genetic search of this config's schedule.
