@@ -168,7 +168,7 @@ for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashio
         original = next(o for o in rows if o["trial"] == r["reason"].split()[2].rstrip(","))
         assert r["fitness"] == original["fitness"], (name, r, original)
     assert sorted(int(r["trial"]) for r in rows) == list(range(len(rows))), f"{name}: trial ids are not 0..n-1"
-    assert len(rows[0]) == 4 + dims + 8, f"{name}: columns {list(rows[0])}"
+    assert len(rows[0]) == 4 + dims + 9, f"{name}: columns {list(rows[0])}"
     if name == "fashion_timeout":
         assert all(r["status"] == "timeout" and r["reason"].startswith("stopped in epoch 1 of 1 after")
                    and r["reason"].endswith("over trial_timeout_s 1e-06") for r in rows), rows[0]
