@@ -12,6 +12,7 @@
 #include "core/rng.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/steady_state_search.hpp"
+#include "tests/hpo/out_of_order.hpp"
 
 using namespace strata;
 using Catch::Matchers::Contains;
@@ -35,24 +36,8 @@ double fitness_of(const Trial& t) {
   return evaluate_objective(ObjectiveKind::rastrigin, t.genome);
 }
 
-// Drives `search` as a cluster would: every trial in flight finishes in an order drawn from
-// `order_seed`, each reported as it finishes; returns the results in that order. Stops after
-// `results` results (0: at the end).
 std::vector<TrialResult> drive(Search& search, std::uint64_t order_seed, int results = 0) {
-  Rng order(order_seed);
-  std::vector<Trial> in_flight;
-  std::vector<TrialResult> read;
-  while (!search.done() && (results == 0 || static_cast<int>(read.size()) < results)) {
-    for (const Trial& t : search.next_batch()) in_flight.push_back(t);
-    REQUIRE_FALSE(in_flight.empty());
-    const auto pick = static_cast<std::size_t>(order.uniform_double() * in_flight.size());
-    const Trial t = in_flight[pick];
-    in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(pick));
-    const double f = fitness_of(t);
-    search.report(t.id, f, std::isnan(f));
-    read.push_back({t.id, f});
-  }
-  return read;
+  return testing::drive_out_of_order(search, order_seed, fitness_of, results);
 }
 
 void require_same(const SteadyStateSearch& a, const SteadyStateSearch& b) {

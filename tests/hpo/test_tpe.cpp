@@ -12,6 +12,7 @@
 #include "hpo/objectives.hpp"
 #include "hpo/parzen.hpp"
 #include "hpo/tpe_search.hpp"
+#include "tests/hpo/out_of_order.hpp"
 
 using namespace strata;
 
@@ -104,21 +105,8 @@ namespace {
 
 using Objective = std::function<double(const Trial&)>;
 
-// Drives a steady-state search: in-flight trials finish in an order drawn from `order_seed`.
 std::vector<TrialResult> drive(Search& search, std::uint64_t order_seed, const Objective& f) {
-  Rng order(order_seed);
-  std::vector<Trial> in_flight;
-  std::vector<TrialResult> read;
-  while (!search.done()) {
-    for (const Trial& t : search.next_batch()) in_flight.push_back(t);
-    REQUIRE_FALSE(in_flight.empty());
-    const auto pick = static_cast<std::size_t>(order.uniform_double() * in_flight.size());
-    const Trial t = in_flight[pick];
-    in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(pick));
-    search.report(t.id, f(t));
-    read.push_back({t.id, f(t)});
-  }
-  return read;
+  return testing::drive_out_of_order(search, order_seed, f);
 }
 
 }  // namespace
