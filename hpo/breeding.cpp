@@ -17,6 +17,7 @@ Offspring breed_child(const Deme& population, const GeneticConfig& config,
 Offspring breed_screened(const Deme& population, const GeneticConfig& config,
                          const MutationSettings& mutation, const SearchSpace& space,
                          const TpeModel& model, int candidates, Rng& rng) {
+  if (model.empty()) return breed_child(population, config, mutation, space, rng);
   Offspring best = breed_child(population, config, mutation, space, rng);
   double best_score = model.score(best.genome);
   for (int i = 1; i < candidates; ++i) {

@@ -14,7 +14,8 @@ Offspring breed_child(const Deme& population, const GeneticConfig& config,
                       const MutationSettings& mutation, const SearchSpace& space, Rng& rng);
 
 // The child that `model` scores highest of `candidates` bred by breed_child (the first among
-// equals): the GA proposes, the density ratio of good to bad results so far filters.
+// equals): the GA proposes, the density ratio of good to bad results so far filters. An empty
+// model (no success yet) breeds one child.
 Offspring breed_screened(const Deme& population, const GeneticConfig& config,
                          const MutationSettings& mutation, const SearchSpace& space,
                          const TpeModel& model, int candidates, Rng& rng);

@@ -4,17 +4,15 @@
 #include <cmath>
 #include <stdexcept>
 
-#include <fmt/format.h>
+#include "hpo/bad_setting.hpp"
 
 namespace strata {
 
 void validate(const PruneSettings& s) {
-  auto bad = [](const char* name, int value, const char* rule) {
-    throw std::invalid_argument(fmt::format("prune: {} = {} ({})", name, value, rule));
-  };
-  if (s.after_epochs < 1) bad("after_epochs", s.after_epochs, "must be >= 1");
-  if (s.min_trials < 1) bad("min_trials", s.min_trials, "must be >= 1");
-  if (s.reduction_factor < 2) bad("reduction_factor", s.reduction_factor, "must be >= 2");
+  if (s.after_epochs < 1) bad_setting("prune", "after_epochs", s.after_epochs, "must be >= 1");
+  if (s.min_trials < 1) bad_setting("prune", "min_trials", s.min_trials, "must be >= 1");
+  if (s.reduction_factor < 2)
+    bad_setting("prune", "reduction_factor", s.reduction_factor, "must be >= 2");
 }
 
 bool median_stops(double value, std::span<const double> others, int min_trials,

@@ -13,18 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.hpp"
+#include "hpo/bad_setting.hpp"
 #include "hpo/breeding.hpp"
 
 namespace strata {
-
-namespace {
-
-template <typename Value>
-[[noreturn]] void bad_setting(const char* search, const char* name, Value value, const char* rule) {
-  throw std::invalid_argument(fmt::format("{}: {} = {} ({})", search, name, value, rule));
-}
-
-}  // namespace
 
 // ---- Search: the protocol --------------------------------------------------------------------
 
@@ -106,11 +98,10 @@ std::vector<Trial> Search::next_batch() {
   }
   // A batch of nothing but repeats of reported trials completes here: propose again.
   while (true) {
-    if (done() || trainings_to_target_ || (outstanding_ > 0 && waits_for_results())) return {};
-    if (limits_.max_epochs > 0 && epochs_ >= limits_.max_epochs) return {};
+    if (done() || limits_reached() || (outstanding_ > 0 && waits_for_results())) return {};
+    // limits_reached() leaves room for at least one more training.
     int room = std::numeric_limits<int>::max();
     if (limits_.max_trainings > 0) room = limits_.max_trainings - handed_out_;
-    if (room <= 0) return {};
     auto proposals = propose(room);
     if (proposals.empty()) {
       if (finished_reason().empty())

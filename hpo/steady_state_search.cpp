@@ -42,12 +42,12 @@ std::vector<Search::Proposal> SteadyStateSearch::propose(int max_count) {
       config_.mutation_probability,
       scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, std::max(lines_, 1)),
       config_.mutation_rate, step_tau(config_.step_adaptation, space().params.size())};
-  const TpeModel model = config_.surrogate_candidates > 1
-                             ? TpeModel(space(), trials(), config_.direction, TpeConfig{})
-                             : TpeModel(space(), {}, config_.direction, TpeConfig{});
-  const Offspring child = model.empty() ? breed_child(population_, config_, mutation, space(), rng)
-                                        : breed_screened(population_, config_, mutation, space(),
-                                                         model, config_.surrogate_candidates, rng);
+  const Offspring child =
+      config_.surrogate_candidates > 1
+          ? breed_screened(population_, config_, mutation, space(),
+                           TpeModel(space(), trials(), config_.direction, TpeConfig{}),
+                           config_.surrogate_candidates, rng)
+          : breed_child(population_, config_, mutation, space(), rng);
   return {{std::move(child.genome), lines_, 0, child.step}};
 }
 

@@ -5,22 +5,20 @@
 #include <stdexcept>
 #include <utility>
 
-#include <fmt/format.h>
+#include "hpo/bad_setting.hpp"
 
 namespace strata {
 
 void validate(const TpeConfig& c) {
-  auto bad = [](const char* name, double value, const char* rule) {
-    throw std::invalid_argument(fmt::format("tpe search: {} = {} ({})", name, value, rule));
-  };
-  if (c.trials < 1) bad("trials", c.trials, "must be >= 1");
-  if (c.startup < 1) bad("startup", c.startup, "must be >= 1");
-  if (c.candidates < 1) bad("candidates", c.candidates, "must be >= 1");
-  if (!(c.gamma > 0.0 && c.gamma <= 1.0)) bad("gamma", c.gamma, "must be in (0, 1]");
-  if (c.max_good < 1) bad("max_good", c.max_good, "must be >= 1");
+  if (c.trials < 1) bad_setting("tpe search", "trials", c.trials, "must be >= 1");
+  if (c.startup < 1) bad_setting("tpe search", "startup", c.startup, "must be >= 1");
+  if (c.candidates < 1) bad_setting("tpe search", "candidates", c.candidates, "must be >= 1");
+  if (!(c.gamma > 0.0 && c.gamma <= 1.0))
+    bad_setting("tpe search", "gamma", c.gamma, "must be in (0, 1]");
+  if (c.max_good < 1) bad_setting("tpe search", "max_good", c.max_good, "must be >= 1");
   if (!(c.prior_weight > 0.0 && std::isfinite(c.prior_weight)))
-    bad("prior_weight", c.prior_weight, "must be > 0");
-  if (c.slots < 1) bad("slots", c.slots, "must be >= 1");
+    bad_setting("tpe search", "prior_weight", c.prior_weight, "must be > 0");
+  if (c.slots < 1) bad_setting("tpe search", "slots", c.slots, "must be >= 1");
 }
 
 namespace {

@@ -216,7 +216,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       waiting.push_back(from);
     }
     // A trial's value after an epoch: the pruning rule's verdict goes straight back.
-    for (int source = 0; world.iprobe(tag_epoch, source);) {
+    for (int source = 0; epoch_verdict && world.iprobe(tag_epoch, source);) {
       std::vector<double> e(epoch_report_size);
       world.irecv_bytes(bytes_of(e), source, tag_epoch).wait();
       const std::vector<double> verdict{
