@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -581,6 +582,32 @@ std::pair<std::map<std::string, std::string>, int> check_references(
   return {first, largest_local_batch};
 }
 
+// Population-based training changes a member's values while it trains and copies weights
+// between members: its parameters may only be those a training can change between epochs
+// without changing the model's shape, its global batch or its optimizer's kind.
+void check_pbt(const HpoSpec& hpo, const Config& config, const Reader& root,
+               const std::string& where) {
+  if (config.objective)
+    throw ConfigError(where +
+                      ": pbt trains models and copies their weights; a function objective has "
+                      "none (use genetic, random, tpe or grid)");
+  if (hpo.interval >= config.training.epochs)
+    throw ConfigError(fmt::format(
+        "{}: interval is {} epoch(s), but training.epochs is {}: the members would never exploit "
+        "each other (expected interval < training.epochs)",
+        where, hpo.interval, config.training.epochs));
+  static const std::regex changeable(
+      R"(training\.optimizer\.(lr|momentum|nesterov|weight_decay|beta1|beta2|eps)|)"
+      R"(model\.layers\[\d+\]\.dropout\.rate|training\.schedule\.[a-z_]+)");
+  for (const auto& ref : find_references(root))
+    if (!std::regex_match(ref.at.path(), changeable))
+      ref.at.fail(fmt::format(
+          "pbt changes ${} while a model trains, but {} cannot change between epochs (it fixes "
+          "the model's shape, the batch or the optimizer's kind); pbt can search "
+          "training.optimizer values, training.schedule values and dropout rates",
+          ref.name, ref.at.path()));
+}
+
 }  // namespace
 
 namespace {
@@ -625,6 +652,7 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
     if (hpo == nullptr) continue;
     const auto where =
         fmt::format("{}:{}:{}: stages: hpo", file, stage.mark.line, stage.mark.column);
+    if (hpo->algorithm == SearchAlgorithm::pbt) check_pbt(*hpo, config, root, where);
     if (hpo->space.empty() && !config.objective)
       throw ConfigError(
           where + ": missing required key 'space' (only a function objective brings its own)");

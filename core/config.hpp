@@ -185,7 +185,7 @@ struct ParallelConfig {
 
 enum class StageKind { train, hpo, ensemble, transfer };
 
-enum class SearchAlgorithm { genetic, random, grid, tpe };
+enum class SearchAlgorithm { genetic, random, grid, tpe, pbt };
 
 // The genetic search's schedule: generations with a barrier, or the barrier-free steady state.
 enum class SearchSchedule { generational, asynchronous };
@@ -227,6 +227,12 @@ struct HpoSpec {
   int trials = 16;          // random and tpe search
   int startup_trials = 10;  // tpe: random trials before the model
   int grid_points = 3;      // grid search: points per real parameter
+  // Population-based training: every `interval` epochs the worst `quantile` of the members copy a
+  // best-quantile member's training state and perturb its values (each real by 0.8 or 1.2, each
+  // choice or integer a step), or draw a value afresh with `resample_probability`.
+  int interval = 1;
+  double quantile = 0.25;
+  double resample_probability = 0.25;
   bool maximize = true;     // fitness direction; the default follows the fitness
   bool direction_given =
       false;  // a function objective is minimised unless `direction` says otherwise

@@ -67,11 +67,12 @@ struct EnumNames<RankLayout> {
 };
 template <>
 struct EnumNames<SearchAlgorithm> {
-  static constexpr std::array<Choice<SearchAlgorithm>, 4> choices{
+  static constexpr std::array<Choice<SearchAlgorithm>, 5> choices{
       {{"genetic", SearchAlgorithm::genetic},
        {"random", SearchAlgorithm::random},
        {"grid", SearchAlgorithm::grid},
-       {"tpe", SearchAlgorithm::tpe}}};
+       {"tpe", SearchAlgorithm::tpe},
+       {"pbt", SearchAlgorithm::pbt}}};
 };
 template <>
 struct EnumNames<SearchSchedule> {

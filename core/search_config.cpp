@@ -133,7 +133,8 @@ HpoSpec parse_hpo(const MapReader& m) {
   static constexpr std::string_view other_keys[] = {
       "algorithm",     "space",           "prune",          "max_epochs",  "target",
       "max_trainings", "trials",          "startup_trials", "grid_points", "fitness",
-      "direction",     "trial_timeout_s", "keep_top",       "parallel"};
+      "direction",     "trial_timeout_s", "keep_top",       "parallel",    "interval",
+      "quantile",      "resample_probability"};
   static const std::vector<std::string_view> known = [] {
     std::vector<std::string_view> keys(std::begin(other_keys), std::end(other_keys));
     keys.insert(keys.end(), std::begin(genetic_only), std::end(genetic_only));
@@ -183,6 +184,9 @@ HpoSpec parse_hpo(const MapReader& m) {
   h.direction_given = m.get("direction").has_value();
   read(m, "trial_timeout_s", h.trial_timeout_s, non_negative);
   read(m, "keep_top", h.keep_top, at_least_1);
+  read(m, "interval", h.interval, at_least_1);
+  read(m, "quantile", h.quantile, NumRange{0.0, 0.5, true, false});
+  read(m, "resample_probability", h.resample_probability, NumRange{0.0, 1.0});
   // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
   // it): name the algorithm it belongs to.
   const char* algorithm = to_string(h.algorithm);
@@ -191,18 +195,30 @@ HpoSpec parse_hpo(const MapReader& m) {
       m.require(key).fail(
           fmt::format("{} is a setting of algorithm {}, not of {}", key, owners, algorithm));
   };
-  for (auto key : genetic_only) only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
+  const bool pbt = h.algorithm == SearchAlgorithm::pbt;
+  for (auto key : genetic_only)
+    if (key != "population") only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
+  only_for("population", h.algorithm == SearchAlgorithm::genetic || pbt, "genetic or pbt");
   const bool counts_trials =
       h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe;
   only_for("trials", counts_trials, "random or tpe");
   only_for("startup_trials", h.algorithm == SearchAlgorithm::tpe, "tpe");
   only_for("grid_points", h.algorithm == SearchAlgorithm::grid, "grid");
-  only_for("max_trainings", !counts_trials, "genetic or grid (random and tpe search run `trials`)");
+  only_for("max_trainings", !counts_trials && !pbt,
+           "genetic or grid (random and tpe search run `trials`, pbt its population)");
+  for (auto key : {"interval", "quantile", "resample_probability"}) only_for(key, pbt, "pbt");
+  // A PBT member trains once, whole: there is no other training to give its epochs to.
+  for (auto key : {"prune", "max_epochs", "trial_timeout_s"})
+    only_for(key, !pbt, "genetic, random, tpe or grid");
+  if (pbt && h.keep_top > h.population)
+    m.require("keep_top").fail(fmt::format(
+        "pbt keeps the weights of its {} members at most: expected keep_top <= {}", h.population,
+        h.population));
   if (h.schedule == SearchSchedule::asynchronous && h.demes != 1)
     m.require("demes").fail(fmt::format(
         "the asynchronous schedule keeps one steady-state population: expected demes: 1, not {}",
         h.demes));
-  if (h.elites >= h.population / h.demes)
+  if (!pbt && h.elites >= h.population / h.demes)
     m.require("elites").fail(fmt::format("expected fewer elites than the {} individuals of a deme",
                                          h.population / h.demes));
   return h;

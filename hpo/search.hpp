@@ -22,7 +22,8 @@ enum HpoStream : std::uint64_t {
   hpo_random = 2,
   hpo_eval_time = 3,
   hpo_steady_state = 4,
-  hpo_tpe = 5
+  hpo_tpe = 5,
+  hpo_pbt = 6
 };
 
 // One evaluation of one genome. Trial ids count from 0 in the order trials are proposed. A trial

@@ -11,29 +11,11 @@
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
+#include "hpo/journal_rows.hpp"
 
 namespace strata {
 
 namespace {
-
-std::ofstream open_for_rows(const std::filesystem::path& path) {
-  std::ofstream out(path, std::ios::out | std::ios::app);
-  if (!out) throw DataError(fmt::format("cannot write {}", path.string()));
-  return out;
-}
-
-// CSV fields hold parameter values and failure reasons; quote them when they could break a row.
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-// JSON has no NaN: a failed trial's numbers are null.
-nlohmann::json number_or_null(double value) {
-  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
-}
 
 nlohmann::json curve_json(const std::vector<double>& curve) {
   nlohmann::json out = nlohmann::json::array();
@@ -60,24 +42,6 @@ const char* to_string(TrialStatus status) {
 }
 
 namespace {
-
-// A parameter's value as JSON: a number for reals and integers, and for a choice whose value is
-// a number ("32"); otherwise the choice's text.
-nlohmann::json param_value(const ParamSpec& spec, double gene) {
-  const std::string text = describe_value(spec, gene);
-  if (spec.kind == ParamKind::integer) return static_cast<long long>(std::llround(gene));
-  if (spec.kind != ParamKind::choice) return gene;
-  const auto parsed = nlohmann::json::parse(text, nullptr, false);
-  return !parsed.is_discarded() && parsed.is_number() ? parsed : nlohmann::json(text);
-}
-
-// The CSV text of a JSON parameter value, as describe_value writes it.
-std::string param_text(const nlohmann::json& value) {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_number_integer()) return fmt::format("{}", value.get<long long>());
-  if (value.is_number()) return fmt::format("{}", value.get<double>());
-  return value.dump();
-}
 
 std::string csv_header(const SearchSpace& space) {
   std::string header = "trial,generation,deme,member_group";
@@ -106,24 +70,12 @@ std::string csv_row(const SearchSpace& space, const nlohmann::json& row) {
   return line;
 }
 
-// The complete rows of an earlier trials.jsonl; parsing stops at the first line cut short.
-std::vector<nlohmann::json> complete_rows(const std::filesystem::path& path) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    if (in.eof()) break;  // no newline: the write was cut short
-    auto row = nlohmann::json::parse(line, nullptr, false);
-    // A row this version did not write (or a damaged one) ends the journal there.
-    const bool complete =
-        !row.is_discarded() && row.is_object() && row.contains("trial") &&
-        row["trial"].is_number_integer() && row.contains("status") && row["status"].is_string() &&
-        row.contains("ended_s") && row["ended_s"].is_number() && row.contains("params") &&
-        row.contains("fitness") && row.contains("generation") && row.contains("deme") &&
-        row.contains("member_group") && row.contains("seconds") && row.contains("reason");
-    if (!complete) break;
-    rows.push_back(std::move(row));
-  }
-  return rows;
+bool complete_trial_row(const nlohmann::json& row) {
+  return row.contains("trial") && row["trial"].is_number_integer() && row.contains("status") &&
+         row["status"].is_string() && row.contains("ended_s") && row["ended_s"].is_number() &&
+         row.contains("params") && row.contains("fitness") && row.contains("generation") &&
+         row.contains("deme") && row.contains("member_group") && row.contains("seconds") &&
+         row.contains("reason");
 }
 
 }  // namespace
@@ -131,7 +83,7 @@ std::vector<nlohmann::json> complete_rows(const std::filesystem::path& path) {
 TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, bool resume)
     : space_(space) {
   std::vector<nlohmann::json> rows;
-  if (resume) rows = complete_rows(dir / "trials.jsonl");
+  if (resume) rows = complete_rows(dir / "trials.jsonl", complete_trial_row);
   std::string csv = csv_header(space_), jsonl;
   double last_ended = 0.0;
   for (const auto& row : rows) {
@@ -163,17 +115,6 @@ TrialLog::TrialLog(const std::filesystem::path& dir, const SearchSpace& space, b
   opened_ -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(last_ended));
 }
-
-namespace {
-
-nlohmann::json params_of(const SearchSpace& space, const Genome& genome) {
-  nlohmann::json params = nlohmann::json::object();
-  for (std::size_t k = 0; k < space.params.size(); ++k)
-    params[space.params[k].name] = param_value(space.params[k], genome[k]);
-  return params;
-}
-
-}  // namespace
 
 void TrialLog::check_replay(const Search& search) const {
   for (const auto& [id, logged] : kept_params_) {

@@ -26,6 +26,7 @@
 #include "jobs/checkpoint_store.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/hpo_trial.hpp"
+#include "jobs/pbt_stage.hpp"
 #include "jobs/run_plan.hpp"
 
 namespace strata {
@@ -102,6 +103,7 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
       return std::make_unique<TpeSearch>(std::move(space), t);
     }
     case SearchAlgorithm::genetic:
+    case SearchAlgorithm::pbt:  // pbt_stage runs it: no search of trials
       break;
   }
   return make_genetic_search(std::move(space), genetic_config_of(spec, seed, groups, objective));
@@ -192,6 +194,8 @@ int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
     case SearchAlgorithm::random:
     case SearchAlgorithm::tpe:
       return spec.trials;
+    case SearchAlgorithm::pbt:
+      return spec.population;
     case SearchAlgorithm::grid:
       planned = 1;
       for (const auto& axis : grid_axes(space, spec.grid_points))
@@ -208,6 +212,10 @@ int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
 }  // namespace
 
 void hpo_stage(const StageContext& c, const HpoSpec& spec) {
+  if (spec.algorithm == SearchAlgorithm::pbt) {
+    pbt_stage(c, spec);
+    return;
+  }
   const Config& config = c.config;
   const Topology& topology = c.topology;
   const RunOutput* output = c.output;

@@ -78,7 +78,8 @@ class HpoStage final : public Stage {
   }
   std::optional<int> concurrent_trainings(const Config& /*run*/) const override {
     const auto& h = std::get<HpoSpec>(spec().settings);
-    int most = h.algorithm == SearchAlgorithm::genetic ? h.population
+    int most = h.algorithm == SearchAlgorithm::genetic || h.algorithm == SearchAlgorithm::pbt
+                   ? h.population
                : h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe
                    ? h.trials
                    : 0;
