@@ -30,9 +30,11 @@ FaultPlan parse(const char* text) {
     plan.stop_at_step = value;
   else if (name == "kill_in_write")
     plan.kill_in_write = static_cast<int>(value);
+  else if (name == "kill_before_exploit")
+    plan.kill_before_exploit = static_cast<int>(value);
   else
     throw ConfigError(fmt::format(
-        "STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, kill_in_write)",
+        "STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, kill_in_write, kill_before_exploit)",
         setting));
   return plan;
 }

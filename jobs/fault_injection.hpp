@@ -1,6 +1,6 @@
 // Faults the end-to-end tests inject at exact points that timing alone cannot hit (a kill in the
-// middle of a checkpoint write): STRATA_FAULT="kill_at_step=120", "stop_at_step=40" or
-// "kill_in_write=3". Unset in production; read once, never changed.
+// middle of a checkpoint write): STRATA_FAULT="kill_at_step=120", "stop_at_step=40",
+// "kill_in_write=3" or "kill_before_exploit=2". Unset in production; read once, never changed.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@ struct FaultPlan {
   std::int64_t kill_at_step = -1;  // SIGKILL this process after this global training step
   std::int64_t stop_at_step = -1;  // raise the stop signal after this global training step
   int kill_in_write = -1;          // SIGKILL halfway through this process's n-th checkpoint write
+  // SIGKILL every process once pbt's journal holds this round, before any of its copies is made
+  int kill_before_exploit = -1;
 
   // STRATA_FAULT parsed; an unknown or malformed setting throws ConfigError.
   static const FaultPlan& from_environment();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "hpo/pbt.hpp"
 #include "hpo/pbt_log.hpp"
 #include "jobs/commands.hpp"
+#include "jobs/fault_injection.hpp"
 #include "jobs/hpo_trial.hpp"
 #include "jobs/member_log.hpp"
 #include "jobs/progress_board.hpp"
@@ -387,6 +389,10 @@ void PbtRun::run() {
       say_round(ended, seconds_since(round_start));
     }
     if (round == rounds_) break;
+    if (FaultPlan::from_environment().kill_before_exploit == round) {
+      topology_.world().barrier();  // the journal holds the round
+      std::raise(SIGKILL);
+    }
     exploit(ended, states);
     // No member trains on until every copy of the round is written: a resumed run can redo them.
     topology_.world().barrier();
