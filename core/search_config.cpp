@@ -196,9 +196,12 @@ HpoSpec parse_hpo(const MapReader& m) {
           fmt::format("{} is a setting of algorithm {}, not of {}", key, owners, algorithm));
   };
   const bool pbt = h.algorithm == SearchAlgorithm::pbt;
-  for (auto key : genetic_only)
-    if (key != "population") only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
-  only_for("population", h.algorithm == SearchAlgorithm::genetic || pbt, "genetic or pbt");
+  for (auto key : genetic_only) {
+    if (key == "population")
+      only_for(key, h.algorithm == SearchAlgorithm::genetic || pbt, "genetic or pbt");
+    else
+      only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
+  }
   const bool counts_trials =
       h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe;
   only_for("trials", counts_trials, "random or tpe");
@@ -208,7 +211,7 @@ HpoSpec parse_hpo(const MapReader& m) {
            "genetic or grid (random and tpe search run `trials`, pbt its population)");
   for (auto key : {"interval", "quantile", "resample_probability"}) only_for(key, pbt, "pbt");
   // A PBT member trains once, whole: there is no other training to give its epochs to.
-  for (auto key : {"prune", "max_epochs", "trial_timeout_s"})
+  for (auto key : {"prune", "max_epochs", "trial_timeout_s", "target"})
     only_for(key, !pbt, "genetic, random, tpe or grid");
   if (pbt && h.keep_top > h.population)
     m.require("keep_top").fail(fmt::format(

@@ -174,13 +174,13 @@ TEST_CASE("a setting of another search algorithm is an error at its place", "[co
   const std::string random = replace(search_yaml, "algorithm: genetic", "algorithm: random");
   CHECK_THAT(error_of(random),
              Contains("s.yaml:15:19: stages[0].hpo.population: population is a setting of "
-                      "algorithm genetic, not of random"));
+                      "algorithm genetic or pbt, not of random"));
   const std::string plain_random = replace(replace(random, "      population: 6\n", ""),
                                            "      generations: 3\n", "      trials: 5\n");
   CHECK(parse_config(plain_random, "s.yaml").stages.size() == 1);
   CHECK_THAT(error_of(replace(plain_random, "trials: 5", "trials: 5\n      max_trainings: 3")),
              Contains("max_trainings is a setting of algorithm genetic or grid (random and tpe "
-                      "search run `trials`), not of random"));
+                      "search run `trials`, pbt its population), not of random"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      trials: 9")),
              Contains("trials is a setting of algorithm random or tpe, not of genetic"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      grid_points: 3")),
@@ -298,7 +298,7 @@ TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
   CHECK(h.trials == 30);
   CHECK(h.startup_trials == 7);
   CHECK_THAT(error_of(replace(tpe, "trials: 30", "trials: 30\n      population: 4")),
-             Contains("population is a setting of algorithm genetic, not of tpe"));
+             Contains("population is a setting of algorithm genetic or pbt, not of tpe"));
   CHECK_THAT(
       error_of(replace(search_yaml, "population: 6", "population: 6\n      startup_trials: 3")),
       Contains("startup_trials is a setting of algorithm tpe, not of genetic"));
@@ -312,4 +312,69 @@ TEST_CASE("surrogate_candidates is a genetic setting", "[config][hpo]") {
   CHECK_THAT(error_of(replace(search_yaml, "population: 6",
                               "population: 6\n      surrogate_candidates: -1")),
              Contains("stages[0].hpo.surrogate_candidates"));
+}
+
+TEST_CASE("algorithm pbt searches what can change while a model trains", "[config][hpo]") {
+  const std::string pbt = R"(data: {source: synthetic}
+model:
+  layers:
+    - flatten
+    - dense: {units: 32, init: glorot}
+    - relu
+    - dropout: {rate: $dropout}
+    - dense: {units: 10}
+training:
+  epochs: 4
+  local_batch: 32
+  optimizer: {type: sgd, lr: $lr, momentum: $momentum}
+  schedule: {type: cosine, min_lr: $floor}
+stages:
+  - hpo:
+      algorithm: pbt
+      population: 6
+      interval: 2
+      quantile: 0.5
+      resample_probability: 0.1
+      keep_top: 2
+      space:
+        lr: {log_uniform: [1.0e-4, 0.1]}
+        momentum: {uniform: [0.0, 0.99]}
+        dropout: {uniform: [0.0, 0.5]}
+        floor: {uniform: [0.0, 1.0e-5]}
+)";
+  const Config c = parse_config(pbt, "p.yaml");
+  const auto& h = std::get<HpoSpec>(c.stages.front().settings);
+  CHECK(h.algorithm == SearchAlgorithm::pbt);
+  CHECK(h.population == 6);
+  CHECK(h.interval == 2);
+  CHECK(h.quantile == 0.5);
+  CHECK(h.resample_probability == 0.1);
+  // What fixes the model's shape, the batch or the optimizer's kind is refused at its reference.
+  CHECK_THAT(error_of(replace(replace(pbt, "units: 32,", "units: $units,"), "      space:\n",
+                              "      space:\n        units: {int: [16, 64]}\n")),
+             Contains("s.yaml:5:") &&
+                 Contains("pbt changes $units while a model trains, but model.layers[1].dense.units "
+                          "cannot change between epochs"));
+  CHECK_THAT(error_of(replace(replace(pbt, "local_batch: 32", "local_batch: $batch"), "      space:\n",
+                              "      space:\n        batch: {choice: [16, 32]}\n")),
+             Contains("training.local_batch cannot change"));
+  CHECK_THAT(error_of(replace(replace(replace(pbt, "type: sgd, lr: $lr, momentum: $momentum",
+                                              "type: $opt, lr: $lr"),
+                                      "        momentum: {uniform: [0.0, 0.99]}\n", ""),
+                              "      space:\n", "      space:\n        opt: {choice: [sgd, adam]}\n")),
+             Contains("training.optimizer.type cannot change"));
+  CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 4")),
+             Contains("interval is 4 epoch(s), but training.epochs is 4"));
+  CHECK_THAT(error_of(replace(pbt, "quantile: 0.5", "quantile: 0.6")),
+             Contains("stages[0].hpo.quantile"));
+  CHECK_THAT(error_of(replace(pbt, "keep_top: 2", "keep_top: 7")),
+             Contains("expected keep_top <= 6"));
+  CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 2\n      generations: 3")),
+             Contains("generations is a setting of algorithm genetic, not of pbt"));
+  CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 2\n      prune: {rule: median}")),
+             Contains("prune is a setting of algorithm genetic, random, tpe or grid, not of pbt"));
+  CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 2\n      target: 0.9")),
+             Contains("target is a setting of algorithm genetic, random, tpe or grid, not of pbt"));
+  CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      interval: 2")),
+             Contains("interval is a setting of algorithm pbt, not of genetic"));
 }
