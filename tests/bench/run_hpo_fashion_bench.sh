@@ -9,10 +9,13 @@
 # order for the generational and random searches, end order for the others), and the wall time
 # at which one first did. Pruning is measured on the same search with 3-epoch trainings, without
 # it and with the median and ASHA rules after epoch 1: trainings and epochs to each target.
+# Population-based training (kind pbt) runs configs/fashion_pbt.yaml, a small CNN, with 8 members
+# for 10 epochs (the same 80 epochs); its "trainings" are member-rounds of one epoch, and a target
+# counts as reached at the end of the first round in which a member reached it.
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
-#   "genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3"
+#   "genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3 pbt"
 # BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,7 +23,7 @@ build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
 seeds="${2:-1 2 3 4 5 6 7 8 9 10}"
 ranks="${3:-2}"
 targets="${4:-0.825 0.83 0.835}"
-kinds="${5:-genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3}"
+kinds="${5:-genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3 pbt}"
 config="$root/configs/fashion_hpo.yaml"
 data="$root/data/fashion_mnist.h5"
 [ -f "$data" ] || { echo "run_hpo_fashion_bench.sh: $data is missing; run jobs/setup.sh first" >&2; exit 1; }
@@ -62,6 +65,13 @@ for seed in $seeds; do
     case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; esac
     [ "$kind" = median3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
     [ "$kind" = asha3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: asha, after_epochs: 1}/' "$cfg"
+    if [ "$kind" = pbt ]; then
+      sed -e "s|^  seed: 1$|  seed: $seed|" -e "s|path: \.\./data/|path: $root/data/|" \
+          -e "s|dir: runs/fashion_pbt|dir: $work/$kind-$seed|" -e 's/^  epochs: 4$/  epochs: 10/' \
+          "$root/configs/fashion_pbt.yaml" > "$cfg"
+      grep -q '^  epochs: 10$' "$cfg" && grep -q 'population: 8' "$cfg" ||
+        { echo "run_hpo_fashion_bench.sh: configs/fashion_pbt.yaml no longer has the lines this script edits" >&2; exit 1; }
+    fi
     echo "seed $seed, $kind search ..." >&2
     if [ "$kind" = optuna ]; then
       /usr/bin/python3 "$root/tests/bench/optuna_fashion.py" "$build/strata" "$cfg" "$seed" "$budget" "$work/$kind-$seed" \
@@ -81,15 +91,38 @@ names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
          "surrogate": "GA with TPE surrogate (8 candidates)", "tpe": "strata TPE",
          "random": "random", "optuna": "Optuna 3.1 TPE (sequential)",
          "genetic3": "GA, 3 epochs", "median3": "GA, 3 epochs, median pruning",
-         "asha3": "GA, 3 epochs, ASHA pruning"}
+         "asha3": "GA, 3 epochs, ASHA pruning",
+         "pbt": "PBT, CNN, 8 members x 10 epochs"}
 kinds = [(k, names[k]) for k in sys.argv[6].split()]
 print(f"Fashion-MNIST, configs/fashion_hpo.yaml without its target: {budget} trainings per search, "
       f"strata's searches on {ranks} member groups of one rank, Optuna one training at a time; "
       f"seeds {' '.join(seeds)}.\n")
 result = {}  # (kind, seed) -> rows, wall, best
 short = []  # searches that stopped before the budget
+def pbt_rounds(kind, seed):
+    """PBT's rows as one row per round: the round's best member, its trainings (member-rounds) and
+    epochs so far."""
+    rows = list(csv.DictReader(open(f"{work}/{kind}-{seed}/pbt.csv")))
+    rounds = {}
+    for r in rows:
+        rounds.setdefault(int(r["round"]), []).append(r)
+    out = []
+    for n in sorted(rounds):
+        members = rounds[n]
+        fits = [float(m["fitness"]) for m in members if m["fitness"]]
+        out.append({"status": "ok" if fits else "failed", "fitness": max(fits) if fits else "nan",
+                    "members": len(members), "epochs": int(members[0]["epochs"]),
+                    "ended_s": "nan"})
+    return out
+
+
 for kind, _ in kinds:
     for seed in seeds:
+        if kind == "pbt":
+            summary = json.load(open(f"{work}/{kind}-{seed}/hpo_summary.json"))
+            result[kind, seed] = (pbt_rounds(kind, seed), summary["wall_seconds"],
+                                  summary["best"]["fitness"])
+            continue
         # Repeated genomes (status cached) took an earlier result: rows, but no trainings.
         rows = [r for r in csv.DictReader(open(f"{work}/{kind}-{seed}/trials.csv"))
                 if r["status"] != "cached"]
@@ -116,6 +149,11 @@ def reached(rows, target):
     reached target (a pruned one by its partial fitness), and when one first did."""
     def hit(r):
         return r["status"] in ("ok", "pruned") and float(r["fitness"]) >= target
+    if rows and "members" in rows[0]:  # pbt: every member trained each round
+        for n, r in enumerate(rows, 1):
+            if hit(r):
+                return n * r["members"], r["epochs"] * r["members"], None
+        return None, None, None
     for n, r in enumerate(rows, 1):
         if hit(r):
             return (n, sum(epochs_of(x) for x in rows[:n]),
@@ -147,13 +185,21 @@ for target in targets:
         print(f"| {target} | {name} | {hits} of {len(seeds)} seeds | "
               f"{median_or_miss(runs, hits, lambda v: f'{v:g}', f'> {budget}')} | "
               f"{median_or_miss(epochs, hits, lambda v: f'{v:g}', '-')} | "
-              f"{median_or_miss(walls, hits, lambda v: f'{v:.1f}', '-')} |")
+              # pbt.csv has no end times
+              f"{'-' if kind == 'pbt' else median_or_miss(walls, hits, lambda v: f'{v:.1f}', '-')} |")
 print()
 print("| search | median best val_accuracy | mean epochs of the whole search | mean wall s of the whole search |")
 print("| --- | --- | --- | --- |")
+def search_epochs(kind, seed):
+    rows = result[kind, seed][0]
+    if kind == "pbt":
+        return rows[-1]["epochs"] * rows[-1]["members"]
+    return sum(epochs_of(r) for r in rows)
+
+
 for kind, name in kinds:
     print(f"| {name} | {statistics.median(result[kind, s][2] for s in seeds):.4f} | "
-          f"{statistics.mean(sum(epochs_of(r) for r in result[kind, s][0]) for s in seeds):.0f} | "
+          f"{statistics.mean(search_epochs(kind, s) for s in seeds):.0f} | "
           f"{statistics.mean(result[kind, s][1] for s in seeds):.1f} |")
 if short:
     print("\nStopped on their generations before the budget: " + "; ".join(short))
