@@ -11,11 +11,12 @@
 # it and with the median and ASHA rules after epoch 1: trainings and epochs to each target.
 # Population-based training (kind pbt) runs configs/fashion_pbt.yaml, a small CNN, with 8 members
 # for 10 epochs (the same 80 epochs); its "trainings" are member-rounds of one epoch, and a target
-# counts as reached at the end of the first round in which a member reached it.
+# counts as reached at the end of the first round in which a member reached it. Its baseline
+# (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs.
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
-#   "genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3 pbt"
+#   "genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3 pbt cnn_random"
 # BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -23,7 +24,7 @@ build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
 seeds="${2:-1 2 3 4 5 6 7 8 9 10}"
 ranks="${3:-2}"
 targets="${4:-0.825 0.83 0.835}"
-kinds="${5:-genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3 pbt}"
+kinds="${5:-genetic asynchronous surrogate tpe random optuna genetic3 median3 asha3 pbt cnn_random}"
 config="$root/configs/fashion_hpo.yaml"
 data="$root/data/fashion_mnist.h5"
 [ -f "$data" ] || { echo "run_hpo_fashion_bench.sh: $data is missing; run jobs/setup.sh first" >&2; exit 1; }
@@ -65,12 +66,14 @@ for seed in $seeds; do
     case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; esac
     [ "$kind" = median3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
     [ "$kind" = asha3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: asha, after_epochs: 1}/' "$cfg"
-    if [ "$kind" = pbt ]; then
+    if [ "$kind" = pbt ] || [ "$kind" = cnn_random ]; then
       sed -e "s|^  seed: 1$|  seed: $seed|" -e "s|path: \.\./data/|path: $root/data/|" \
           -e "s|dir: runs/fashion_pbt|dir: $work/$kind-$seed|" -e 's/^  epochs: 4$/  epochs: 10/' \
           "$root/configs/fashion_pbt.yaml" > "$cfg"
       grep -q '^  epochs: 10$' "$cfg" && grep -q 'population: 8' "$cfg" ||
         { echo "run_hpo_fashion_bench.sh: configs/fashion_pbt.yaml no longer has the lines this script edits" >&2; exit 1; }
+      [ "$kind" = cnn_random ] && sed -i -e 's/algorithm: pbt/algorithm: random\n      trials: 8/' \
+        -e '/^ *\(population\|interval\|quantile\|resample_probability\): /d' "$cfg"
     fi
     echo "seed $seed, $kind search ..." >&2
     if [ "$kind" = optuna ]; then
@@ -92,7 +95,8 @@ names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
          "random": "random", "optuna": "Optuna 3.1 TPE (sequential)",
          "genetic3": "GA, 3 epochs", "median3": "GA, 3 epochs, median pruning",
          "asha3": "GA, 3 epochs, ASHA pruning",
-         "pbt": "PBT, CNN, 8 members x 10 epochs"}
+         "pbt": "PBT, CNN, 8 members x 10 epochs",
+         "cnn_random": "random, CNN, 8 trainings x 10 epochs"}
 kinds = [(k, names[k]) for k in sys.argv[6].split()]
 print(f"Fashion-MNIST, configs/fashion_hpo.yaml without its target: {budget} trainings per search, "
       f"strata's searches on {ranks} member groups of one rank, Optuna one training at a time; "
@@ -130,13 +134,17 @@ for kind, _ in kinds:
         # A genetic search may stop on its generations first when many children copy a genome
         # already evaluated; the table says so.
         assert len(rows) == summary["trainings"] <= budget, (kind, seed, len(rows))
-        if len(rows) < budget:
+        if len(rows) < budget and kind != "cnn_random":
             short.append(f"{kind} seed {seed}: {len(rows)} trainings")
         # The generational and random searches read results in trial order, whatever order they
         # came in; the asynchronous one and Optuna in the order they ended (trials.csv's).
-        if kind in ("genetic", "surrogate", "random"):
+        if kind in ("genetic", "surrogate", "random", "cnn_random"):
             rows.sort(key=lambda r: int(r["trial"]))
         result[kind, seed] = (rows, summary["wall_seconds"], summary["best"]["fitness"])
+
+def budget_of(kind):
+    return 8 if kind == "cnn_random" else budget
+
 
 def epochs_of(row):
     # Optuna's rows have no epochs (the config's one); a training that failed in its first epoch
@@ -179,11 +187,12 @@ for target in targets:
             rows, wall, _ = result[kind, seed]
             n, e, t = reached(rows, target)
             hits += n is not None
-            runs.append(n if n is not None else budget + 1)  # a miss: more than the budget
+            # A miss: more than the budget (cnn_random's is its 8 trainings).
+            runs.append(n if n is not None else budget_of(kind) + 1)
             epochs.append(e if e is not None else float("inf"))
             walls.append(t if t is not None else float("inf"))
         print(f"| {target} | {name} | {hits} of {len(seeds)} seeds | "
-              f"{median_or_miss(runs, hits, lambda v: f'{v:g}', f'> {budget}')} | "
+              f"{median_or_miss(runs, hits, lambda v: f'{v:g}', f'> {budget_of(kind)}')} | "
               f"{median_or_miss(epochs, hits, lambda v: f'{v:g}', '-')} | "
               # pbt.csv has no end times
               f"{'-' if kind == 'pbt' else median_or_miss(walls, hits, lambda v: f'{v:.1f}', '-')} |")
