@@ -389,10 +389,10 @@ void PbtRun::run() {
       say_round(ended, seconds_since(round_start));
     }
     if (round == rounds_) break;
-    if (FaultPlan::from_environment().kill_before_exploit == round) {
-      topology_.world().barrier();  // the journal holds the round
-      std::raise(SIGKILL);
-    }
+    // The journal holds the round before any copy is made: a copy written before a kill that the
+    // journal did not record would be scored as its target's own training.
+    topology_.world().barrier();
+    if (FaultPlan::from_environment().kill_before_exploit == round) std::raise(SIGKILL);
     exploit(ended, states);
     // No member trains on until every copy of the round is written: a resumed run can redo them.
     topology_.world().barrier();
@@ -457,7 +457,10 @@ void PbtRun::publish(double wall_seconds) const {
          {"params", params_of(space_, population_.history()[static_cast<std::size_t>(round - 1)]
                                           .genomes[static_cast<std::size_t>(member)])}});
   summary["top"] = nlohmann::json::array();
-  for (std::size_t k = 0; k < order.size() && static_cast<int>(k) < spec_.keep_top; ++k) {
+  // A member that diverged in the last round has no weights: it is not among the top.
+  for (std::size_t k = 0; k < order.size() && static_cast<int>(k) < spec_.keep_top &&
+                          !std::isnan(last.scores[order[k]]);
+       ++k) {
     const int m = static_cast<int>(order[k]);
     auto item = member_json(m);
     item["config"] = fmt::format("members/{}/config.yaml", m);

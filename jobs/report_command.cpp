@@ -99,10 +99,18 @@ std::string search_section(const fs::path& dir, const nlohmann::json& summary) {
     best.points.emplace_back(number(g, "generation"), number(g, "best"));
     mean.points.emplace_back(number(g, "generation"), number(g, "mean"));
   }
-  ChartSeries trials{"each trial", {}, false, "#555", 1.0};
-  for (const auto& row : read_jsonl(dir / "trials.jsonl"))
-    if (row.value("status", "") == "ok")
-      trials.points.emplace_back(number(row, "generation"), number(row, "fitness"));
+  // Population-based training has a row per member per round (pbt.jsonl), and members, not trials.
+  const bool pbt = summary.value("algorithm", std::string()) == "pbt";
+  ChartSeries trials{pbt ? "each member" : "each trial", {}, false, "#555", 1.0};
+  if (pbt) {
+    for (const auto& row : read_jsonl(dir / "pbt.jsonl"))
+      if (row.contains("fitness") && row["fitness"].is_number())
+        trials.points.emplace_back(number(row, "round"), number(row, "fitness"));
+  } else {
+    for (const auto& row : read_jsonl(dir / "trials.jsonl"))
+      if (row.value("status", "") == "ok")
+        trials.points.emplace_back(number(row, "generation"), number(row, "fitness"));
+  }
   html += "<div class=\"charts\">" +
           svg_chart("Fitness per generation", "generation", "fitness", {trials, mean, best}) +
           "</div>\n";
@@ -116,9 +124,9 @@ std::string search_section(const fs::path& dir, const nlohmann::json& summary) {
         summary.value("trainings", 0), html_escape(summary.value("stop_reason", std::string())));
   }
   std::vector<std::pair<std::string, fs::path>> runs;
-  for (const auto& [id, path] : numbered_metrics(dir / "trials"))
-    runs.emplace_back(fmt::format("trial {}", id), path);
-  return html + curves("Trials", runs, true);
+  for (const auto& [id, path] : numbered_metrics(dir / (pbt ? "members" : "trials")))
+    runs.emplace_back(fmt::format("{} {}", pbt ? "member" : "trial", id), path);
+  return html + curves(pbt ? "Members" : "Trials", runs, true);
 }
 
 std::string ensemble_section(const fs::path& dir, const nlohmann::json& report) {

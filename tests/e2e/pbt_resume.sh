@@ -37,6 +37,10 @@ assert int(nxt["parent_trial"]) == source, "its round 2 does not start from the 
 print(f"ok: round 1's worst member {target} copied member {source} and went on from its state")
 PY
 best_of ref > ref_best.txt
+# strata report draws the members' curves and fitness per round.
+expect_exit 0 'wrote ref/report.html' -- "$STRATA" report ref
+grep -q 'Members' ref/report.html && grep -q 'member 3' ref/report.html ||
+  { echo "FAIL: the report has no member curves"; fails=$((fails + 1)); }
 same_lineage() {  # $1: what was done
   if diff -q ref/pbt.csv out/pbt.csv >/dev/null && diff -q ref_best.txt <(best_of out) >/dev/null; then
     echo "ok: $1: the same 12 rows and best lineage as the uninterrupted run"
