@@ -64,6 +64,14 @@ STRATA_FAULT=kill_before_exploit=1 "$MPIEXEC" -n 2 "$STRATA" run pbt.yaml > kill
 expect_exit 0 '\[resume\] pbt: 1 round\(s\) replayed' -- "$MPIEXEC" -n 4 "$STRATA" run pbt.yaml
 same_lineage "killed before round 1's copies on 2 ranks, resumed on 4"
 
+# Two data-parallel replicas per member (G 2 x D 2): each replica receives its copy from its
+# counterpart, and a member whose loss diverges (lr scaled by D) is scored NaN and copies a best one.
+sed 's/dir: out/dir: d2/' pbt.yaml > d2.yaml
+printf 'parallel: {data: 2, max_global_batch: 128, accumulate: auto}\n' >> d2.yaml
+expect_exit 0 '\[pbt\] round 2/3 .*1 diverged; copies \(member<-member\): 3<-0' -- "$MPIEXEC" -n 4 "$STRATA" run d2.yaml
+[ -f d2/best_weights.h5 ] && [ "$(wc -l < d2/pbt.csv)" = 13 ] ||
+  { echo "FAIL: the D=2 run left no best weights or not 12 rows"; fails=$((fails + 1)); }
+
 # Another seed's run, killed in round 1, given the reference's journal: refused, so that nothing
 # trains on a mixed lineage.
 sed -e 's/dir: out/dir: other/' -e 's/seed: 1/seed: 2/' pbt.yaml > other.yaml
