@@ -1,6 +1,5 @@
 #include "core/cpu_kernels.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -8,31 +7,56 @@
 
 namespace strata {
 
+namespace {
+
+const char* isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+}  // namespace
+
 KernelReport kernel_report() {
   KernelReport r;
-  r.openblas_core = openblas_get_corename();
-  r.openblas_config = openblas_get_config();
   const dnnl_version_t* dnnl = dnnl_version();
   r.onednn_version =
       fmt::format("{}.{}.{} ({})", dnnl->major, dnnl->minor, dnnl->patch, dnnl->hash);
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  r.onednn_isa = isa_name(isa);
   const bool avx512 = __builtin_cpu_supports("avx512f");
   const bool avx2 = __builtin_cpu_supports("avx2");
   r.cpu_best = avx512 ? "avx512" : avx2 ? "avx2" : "sse";
-  const std::string& core = r.openblas_core;
-  const bool core_avx512 = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-  const bool core_avx2 = core_avx512 || core == "Haswell" || core == "Zen";
-  r.openblas_weaker_than_cpu = (avx512 && !core_avx512 && !core_avx2) || (avx2 && !core_avx2);
-  if (r.openblas_weaker_than_cpu)
+  // The ISA values are bit masks: each includes the ones below it.
+  const auto has = [isa](dnnl_cpu_isa_t level) { return (isa & level) == level; };
+  r.onednn_weaker_than_cpu =
+      (avx512 && !has(dnnl_cpu_isa_avx512_core)) || (avx2 && !has(dnnl_cpu_isa_avx2));
+  if (r.onednn_weaker_than_cpu)
     r.warning = fmt::format(
-        "OpenBLAS picked its '{}' kernels but this CPU supports {}; dense layers will run 3-4x "
-        "slower. "
-        "Set OPENBLAS_CORETYPE={} before starting strata (jobs/*.sh do).",
-        core, r.cpu_best, avx512 ? "SkylakeX" : "Haswell");
+        "oneDNN is limited to its '{}' kernels but this CPU supports {}; convolutions and dense "
+        "layers will run 2-4x slower. Unset ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA.",
+        r.onednn_isa, r.cpu_best);
   return r;
 }
 
 void use_single_threaded_kernels() {
-  openblas_set_num_threads(1);
   omp_set_num_threads(1);
 }
 

@@ -1,4 +1,5 @@
-// What the CPU kernels libraries picked on this machine, and the thread policy strata gives them.
+// What the CPU kernel library (oneDNN) dispatches to on this machine, and the thread policy strata
+// gives it.
 #pragma once
 
 #include <string>
@@ -6,18 +7,18 @@
 namespace strata {
 
 struct KernelReport {
-  std::string openblas_core;  // openblas_get_corename(), e.g. "SkylakeX" or "Prescott"
-  std::string cpu_best;       // the strongest vector extension the CPU reports
-  bool openblas_weaker_than_cpu = false;
-  std::string warning;  // non-empty when OpenBLAS picked a kernel weaker than the CPU supports
-  std::string openblas_config;  // openblas_get_config(): version and build options
-  std::string onednn_version;   // "2.6.0 (52b5f107...)"
+  std::string cpu_best;    // the strongest vector extension the CPU reports: avx512, avx2, sse
+  std::string onednn_isa;  // what oneDNN's convolutions and sgemm dispatch to: "avx512_core_bf16"
+  std::string onednn_version;  // "2.6.3 (52b5f107...)"
+  bool onednn_weaker_than_cpu = false;
+  // Non-empty when oneDNN is capped below the CPU (ONEDNN_MAX_CPU_ISA or DNNL_MAX_CPU_ISA).
+  std::string warning;
 };
 
 KernelReport kernel_report();
 
-// One thread per batch worker: BLAS and oneDNN run single-threaded inside each worker,
-// because two libraries' thread pools on the same cores spin against each other.
+// One thread per batch worker: oneDNN runs single-threaded inside each worker, because a
+// library's thread pool on the same cores would spin against the workers.
 void use_single_threaded_kernels();
 
 }  // namespace strata

@@ -1,11 +1,10 @@
 #include "core/dense_layer.hpp"
 
-#include <cblas.h>
-
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "core/gemm.hpp"
 #include "core/init.hpp"
 
 namespace strata {
@@ -38,8 +37,8 @@ void DenseLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   float* y = out.data();
   for (int b = 0; b < batch; ++b)
     for (int o = 0; o < n_out; ++o) y[b * n_out + o] = bias_[o];
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, in.data(), n_in,
-              weight_.data(), n_in, 1.0f, y, n_out);
+  sgemm(Transpose::no, Transpose::yes, batch, n_out, n_in, 1.0f, in.data(), n_in, weight_.data(),
+        n_in, 1.0f, y, n_out);
 }
 
 void DenseLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
@@ -48,16 +47,16 @@ void DenseLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor&
   const auto n_in = static_cast<int>(inputs_), n_out = static_cast<int>(units_);
   const float* dy = grad_out.data();
   // dW[o,i] = sum_b dy[b,o] * x[b,i]
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dy, n_out,
-              in.data(), n_in, 0.0f, weight_grad_.data(), n_in);
+  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, n_out, in.data(), n_in, 0.0f,
+        weight_grad_.data(), n_in);
   float* db = bias_grad_.data();
   for (int o = 0; o < n_out; ++o) db[o] = 0.0f;
   for (int b = 0; b < batch; ++b)
     for (int o = 0; o < n_out; ++o) db[o] += dy[b * n_out + o];
   if (grad_in != nullptr) {
     grad_in->resize(in.shape());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dy, n_out,
-                weight_.data(), n_in, 0.0f, grad_in->data(), n_in);
+    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, n_out, weight_.data(), n_in,
+          0.0f, grad_in->data(), n_in);
   }
 }
 

@@ -1,4 +1,4 @@
-// Fully connected layer on OpenBLAS sgemm: out = in * W^T + b, W stored [outputs, inputs].
+// Fully connected layer on oneDNN's sgemm: out = in * W^T + b, W stored [outputs, inputs].
 #pragma once
 
 #include "core/config.hpp"

@@ -12,7 +12,6 @@ declare -A probe=(
   [hdf5-tools]=/usr/bin/h5dump
   [libyaml-cpp-dev]=/usr/include/yaml-cpp/yaml.h
   [catch2]=/usr/include/catch2/catch.hpp
-  [libopenblas-dev]=/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h
   [libdnnl-dev]=/usr/include/dnnl.hpp
   [dataset-fashion-mnist]=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
   [libcli11-dev]=/usr/include/CLI/CLI.hpp
@@ -91,9 +90,9 @@ if [ $can_install = 0 ]; then
   cat >&2 <<MSG
 install_deps: not found at their Debian paths: ${missing[*]} ${missing_slurm[*]}
 install_deps: not installing (not root on Debian, or STRATA_NO_INSTALL=1); going on with what the system has.
-On a Cray or module system, load your site's MPI, parallel HDF5 and BLAS (e.g. 'module load cray-mpich
+On a Cray or module system, load your site's MPI, parallel HDF5 and oneDNN (e.g. 'module load cray-mpich
 cray-hdf5-parallel') and point CMake at them:
-  STRATA_CMAKE_ARGS="-DMPI_CXX_COMPILER=CC -DHDF5_ROOT=\$HDF5_DIR -DBLAS_ROOT=/path/to/openblas -Ddnnl_DIR=/path/to/lib/cmake/dnnl"
+  STRATA_CMAKE_ARGS="-DMPI_CXX_COMPILER=CC -DHDF5_ROOT=\$HDF5_DIR -Ddnnl_DIR=/path/to/lib/cmake/dnnl"
 MSG
   exit 0
 fi

@@ -23,14 +23,12 @@ namespace {
 
 // Variables that change what a run computes or how fast (kernel choice, threads, layout), and the
 // Slurm job it ran in.
-constexpr const char* recorded_environment[] = {"OPENBLAS_CORETYPE",    "OPENBLAS_NUM_THREADS",
-                                                "OMP_NUM_THREADS",      "OMP_WAIT_POLICY",
-                                                "OMP_PROC_BIND",        "DNNL_MAX_CPU_ISA",
-                                                "ONEDNN_MAX_CPU_ISA",   "DNNL_DEFAULT_FPMATH_MODE",
-                                                "CUDA_VISIBLE_DEVICES", "STRATA_RANKS_PER_NODE",
-                                                "SLURM_JOB_ID",         "SLURM_ARRAY_JOB_ID",
-                                                "SLURM_ARRAY_TASK_ID",  "SLURM_RESTART_COUNT",
-                                                "SLURM_NTASKS",         "SLURM_JOB_NODELIST"};
+constexpr const char* recorded_environment[] = {
+    "OMP_NUM_THREADS",      "OMP_WAIT_POLICY",       "OMP_PROC_BIND",
+    "DNNL_MAX_CPU_ISA",     "ONEDNN_MAX_CPU_ISA",    "DNNL_DEFAULT_FPMATH_MODE",
+    "CUDA_VISIBLE_DEVICES", "STRATA_RANKS_PER_NODE", "SLURM_JOB_ID",
+    "SLURM_ARRAY_JOB_ID",   "SLURM_ARRAY_TASK_ID",   "SLURM_RESTART_COUNT",
+    "SLURM_NTASKS",         "SLURM_JOB_NODELIST"};
 
 std::string now_utc() {
   const std::time_t t = std::time(nullptr);
@@ -190,7 +188,7 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
                          // What may differ from one allocation to the next of the same run.
                          {"git_revision", build.git_revision},
                          {"kernels",
-                          {{"openblas_core", kernels.openblas_core},
+                          {{"onednn_isa", kernels.onednn_isa},
                            {"cpu", kernels.cpu_best},
                            {"warning", kernels.warning},
                            {"device", detect_devices().summary},
@@ -201,10 +199,7 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
       {"build",
        {{"compiler", build.compiler}, {"flags", build.flags}, {"build_type", build.build_type}}},
       {"libraries",
-       {{"mpi", mpi_library()},
-        {"hdf5", hdf5_library()},
-        {"onednn", kernels.onednn_version},
-        {"openblas", kernels.openblas_config}}},
+       {{"mpi", mpi_library()}, {"hdf5", hdf5_library()}, {"onednn", kernels.onednn_version}}},
       {"config",
        {{"file", config.file},
         {"overrides", config.overrides},

@@ -33,8 +33,8 @@ void print_startup(const StageContext& c, const TrainingData& data, Trainer& tra
   const auto report = kernel_report();
   fmt::print("[device] {}\n", detect_devices().summary);
   fmt::print(
-      "[kernels] OpenBLAS core {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
-      report.openblas_core, report.cpu_best, trainer.threads());
+      "[kernels] oneDNN {} on {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
+      report.onednn_version, report.onednn_isa, report.cpu_best, trainer.threads());
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
   fmt::print("{}\n", data_line(data));
   fmt::print("[model]\n{}", trainer.model().summary());

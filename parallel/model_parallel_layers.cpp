@@ -1,12 +1,11 @@
 #include "parallel/model_parallel_layers.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "core/gemm.hpp"
 #include "core/init.hpp"
 
 namespace strata {
@@ -155,8 +154,8 @@ void RowParallelDense::forward(const Tensor& in, Tensor& out, bool /*training*/)
   const auto batch = static_cast<int>(in.dim(0));
   const auto n_in = static_cast<int>(local_inputs_), n_out = static_cast<int>(units_);
   out.resize({batch, units_});
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, n_out, n_in, 1.0f, in.data(), n_in,
-              weight_.data(), n_in, 0.0f, out.data(), n_out);
+  sgemm(Transpose::no, Transpose::yes, batch, n_out, n_in, 1.0f, in.data(), n_in, weight_.data(),
+        n_in, 0.0f, out.data(), n_out);
   model_.allreduce_sum(out);
   // The bias is added once, after the reduce, not once per shard.
   for (int b = 0; b < batch; ++b)
@@ -168,15 +167,15 @@ void RowParallelDense::backward(const Tensor& in, const Tensor& /*out*/, const T
   const auto batch = static_cast<int>(in.dim(0));
   const auto n_in = static_cast<int>(local_inputs_), n_out = static_cast<int>(units_);
   const float* dy = grad_out.data();
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, batch, 1.0f, dy, n_out,
-              in.data(), n_in, 0.0f, weight_grad_.data(), n_in);
+  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, n_out, in.data(), n_in, 0.0f,
+        weight_grad_.data(), n_in);
   bias_grad_.fill(0.0f);
   for (int b = 0; b < batch; ++b)
     for (int o = 0; o < n_out; ++o) bias_grad_[o] += dy[b * n_out + o];
   if (grad_in != nullptr) {
     grad_in->resize(in.shape());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n_in, n_out, 1.0f, dy, n_out,
-                weight_.data(), n_in, 0.0f, grad_in->data(), n_in);
+    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, n_out, weight_.data(), n_in,
+          0.0f, grad_in->data(), n_in);
   }
 }
 

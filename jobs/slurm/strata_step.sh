@@ -9,10 +9,10 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 strata="${STRATA:-$root/build/strata}"
-# OPENBLAS_CORETYPE and OMP_WAIT_POLICY must be set before strata starts.
+# OMP_WAIT_POLICY must be set before strata starts.
 source "$root/jobs/env.sh"
 # strata splits each batch over its own worker threads with single-threaded kernels inside.
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=1
 args=("$@")
 if [ -n "${SLURM_CPUS_PER_TASK:-}" ] && [[ " $* " != *" --threads "* ]]; then
   args+=(--threads "$SLURM_CPUS_PER_TASK")

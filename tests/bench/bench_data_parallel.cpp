@@ -13,7 +13,6 @@
 //              neighbour core, so parallel step - half step is what running together costs.
 // Samples/s count training steps only (EpochMetrics::samples_per_s, evaluation excluded); the
 // parallel side counts the slower rank. Progress goes to stderr; rank 0 prints a Markdown table.
-#include <cblas.h>
 #include <mpi.h>
 #include <omp.h>
 
@@ -126,10 +125,8 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   row.buckets = sync.bucket_count();
   if (root)
     fmt::print(stderr,
-               "[bench] batch {}: {} steps per epoch; {} gradient bucket(s); OpenBLAS threads {}, "
-               "OpenMP max threads {}\n",
-               batch, parallel.steps_per_epoch(), row.buckets, openblas_get_num_threads(),
-               omp_get_max_threads());
+               "[bench] batch {}: {} steps per epoch; {} gradient bucket(s); OpenMP max threads {}\n",
+               batch, parallel.steps_per_epoch(), row.buckets, omp_get_max_threads());
 
   // Warm-up: whole epochs until warmup_seconds, on each side; it also sizes the repeats.
   int reference_epoch = 0, parallel_epoch = 0, half_epoch = 0;
@@ -202,9 +199,9 @@ int run(const Communicator& world, const Options& o) {
   const auto report = strata::kernel_report();
   if (root) {
     fmt::print(stderr,
-               "[bench] {}; {} cores online; OpenBLAS core {} (CPU: {}); OPENBLAS_CORETYPE={}\n",
-               cpu_model(), std::thread::hardware_concurrency(), report.openblas_core,
-               report.cpu_best, env_or("OPENBLAS_CORETYPE", "(unset)"));
+               "[bench] {}; {} cores online; oneDNN {} on {} (CPU: {})\n", cpu_model(),
+               std::thread::hardware_concurrency(), report.onednn_version, report.onednn_isa,
+               report.cpu_best);
     if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
   }
 
@@ -229,9 +226,9 @@ int run(const Communicator& world, const Options& o) {
       "thread (batch G) against 2 ranks x 1 thread (local batch G/2, DataParallelSync, bucket_mib "
       "{:g}), in one mpiexec -n 2 launch, the sides taking turns; synthetic 1x28x28 data, {} "
       "samples per epoch, SGD momentum 0.9; median of {} repeats of about {:g} s, training steps "
-      "only. OpenBLAS core {} (CPU {}; OPENBLAS_CORETYPE={}).\n\n",
+      "only. oneDNN on {} (CPU {}).\n\n",
       "configs/fashion_cnn.yaml", o.bucket_mib, o.train_samples, o.repeats, o.seconds,
-      report.openblas_core, report.cpu_best, env_or("OPENBLAS_CORETYPE", "(unset)"));
+      report.onednn_isa, report.cpu_best);
   fmt::print(
       "| global batch | 1 rank samples/s | 2 ranks samples/s | speedup | efficiency |\n"
       "| --- | --- | --- | --- | --- |\n");

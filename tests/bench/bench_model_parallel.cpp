@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
       fmt::print(
           "benchmark CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one thread "
           "each; "
-          "median of {} rounds; OpenBLAS {}\n\n{}",
-          world.size(), rounds, kernel_report().openblas_core, table);
+          "median of {} rounds; oneDNN on {}\n\n{}",
+          world.size(), rounds, kernel_report().onednn_isa, table);
   }
   MPI_Finalize();
   return 0;

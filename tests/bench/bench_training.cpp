@@ -2,9 +2,10 @@
 //
 // For each row (model x batch) it times strata's Trainer (the code path `strata run` takes), then
 // runs tests/bench/torch_reference.py on the same row, so both sides see the same machine load.
-// It also times cblas_sgemm to say how much of the machine's matrix-multiply peak the CNN reaches.
+// It also times oneDNN's sgemm (what the dense layers run) to say how much of the machine's
+// matrix-multiply peak the CNN reaches.
 // Progress goes to stderr; stdout is the Markdown block for the README.
-#include <cblas.h>
+#include <omp.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "core/conv2d_layer.hpp"
 #include "core/cpu_kernels.hpp"
 #include "core/dataset.hpp"
+#include "core/gemm.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
 #include "tests/bench/bench_util.hpp"
@@ -126,22 +128,22 @@ double training_flops_per_sample(const std::vector<strata::LayerSpec>& layers,
 
 // ---- sgemm ------------------------------------------------------------------------------------
 
-// Median GFLOP/s of square n x n x n cblas_sgemm on `threads` OpenBLAS threads.
+// Median GFLOP/s of square n x n x n oneDNN sgemm on `threads` OpenMP threads.
 double sgemm_gflops(int n, int threads, int calls) {
-  openblas_set_num_threads(threads);
+  omp_set_num_threads(threads);
   const auto elements = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
   std::vector<float> a(elements, 0.5f), b(elements, 0.25f), c(elements, 0.0f);
   auto once = [&] {
     const auto t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
+    strata::sgemm(strata::Transpose::no, strata::Transpose::no, n, n, n, 1.0f, a.data(), n,
+                  b.data(), n, 0.0f, c.data(), n);
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   once();  // first call: thread start-up and page faults
   std::vector<double> rates;
   for (int i = 0; i < calls; ++i)
     rates.push_back(2.0 * n * n * static_cast<double>(n) / once() * 1e-9);
-  openblas_set_num_threads(1);  // strata's workers run single-threaded BLAS (cpu_kernels.hpp)
+  strata::use_single_threaded_kernels();  // as strata's workers run them
   return median(rates);
 }
 
@@ -266,8 +268,9 @@ int run(const Options& o) {
   check_torch(o);
   const auto report = strata::kernel_report();
   fmt::print(stderr,
-             "[bench] {}; OpenBLAS core {} (CPU: {}); OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}\n",
-             cpu_model(), report.openblas_core, report.cpu_best,
+             "[bench] {}; oneDNN {} on {} (CPU: {}); PyTorch's OPENBLAS_CORETYPE={} "
+             "OMP_WAIT_POLICY={}\n",
+             cpu_model(), report.onednn_version, report.onednn_isa, report.cpu_best,
              env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OMP_WAIT_POLICY", "(unset)"));
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
 
@@ -332,15 +335,15 @@ int run(const Options& o) {
   for (const auto& r : rows) {
     if (r.key != "cnn") continue;
     const double gflops = r.strata * cnn_flops * 1e-9;
-    // Both ceilings: OpenBLAS's own threading, and one single-threaded sgemm per worker, which is
+    // Both ceilings: oneDNN's own threading, and one single-threaded sgemm per worker, which is
     // how strata splits a batch (they differ most when other processes share the cores).
     fmt::print(
         " CNN batch {}: {:.0f} GFLOP/s, {:.0f}% of sgemm on {} threads ({:.0f}% of {} x 1 thread).",
         r.batch, gflops, 100.0 * gflops / sgemm_t, o.threads,
         100.0 * gflops / (o.threads * sgemm_1), o.threads);
   }
-  fmt::print("\n\nKernels: OpenBLAS {} (CPU {}); oneDNN convolutions {}.\n", report.openblas_core,
-             report.cpu_best, conv_impls.empty() ? "(none)" : conv_impls);
+  fmt::print("\n\nKernels: oneDNN {} on {} (CPU {}); convolutions {}.\n", report.onednn_version,
+             report.onednn_isa, report.cpu_best, conv_impls.empty() ? "(none)" : conv_impls);
   return 0;
 }
 

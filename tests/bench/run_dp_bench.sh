@@ -20,14 +20,14 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" --target strata_bench_data_parallel -j "$(nproc)" >&2
 
-# OpenBLAS reads OPENBLAS_CORETYPE when it loads: without it these VMs get the Prescott kernels.
+# OMP_WAIT_POLICY: idle OpenMP threads must not spin against the ranks.
 if [ -f "$root/jobs/env.sh" ]; then
   # shellcheck source=../../jobs/env.sh
   . "$root/jobs/env.sh"
 fi
 # One thread per rank on both sides (the Trainer runs single-threaded kernels with threads=1;
 # these keep any library pool from starting more).
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export OMP_NUM_THREADS=1
 
 mpiexec="$(command -v mpiexec.mpich || command -v mpiexec)"
 exec "$mpiexec" -n 2 "$build/strata_bench_data_parallel" "$@"

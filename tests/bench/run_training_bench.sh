@@ -32,8 +32,9 @@ fi
 cmake --build "$build" --target strata_benchmarks -j "$(nproc)" >&2
 
 # Both libraries read these when they load, so they must be set before either process starts.
-# Without them OpenBLAS picks its Prescott kernels on these VMs and torch's OpenMP threads spin
-# against OpenBLAS's: torch's MLP runs 4-5x slower and the ratio would flatter strata.
+# PyTorch's dense layers run on OpenBLAS, which without OPENBLAS_CORETYPE picks its Prescott
+# kernels on these VMs, and torch's OpenMP threads spin against OpenBLAS's: torch's MLP would run
+# 4-5x slower and the ratio would flatter strata (strata itself runs on oneDNN, which needs neither).
 if [ -f "$root/jobs/env.sh" ]; then
   # shellcheck source=../../jobs/env.sh
   . "$root/jobs/env.sh"

@@ -13,7 +13,7 @@ model: {layers: [flatten, {dense: {units: 4}}]}
 training: {epochs: 2, local_batch: 32}
 output: {dir: "runs/${STRATA_RECORD_ID:-unnamed}"}
 YAML
-STRATA_RECORD_ID=r1 OPENBLAS_CORETYPE=Haswell expect_exit 0 '\[run\] done' -- \
+STRATA_RECORD_ID=r1 ONEDNN_MAX_CPU_ISA=AVX2 expect_exit 0 '\[run\] done' -- \
   "$MPIEXEC" -n 4 "$STRATA" run record.yaml --set training.epochs=3
 STRATA_RECORD_ID=r1 expect_exit 0 'every stage is done' -- "$MPIEXEC" -n 2 "$STRATA" run record.yaml --set training.epochs=3
 /usr/bin/python3 - runs/r1/run.json <<'PY' || fails=$((fails + 1))
@@ -31,9 +31,10 @@ checks = {
     "version and revision": r["strata"]["version"] and r["strata"]["git_revision"],
     "compiler and flags": r["build"]["compiler"] and "-O" in r["build"]["flags"],
     "libraries": r["libraries"]["mpi"].startswith("MPICH") and r["libraries"]["hdf5"].startswith("1.")
-        and r["libraries"]["onednn"] and r["libraries"]["openblas"].startswith("OpenBLAS"),
-    "kernels": r["allocations"][0]["kernels"]["openblas_core"] == "Haswell" and r["allocations"][0]["kernels"]["cpu"],
-    "environment": r["allocations"][0]["environment"]["OPENBLAS_CORETYPE"] == "Haswell"
+        and r["libraries"]["onednn"].startswith("2.") and "openblas" not in r["libraries"],
+    "kernels": r["allocations"][0]["kernels"]["onednn_isa"] == "avx2" and r["allocations"][0]["kernels"]["cpu"]
+        and (r["allocations"][1]["kernels"]["onednn_isa"] != "avx2" or r["allocations"][1]["kernels"]["cpu"] != "avx512"),
+    "environment": r["allocations"][0]["environment"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
         and "SLURM_JOB_ID" in r["allocations"][0]["environment"],
     "two allocations": len(r["allocations"]) == 2,
     "first: 4 ranks, G 4, ended 0": r["allocations"][0]["world_size"] == 4
