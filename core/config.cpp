@@ -412,12 +412,13 @@ ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig 
 namespace {
 
 OutputConfig parse_output(const MapReader& m) {
-  static constexpr std::string_view known[] = {"dir", "progress_seconds"};
+  static constexpr std::string_view known[] = {"dir", "progress_seconds", "trace"};
   m.allow_only(known);
   OutputConfig out;
   read(m, "dir", out.dir);
   if (auto d = m.get("dir")) out.dir_mark = d->mark();
   read(m, "progress_seconds", out.progress_seconds, positive);
+  read(m, "trace", out.trace);
   return out;
 }
 

@@ -150,6 +150,7 @@ struct OutputConfig {
   std::string dir = "runs/out";
   double progress_seconds = 10.0;  // at most this long between progress lines
   SourceMark dir_mark;             // of output.dir, for errors about the directory
+  bool trace = false;              // write trace.json: every rank's timeline (Chrome trace)
 };
 
 // When a run writes checkpoints (docs/architecture.md, "Checkpoints and restart"). Every epoch,

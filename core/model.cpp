@@ -90,6 +90,7 @@ Model::~Model() = default;
 const Tensor& Model::forward(const Tensor& input, bool training) {
   const Tensor* in = &input;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const TraceSpan span(trace_, trace_ ? forward_names_[i] : std::string_view(), "compute");
     layers_[i]->forward(*in, outputs_[i], training);
     in = &outputs_[i];
   }
@@ -102,8 +103,19 @@ void Model::backward(const Tensor& input, const Tensor& grad_logits,
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
     Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];
+    const TraceSpan span(trace_, trace_ ? backward_names_[i] : std::string_view(), "compute");
     layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
     if (on_layer_done) on_layer_done(i);
+  }
+}
+
+void Model::set_trace(Trace* trace) {
+  trace_ = trace;
+  forward_names_.clear();
+  backward_names_.clear();
+  for (const auto& layer : layers_) {
+    forward_names_.push_back("forward " + layer->name());
+    backward_names_.push_back("backward " + layer->name());
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/config.hpp"
 #include "core/layer.hpp"
+#include "core/trace.hpp"
 
 namespace strata {
 
@@ -48,6 +49,8 @@ class Model {
   // Another model of the same layers (made by the same factory) with this one's parameters and
   // noise keys: a worker thread's replica.
   Model replicate();
+  // Records each layer's forward and backward on `trace` (null: off).
+  void set_trace(Trace* trace);
 
   // Every parameter as "<prefix>/<layer>/weight" (or bias), a shard as its slice of the whole
   // tensor, and the layers' other state (noise keys). load_state reads the same keys; a missing
@@ -91,6 +94,8 @@ class Model {
   // Backward stops here: layers up to the first one with parameters need no input gradient,
   // because nothing before them learns.
   std::size_t first_trainable_ = 0;
+  Trace* trace_ = nullptr;
+  std::vector<std::string> forward_names_, backward_names_;  // "forward conv2d_1", for the trace
 };
 
 }  // namespace strata

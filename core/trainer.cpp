@@ -145,6 +145,7 @@ void Trainer::apply_gradients(double lr, bool reported) {
     for (std::size_t k = total.size(); k-- > 0;) sync_->gradients_ready(std::span(&total[k], 1));
   }
   if (sync_ != nullptr) sync_->finish();
+  const TraceSpan step(trace_, "optimizer step", "compute");
   optimizer_->begin_step(total);
   const int threads = pool_.size();
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
@@ -165,6 +166,11 @@ void Trainer::apply_gradients(double lr, bool reported) {
         std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);
     }
   });
+}
+
+void Trainer::set_trace(Trace* trace) {
+  trace_ = trace;
+  for (Model& replica : replicas_) replica.set_trace(trace);
 }
 
 void Trainer::accumulate_gradients(bool first, bool last) {
@@ -206,7 +212,10 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
                                          static_cast<std::size_t>(local));
   // The shard is read on this thread (a file-backed set must not be read concurrently); the
   // workers then copy their parts of it.
-  gather_batch(data_.train, batch, shard_images_, shard_labels_);
+  {
+    const TraceSpan read(trace_, "data read", "data");
+    gather_batch(data_.train, batch, shard_images_, shard_labels_);
+  }
   const std::int64_t sample = shard_images_.size() / std::max<std::int64_t>(local, 1);
   const int threads = pool_.size();
   pool_.run([&](int i) {
@@ -363,6 +372,7 @@ void Trainer::for_each_evaluation_chunk(
 }
 
 Evaluation Trainer::evaluate(const SampleSet& set) {
+  const TraceSpan span(trace_, "evaluate", "compute");
   Evaluation e;
   e.count = set.count();
   if (e.count == 0) return e;

@@ -14,6 +14,7 @@
 #include "core/optimizer.hpp"
 #include "core/plan.hpp"
 #include "core/state.hpp"
+#include "core/trace.hpp"
 #include "core/training_data.hpp"
 #include "core/worker_pool.hpp"
 
@@ -105,6 +106,9 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
+  // Records data reads, every replica's forward and backward per layer, and optimizer steps on
+  // `trace` (null: off).
+  void set_trace(Trace* trace);
   // Copies the weights of replica 0 to the others (after loading weights into model()). A
   // GradientSync attaches to model().trainable_params(): frozen parameters are not reduced.
   void broadcast_weights();
@@ -168,6 +172,7 @@ class Trainer {
   EpochMetrics last_epoch_;
   std::function<void()> step_hook_;
   std::function<void()> evaluation_hook_;
+  Trace* trace_ = nullptr;
 };
 
 }  // namespace strata

@@ -89,6 +89,7 @@ void CheckpointStore::save(StateDict whole) {
   written_ = std::move(whole);
   writer_ = std::thread([this, path, killed] {
     try {
+      const TraceSpan span(trace_, "checkpoint write", "io");
       write_checkpoint(path, written_, [&](std::size_t done, std::size_t total) {
         // A crash in the middle of the write: half the tensors in the temporary file.
         if (killed && done == total / 2) std::raise(SIGKILL);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/state.hpp"
+#include "core/trace.hpp"
 
 namespace strata {
 
@@ -42,6 +43,8 @@ class CheckpointStore {
   void save(StateDict whole);
   // Waits for the write in flight; throws DataError if it failed.
   void wait();
+  // Records each background write on `trace` (null: off).
+  void set_trace(Trace* trace) { trace_ = trace; }
   // After wait(): the last state written, whose buffers the next snapshot can reuse.
   StateDict take_buffers() { return std::move(written_); }
 
@@ -53,6 +56,7 @@ class CheckpointStore {
   std::thread writer_;
   StateDict written_;  // what the writer thread writes; only it touches it until wait()
   std::exception_ptr error_;
+  Trace* trace_ = nullptr;
 };
 
 // The sequence number of a checkpoint file name ("ckpt-00000012.h5" -> 12), or -1.

@@ -81,6 +81,8 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
                          const TrialChannel& channel) {
   const std::function<void()>& serve = channel.serve;
   const auto start = Clock::now();
+  const std::string span_name = fmt::format("trial {}", trial.id);
+  const TraceSpan span(c.trace, span_name, "hpo");
   const Topology& topology = c.topology;
   Config config;
   std::optional<GroupTraining> group;
@@ -93,7 +95,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
         derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
     const Plan trial_plan = plan_on_run_layout(config, topology.plan());
     global_batch = trial_plan.global_batch();
-    group.emplace(config, data, topology, trial_plan, c.threads);
+    group.emplace(config, data, topology, trial_plan, c.threads, c.trace);
     trainer = &*group->trainer;
     trainer->set_evaluation_hook(serve);
     SessionSettings settings;
@@ -102,6 +104,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     settings.epochs = config.training.epochs;
     settings.label = fmt::format("trial {}: ", trial.id);
     settings.checkpoint_last_epoch = false;
+    settings.trace = c.trace;
     settings.meta.put_text("kind", "trial");
     settings.meta.put_int("stage", c.stage_index);
     settings.meta.put_int("trial", trial.id);

@@ -102,6 +102,7 @@ class PbtRun {
     s.meta.put_text("kind", "pbt");
     s.meta.put_int("stage", c_.stage_index);
     s.meta.put_int("member", member);
+    s.trace = c_.trace;
     return s;
   }
 
@@ -164,7 +165,7 @@ PbtMemberResult PbtRun::train(int member, int round, ProgressBoard& board, State
   const Config config =
       member_config(member, population_.genomes()[static_cast<std::size_t>(member)]);
   GroupTraining group(config, data_, topology_, plan_on_run_layout(config, topology_.plan()),
-                      c_.threads);
+                      c_.threads, c_.trace);
   Trainer& trainer = *group.trainer;
   std::optional<RunOutput> output;
   if (writes()) output.emplace(RunOutput::inside_checked_run(member_dir(member)));
@@ -206,12 +207,12 @@ PbtMemberResult PbtRun::train(int member, int round, ProgressBoard& board, State
           send(MemberState::running);
           if (!output) return;
           output->append_metrics(m);
-          log.line(fmt::format("[epoch {}/{}] round {} {} | train loss {:.4f} | val acc {:.4f} | "
-                               "test acc {:.4f} | {:.1f}s",
-                               m.epoch, config.training.epochs, round,
-                               describe(space_, population_.genomes()[static_cast<std::size_t>(
-                                                    member)]),
-                               m.train_loss, m.val_accuracy, m.test_accuracy, m.seconds));
+          log.line(
+              fmt::format("[epoch {}/{}] round {} {} | train loss {:.4f} | val acc {:.4f} | "
+                          "test acc {:.4f} | {:.1f}s",
+                          m.epoch, config.training.epochs, round,
+                          describe(space_, population_.genomes()[static_cast<std::size_t>(member)]),
+                          m.train_loss, m.val_accuracy, m.test_accuracy, m.seconds));
         });
   } catch (const DivergedError& e) {
     // Every rank of the group saw the same loss: all leave here. A copy replaces it below.
@@ -244,7 +245,7 @@ PbtMemberResult PbtRun::train(int member, int round, ProgressBoard& board, State
 StateDict PbtRun::checkpointed_state(int member, const Genome& genome) {
   const Config config = member_config(member, genome);
   GroupTraining group(config, data_, topology_, plan_on_run_layout(config, topology_.plan()),
-                      c_.threads);
+                      c_.threads, c_.trace);
   TrainingSession session(*group.trainer, topology_, nullptr, session_settings(member, config));
   if (!session.resume())
     throw DataError(fmt::format("pbt: member {} has no checkpoint to be copied from in {}", member,
@@ -277,14 +278,17 @@ void PbtRun::exploit(const PbtRound& round, std::map<int, StateDict>& states) {
     t.member = e.target;
     t.config = member_config(e.target, population_.genomes()[static_cast<std::size_t>(e.target)]);
     t.training.emplace(t.config, data_, topology_, plan_on_run_layout(t.config, topology_.plan()),
-                       c_.threads);
+                       c_.threads, c_.trace);
     t.training->trainer->save_state(t.state);  // the layout, and its own data order
     if (source_group == target_group)
       copy_state_entries(states.at(e.source), t.state, copied_prefixes());
     else
       receives.push_back({source_group, &t.state});
   }
-  exchange_states(topology_.peers(), sends, receives, copied_prefixes(), exploit_tag);
+  {
+    const TraceSpan span(c_.trace, "pbt exploit", "comm");
+    exchange_states(topology_.peers(), sends, receives, copied_prefixes(), exploit_tag);
+  }
   for (Target& t : targets) {
     t.training->trainer->load_state(t.state);
     TrainingSession session(*t.training->trainer, topology_, nullptr,
@@ -329,8 +333,8 @@ void PbtRun::say_round(const PbtRound& round, double seconds) const {
     copies += fmt::format("{}{}<-{}", copies.empty() ? "" : ", ", e.target, e.source);
   fmt::print(
       "[pbt] round {}/{} (to epoch {}) in {:.1f}s: best {:.4g} (member {}), mean {:.4g}{}{}\n",
-      round.round, rounds_, end_epoch(round.round), seconds,
-      round.scores[order.front()], order.front(), scored > 0 ? sum / scored : std::nan(""),
+      round.round, rounds_, end_epoch(round.round), seconds, round.scores[order.front()],
+      order.front(), scored > 0 ? sum / scored : std::nan(""),
       scored < members() ? fmt::format(", {} diverged", members() - scored) : "",
       copies.empty() ? "" : fmt::format("; copies (member<-member): {}", copies));
   std::fflush(stdout);
@@ -339,9 +343,10 @@ void PbtRun::say_round(const PbtRound& round, double seconds) const {
 void PbtRun::run() {
   resume();
   if (topology_.world_rank() == 0)
-    fmt::print("[pbt] {} members on {} member groups, {} rounds of {} epoch(s); the worst {:.0f}% "
-               "copy the best after each\n",
-               members(), groups(), rounds_, spec_.interval, 100 * spec_.quantile);
+    fmt::print(
+        "[pbt] {} members on {} member groups, {} rounds of {} epoch(s); the worst {:.0f}% "
+        "copy the best after each\n",
+        members(), groups(), rounds_, spec_.interval, 100 * spec_.quantile);
   const auto start = Clock::now();
   // A stop cut the last round's exploits short: the sources still stand at that round's end.
   if (population_.round() > 1 && exploited_ < population_.round() - 1 &&
@@ -350,11 +355,12 @@ void PbtRun::run() {
     std::map<int, StateDict> states;
     for (const PbtExploit& e : last.exploits)
       if (on_this_group(e.source) && !states.contains(e.source))
-        states[e.source] = checkpointed_state(
-            e.source, last.genomes[static_cast<std::size_t>(e.source)]);
+        states[e.source] =
+            checkpointed_state(e.source, last.genomes[static_cast<std::size_t>(e.source)]);
     exploit(last, states);
     topology_.world().barrier();
-    if (topology_.world_rank() == 0) write_text_atomically(exploited_marker(), fmt::format("{}\n", last.round));
+    if (topology_.world_rank() == 0)
+      write_text_atomically(exploited_marker(), fmt::format("{}\n", last.round));
     topology_.world().barrier();
   }
   for (int round = population_.round(); round <= rounds_; ++round) {
@@ -411,15 +417,15 @@ void PbtRun::publish(double wall_seconds) const {
   const auto order = rank_order(last.scores, population_.config().direction);
   const int best = static_cast<int>(order.front());
   for (int m = 0; m < members(); ++m)
-    write_text_atomically(
-        member_dir(m) / "config.yaml",
-        trial_config_text(c_.config,
-                          [&] {
-                            Trial t;
-                            t.genome = last.genomes[static_cast<std::size_t>(m)];
-                            return trial_values(space_, t);
-                          }(),
-                          member_dir(m).string()));
+    write_text_atomically(member_dir(m) / "config.yaml",
+                          trial_config_text(
+                              c_.config,
+                              [&] {
+                                Trial t;
+                                t.genome = last.genomes[static_cast<std::size_t>(m)];
+                                return trial_values(space_, t);
+                              }(),
+                              member_dir(m).string()));
   std::error_code ec;
   std::filesystem::copy_file(member_dir(best) / "config.yaml", dir_ / "best.yaml",
                              std::filesystem::copy_options::overwrite_existing, ec);
@@ -427,8 +433,8 @@ void PbtRun::publish(double wall_seconds) const {
     std::filesystem::copy_file(member_dir(best) / "weights.h5", dir_ / "best_weights.h5",
                                std::filesystem::copy_options::overwrite_existing, ec);
   if (ec)
-    throw DataError(fmt::format("cannot copy member {}'s results into {}: {}", best,
-                                dir_.string(), ec.message()));
+    throw DataError(fmt::format("cannot copy member {}'s results into {}: {}", best, dir_.string(),
+                                ec.message()));
   auto member_json = [&](int m) {
     const auto at = static_cast<std::size_t>(m);
     return nlohmann::json{{"trial", PbtLog::segment(last.round, m, members())},

@@ -24,6 +24,7 @@
 #include "jobs/run_record.hpp"
 #include "jobs/stage.hpp"
 #include "jobs/stop_signals.hpp"
+#include "jobs/trace_file.hpp"
 #include "parallel/topology.hpp"
 
 namespace strata {
@@ -241,6 +242,13 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
                RunState& state) {
   const int stages = static_cast<int>(config.stages.size());
   int last_groups = 1;
+  // Every rank's timeline starts at the same barrier, so that the tracks line up.
+  std::optional<Trace> trace;
+  if (config.output.trace) {
+    world.barrier();
+    trace.emplace();
+  }
+  const auto trace_path = top != nullptr ? top->dir() / "trace.json" : std::filesystem::path();
   for (; state.stage < stages; ++state.stage) {
     Stage& stage = *pipeline[static_cast<std::size_t>(state.stage)];
     const Plan& plan = plans[static_cast<std::size_t>(state.stage)];
@@ -291,7 +299,8 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
                                  : top        ? top
                                               : nullptr,
                                  config.output.dir,
-                                 options.verbose};
+                                 options.verbose,
+                                 trace ? &*trace : nullptr};
       stage.run(context, state.artifacts);
     } catch (const Interrupted& e) {
       stopped = e.what();
@@ -303,6 +312,7 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
                    stopped.empty() ? "stopped by a signal, checkpointed" : stopped,
                    int{exit_checkpointed});
       std::fflush(stdout);
+      if (trace) write_trace(world, *trace, trace_path);
       return exit_checkpointed;
     }
     if (world.rank() == 0) {
@@ -322,6 +332,7 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
     state.first_groups = 0;
   }
   world.barrier();
+  if (trace) write_trace(world, *trace, trace_path);
   if (world.rank() == 0) {
     if (stages == 1 && config.stages.front().kind() == StageKind::train) {
       const std::string where =

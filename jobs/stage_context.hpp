@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/config.hpp"
+#include "core/trace.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/stop_signals.hpp"
 #include "parallel/topology.hpp"
@@ -28,6 +29,8 @@ struct StageContext {
   // Every member group prints its own progress lines ([g<n>] prefix) beside world rank 0's lines
   // for the whole stage (strata run --verbose).
   bool verbose = false;
+  // output.trace: this process's timeline (null: off).
+  Trace* trace = nullptr;
 };
 
 }  // namespace strata

@@ -60,7 +60,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
   // The data split comes from the run's seed, not the member's: every member, and strata predict
   // on a member's weights, sees the same validation hold-out and normalisation.
   const TrainingData data = load_training_data(c.config);
-  GroupTraining group(config, data, topology, plan, c.threads);
+  GroupTraining group(config, data, topology, plan, c.threads, c.trace);
   Trainer& trainer = *group.trainer;
   if (member == 0 && topology.world_rank() == 0) print_startup(c, data, trainer);
 
@@ -84,6 +84,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
   settings.meta.put_int("stage", c.stage_index);
   settings.meta.put_int("member", member);
   settings.say = [&log](const std::string& line) { log.line(line); };
+  settings.trace = c.trace;
   StepWork work;
   work.serve = [&board] { board.poll(); };
   work.stop_elsewhere = [&board] { return board.stop_elsewhere(); };

@@ -29,7 +29,7 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
     job.emplace(build_job());
     const Plan plan = plan_on_run_layout(job->config, topology.plan());
     global_batch = plan.global_batch();
-    group.emplace(job->config, *job->data, topology, plan, c.threads);
+    group.emplace(job->config, *job->data, topology, plan, c.threads, c.trace);
     group->trainer->set_evaluation_hook(serve);
     SessionSettings settings;
     settings.checkpoint_dir = job->checkpoints;
@@ -37,6 +37,7 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
     settings.epochs = job->config.training.epochs;
     settings.label = job->label;
     settings.meta = job->meta;
+    settings.trace = c.trace;
     StepWork work;
     work.serve = serve;
     session.emplace(*group->trainer, topology, c.signals, std::move(settings), std::move(work));

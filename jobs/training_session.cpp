@@ -28,7 +28,8 @@ std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps
 }  // namespace
 
 GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
-                             const Topology& topology, const Plan& plan, int threads) {
+                             const Topology& topology, const Plan& plan, int threads,
+                             Trace* trace) {
   if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
   trainer.emplace(config,
                   build_model(config, data,
@@ -36,6 +37,8 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                                              : LayerFactory{}),
                   data, plan, threads, sync ? &*sync : nullptr);
   if (sync) sync->attach(trainer->model().trainable_params());
+  trainer->set_trace(trace);
+  if (sync) sync->set_trace(trace);
 }
 
 TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
@@ -49,6 +52,7 @@ TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
       store_(settings_.checkpoint_dir, settings_.checkpoint.keep),
       vote_(topology.member()) {
   trainer_.set_step_hook([this] { at_step(); });
+  store_.set_trace(settings_.trace);
 }
 
 std::optional<std::filesystem::path> TrainingSession::resume() {
@@ -111,6 +115,7 @@ void TrainingSession::run(int epochs, const ProgressCallback& on_progress,
 }
 
 void TrainingSession::checkpoint() {
+  const TraceSpan span(settings_.trace, "checkpoint snapshot", "io");
   last_checkpoint_ = Clock::now();
   // Data replicas hold the same state: replica 0's shards save it.
   if (topology_.coords().data != 0) return;

@@ -23,8 +23,9 @@ namespace strata {
 // a gradient sync over the `data` communicator when D > 1 (attached to the parameters that learn).
 // Not movable: the trainer keeps a pointer to the sync beside it.
 struct GroupTraining {
+  // `trace` (null: off) records the trainer's and the gradient sync's events.
   GroupTraining(const Config& config, const TrainingData& data, const Topology& topology,
-                const Plan& plan, int threads);
+                const Plan& plan, int threads, Trace* trace = nullptr);
   GroupTraining(const GroupTraining&) = delete;
   GroupTraining& operator=(const GroupTraining&) = delete;
 
@@ -43,6 +44,7 @@ struct SessionSettings {
   StateDict meta;  // scalars saved under meta/ that say what this training is (stage, member)
   // Where its own lines (resumed from where) go, on the group's first rank; empty: stdout.
   std::function<void(const std::string&)> say;
+  Trace* trace = nullptr;  // records its checkpoints; null: off
 };
 
 // Work a caller adds at every step boundary, on every rank of the group.

@@ -35,15 +35,19 @@ void DataParallelSync::attach(const std::vector<Param>& params) {
     bucket_of_[p->grad] = packing;
     filled += size;
   }
-  for (auto& b : buckets_) {
-    if (b.grads.size() < 2) continue;
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    Bucket& b = buckets_[k];
     std::int64_t total = 0;
     for (const Tensor* g : b.grads) total += g->size();
+    b.trace_name = fmt::format("allreduce bucket {} ({:.2f} MiB)", k,
+                               static_cast<double>(total) * sizeof(float) / (1 << 20));
+    if (b.grads.size() < 2) continue;
     b.packed.resize(static_cast<std::size_t>(total));
   }
 }
 
 void DataParallelSync::start(Bucket& b) {
+  if (trace_ != nullptr) b.started_at = Trace::Clock::now();
   if (b.packed.empty()) {
     b.reduction = data_.iallreduce_sum(*b.grads.front());
   } else {
@@ -74,6 +78,7 @@ void DataParallelSync::finish() {
           fmt::format("gradient sync: a bucket got {} of its {} gradients before finish()", b.ready,
                       b.grads.size()));
     b.reduction.wait();
+    if (trace_ != nullptr) trace_->complete(b.trace_name, "comm", b.started_at);
     if (!b.packed.empty()) {
       const float* at = b.packed.data();
       for (Tensor* g : b.grads) {

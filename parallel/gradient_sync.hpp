@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/gradient_sync.hpp"
+#include "core/trace.hpp"
 #include "parallel/communicator.hpp"
 
 namespace strata {
@@ -27,6 +29,8 @@ class DataParallelSync final : public GradientSync {
   void sum(std::span<double> values) override;
 
   std::size_t bucket_count() const { return buckets_.size(); }
+  // Records each bucket's allreduce, from its start to the end of its wait, on `trace`.
+  void set_trace(Trace* trace) { trace_ = trace; }
 
  private:
   struct Bucket {
@@ -36,6 +40,8 @@ class DataParallelSync final : public GradientSync {
     std::size_t ready = 0;  // gradients written this step
     Request reduction;
     bool started = false;
+    Trace::Clock::time_point started_at;
+    std::string trace_name;  // "allreduce bucket 3 (1.2 MiB)"
   };
   void start(Bucket& bucket);
 
@@ -43,6 +49,7 @@ class DataParallelSync final : public GradientSync {
   double bucket_mib_;
   std::vector<Bucket> buckets_;
   std::unordered_map<const Tensor*, std::size_t> bucket_of_;  // gradient -> its bucket
+  Trace* trace_ = nullptr;
 };
 
 }  // namespace strata
