@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# What output.trace costs: the benchmark CNN (configs/fashion_cnn.yaml's layers) on synthetic
+# Fashion-MNIST-shaped data, one rank with THREADS worker threads (every layer of every worker is
+# traced), trained with and without the trace in alternation, REPEATS times each, in one run of
+# this script. Prints each side's median training samples/s and their ratio (goal: overhead < 2%).
+#
+#   tests/bench/run_trace_bench.sh [BUILD_DIR] [REPEATS] [THREADS]
+# BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
+repeats="${2:-5}"
+threads="${3:-2}"
+if [ -f "$build/CMakeCache.txt" ]; then cmake --build "$build" --target strata -j "$(nproc)" >&2; fi
+if [ -f "$root/jobs/env.sh" ]; then
+  # shellcheck source=../../jobs/env.sh
+  . "$root/jobs/env.sh"
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+layers="$(sed -n '/^model:/,/^training:/p' "$root/configs/fashion_cnn.yaml" | sed '$d')"
+grep -q 'conv2d: {filters: 32' <<<"$layers" ||
+  { echo "run_trace_bench.sh: configs/fashion_cnn.yaml no longer has the layers this script reads" >&2; exit 1; }
+config() {  # $1: output dir, $2: trace true|false
+  cat <<YAML
+run: {name: trace_bench, seed: 1, threads: $threads}
+data: {source: synthetic, validation_fraction: 0.0, synthetic: {train: 8192, test: 64, classes: 10, channels: 1, height: 28, width: 28}}
+$layers
+training: {epochs: 2, local_batch: 64, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+output: {dir: $1, trace: $2}
+YAML
+}
+config "$work/off" false > "$work/off.yaml"
+config "$work/on" true > "$work/on.yaml"
+rate() {  # the training samples/s of the run's last epoch (the first warms up)
+  /usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["samples_per_s"])' "$1/metrics.jsonl"
+}
+off=() on=()
+for r in $(seq "$repeats"); do
+  for side in off on; do
+    rm -rf "${work:?}/$side"
+    "$build/strata" run "$work/$side.yaml" > "$work/$side.log" 2>&1 || { cat "$work/$side.log" >&2; exit 1; }
+    value="$(rate "$work/$side")"
+    if [ "$side" = off ]; then off+=("$value"); else on+=("$value"); fi
+    echo "repeat $r, trace $side: $value samples/s" >&2
+  done
+done
+events="$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["traceEvents"]))' "$work/on/trace.json")"
+/usr/bin/python3 - "$threads" "$events" "${off[*]}" "${on[*]}" <<'PY'
+import statistics, sys
+threads, events = sys.argv[1], int(sys.argv[2])
+off, on = [float(x) for x in sys.argv[3].split()], [float(x) for x in sys.argv[4].split()]
+m_off, m_on = statistics.median(off), statistics.median(on)
+print(f"output.trace on the benchmark CNN, 1 rank x {threads} threads, batch 64, second epoch of 2 "
+      f"(8192 synthetic samples), median of {len(off)} alternating repeats; the traced run wrote "
+      f"{events} events.\n")
+print("| trace | samples/s | ratio |\n| --- | --- | --- |")
+print(f"| off | {m_off:.0f} | 1.000 |\n| on | {m_on:.0f} | {m_on / m_off:.3f} |")
+print(f"\nOverhead: {100 * (1 - m_on / m_off):.1f}% (goal < 2%).")
+PY
