@@ -2,8 +2,6 @@
 // how a copy's values move, the population's rounds, its state and its journal.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +11,7 @@
 #include "core/errors.hpp"
 #include "hpo/pbt.hpp"
 #include "hpo/pbt_log.hpp"
+#include "tests/core/temp_dir.hpp"
 
 using namespace strata;
 
@@ -89,8 +88,8 @@ TEST_CASE("explore moves reals by 0.8 or 1.2, integers and choices a step, withi
     INFO("seed " << seed);
     CHECK(moved[0] == Approx(up[0] ? 0.012 : 0.008));
     CHECK(moved[1] == (up[1] ? 1.0 : 0.9 * 0.8));  // 1.08 is clamped to the bound
-    CHECK(moved[2] == (up[2] ? 2.0 : 1.0));          // round(1.2) = 1 moves a step; 0.8 clamps
-    CHECK(moved[3] == (up[3] ? 1.0 : 0.0));          // the neighbour, or the first choice kept
+    CHECK(moved[2] == (up[2] ? 2.0 : 1.0));        // round(1.2) = 1 moves a step; 0.8 clamps
+    CHECK(moved[3] == (up[3] ? 1.0 : 0.0));        // the neighbour, or the first choice kept
     CHECK(within(space, moved));
   }
   // Resampling every gene: exactly the fresh draws.
@@ -103,8 +102,7 @@ TEST_CASE("explore moves reals by 0.8 or 1.2, integers and choices a step, withi
   }
 }
 
-TEST_CASE("a round's copies take their source's values, explored, and it as parent",
-          "[hpo][pbt]") {
+TEST_CASE("a round's copies take their source's values, explored, and it as parent", "[hpo][pbt]") {
   PbtConfig config;
   config.population = 4;
   config.seed = 9;
@@ -165,8 +163,8 @@ TEST_CASE("a population restored from its state equals the one saved", "[hpo][pb
 }
 
 TEST_CASE("the pbt journal keeps whole rounds and refuses another search's", "[hpo][pbt][state]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("strata-pbt-log-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const strata::testing::TempDir temp;
+  const std::filesystem::path& dir = temp.path();
   const SearchSpace space = mixed_space();
   PbtConfig config;
   config.population = 3;
@@ -208,5 +206,4 @@ TEST_CASE("the pbt journal keeps whole rounds and refuses another search's", "[h
   PbtPopulation other(space, other_seed);
   for (const auto& s : resumed.recovered()) other.end_round(s);
   CHECK_THROWS_AS(PbtLog(dir, space, 3, true).check_replay(other), DataError);
-  std::filesystem::remove_all(dir);
 }

@@ -20,8 +20,10 @@
 #include "parallel/state_gather.hpp"
 #include "parallel/step_vote.hpp"
 #include "parallel/topology.hpp"
+#include "tests/parallel/trainer_steps.hpp"
 
 using namespace strata;
+using strata::testing::train_until;
 
 namespace {
 
@@ -47,26 +49,6 @@ training:
   optimizer: {type: adam, lr: 0.01}
 parallel: {lr_scaling: none}
 )";
-
-struct StopHere {};
-
-// Trains until the global step reaches `step`, stopping at that step boundary.
-void train_until(Trainer& trainer, std::int64_t step) {
-  trainer.set_step_hook([&] {
-    if (trainer.position().global_step == step) throw StopHere{};
-  });
-  try {
-    while (true) trainer.run_epoch({});
-  } catch (const StopHere&) {
-  }
-}
-
-// The whole state of a replica as strata run builds it, assembled over the model shards.
-StateDict whole_state(GroupTraining& replica, const Topology& topology) {
-  StateDict local;
-  replica.trainer->save_state(local);
-  return topology.plan().model > 1 ? gather_whole_state(local, topology.model()) : local;
-}
 
 Plan plan_for(int ranks, int model) {
   PlanRequest request;
@@ -107,7 +89,7 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   const Topology written_on(world, written_plan);
   GroupTraining original(config, data, written_on, written_plan, 1);
   train_until(*original.trainer, 3);
-  const StateDict saved = whole_state(original, written_on);
+  const StateDict saved = strata::testing::whole_state(*original.trainer, written_on);
   std::string path;
   if (world.rank() == 0) {
     path = fmt::format("/tmp/strata-mpi-reshard-{}.h5", ::getpid());
@@ -115,7 +97,7 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   }
   world.broadcast_string(path, 0);
   train_until(*original.trainer, 8);
-  const StateDict uninterrupted = whole_state(original, written_on);
+  const StateDict uninterrupted = strata::testing::whole_state(*original.trainer, written_on);
 
   for (const int ranks : {2, 1}) {
     const Communicator sub =
@@ -126,11 +108,11 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       REQUIRE(plan.accumulate == 2);
       const Topology topology(sub, plan);
       GroupTraining resumed(config, data, topology, plan, 1);
-      const StateDict before = whole_state(resumed, topology);
+      const StateDict before = strata::testing::whole_state(*resumed.trainer, topology);
       REQUIRE(before.tensor("weights/dense_4/weight").values !=
               saved.tensor("weights/dense_4/weight").values);
       resumed.trainer->load_state(read_checkpoint(path));
-      const StateDict loaded = whole_state(resumed, topology);
+      const StateDict loaded = strata::testing::whole_state(*resumed.trainer, topology);
       INFO("resumed on " << ranks << " rank(s)");
       for (const auto& [key, t] : saved.tensors()) {
         INFO(key);
@@ -139,7 +121,7 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       CHECK(loaded.get_int("optimizer/steps") == 3);
       CHECK(loaded.get_int("trainer/global_step") == 3);
       train_until(*resumed.trainer, 8);
-      const StateDict after = whole_state(resumed, topology);
+      const StateDict after = strata::testing::whole_state(*resumed.trainer, topology);
       const double weights = largest_relative_difference(uninterrupted, after, "weights/");
       WARN("resumed on " << ranks
                          << " rank(s): after 5 more steps the weights differ from the "

@@ -12,8 +12,8 @@
 #include "jobs/training_session.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/state_exchange.hpp"
-#include "parallel/state_gather.hpp"
 #include "parallel/topology.hpp"
+#include "tests/parallel/trainer_steps.hpp"
 
 using namespace strata;
 
@@ -44,23 +44,8 @@ parallel: {lr_scaling: none}
 
 const std::vector<std::string> prefixes{"weights/", "optimizer/", "trainer/"};
 
-struct StopHere {};
-
 void train_steps(Trainer& trainer, std::int64_t steps) {
-  const std::int64_t until = trainer.position().global_step + steps;
-  trainer.set_step_hook([&] {
-    if (trainer.position().global_step == until) throw StopHere{};
-  });
-  try {
-    while (true) trainer.run_epoch({});
-  } catch (const StopHere&) {
-  }
-}
-
-StateDict whole_state(Trainer& trainer, const Topology& topology) {
-  StateDict local;
-  trainer.save_state(local);
-  return topology.plan().model > 1 ? gather_whole_state(local, topology.model()) : local;
+  strata::testing::train_until(trainer, trainer.position().global_step + steps);
 }
 
 }  // namespace
@@ -90,7 +75,7 @@ TEST_CASE("an exploit copies a group's training state bit for bit into another g
 
     StateDict mine;
     member.trainer->save_state(mine);
-    const StateDict before = whole_state(*member.trainer, topology);
+    const StateDict before = strata::testing::whole_state(*member.trainer, topology);
     const std::int64_t own_shuffle = mine.get_int("data/shuffle_key");
     // Group 0 is the source, group 1 the target; the other groups take no part.
     std::vector<StateSend> sends;
@@ -100,7 +85,7 @@ TEST_CASE("an exploit copies a group's training state bit for bit into another g
     if (group == 1) receives.push_back({0, &received});
     exchange_states(topology.peers(), sends, receives, prefixes, 7300);
     if (group == 1) member.trainer->load_state(received);
-    const StateDict after = whole_state(*member.trainer, topology);
+    const StateDict after = strata::testing::whole_state(*member.trainer, topology);
 
     // Group 0's whole state reaches every group over peers, to compare with.
     INFO("M = " << shards);
