@@ -164,7 +164,7 @@ TEST_CASE("a population restored from its state equals the one saved", "[hpo][pb
 
 TEST_CASE("the pbt journal keeps whole rounds and refuses another search's", "[hpo][pbt][state]") {
   const strata::testing::TempDir temp;
-  const std::filesystem::path& dir = temp.path();
+  const std::filesystem::path dir = temp.str();
   const SearchSpace space = mixed_space();
   PbtConfig config;
   config.population = 3;
