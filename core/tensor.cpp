@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,16 +28,75 @@ Tensor::Tensor(Shape shape, Device device)
     : shape_(std::move(shape)),
       values_(static_cast<std::size_t>(element_count(shape_)), 0.0f),
       device_(device) {
+  own();
   if (device_ != Device::cpu)
     throw std::invalid_argument("only CPU tensors are supported in this build");
 }
 
 Tensor::Tensor(Shape shape, std::vector<float> values)
     : shape_(std::move(shape)), values_(std::move(values)) {
+  own();
   if (element_count(shape_) != static_cast<std::int64_t>(values_.size()))
     throw std::invalid_argument(fmt::format("tensor shape {} needs {} values, got {}",
                                             shape_string(shape_), element_count(shape_),
                                             values_.size()));
+}
+
+Tensor::Tensor(const Tensor& other)
+    : shape_(other.shape_),
+      values_(other.values().begin(), other.values().end()),
+      device_(other.device_),
+      layout_(other.layout_) {
+  own();
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this == &other) return *this;
+  if (bound_) {
+    // Bound storage stays bound: the values are copied into it.
+    if (other.size() != size_)
+      throw std::logic_error(
+          fmt::format("cannot assign {} values to a tensor bound to {}", other.size(), size_));
+    std::copy(other.values().begin(), other.values().end(), data_);
+  } else {
+    values_.assign(other.values().begin(), other.values().end());
+    own();
+  }
+  shape_ = other.shape_;
+  device_ = other.device_;
+  layout_ = other.layout_;
+  return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : shape_(std::move(other.shape_)),
+      values_(std::move(other.values_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      bound_(std::exchange(other.bound_, false)),
+      device_(other.device_),
+      layout_(other.layout_) {}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this == &other) return *this;
+  shape_ = std::move(other.shape_);
+  values_ = std::move(other.values_);
+  data_ = std::exchange(other.data_, nullptr);
+  size_ = std::exchange(other.size_, 0);
+  bound_ = std::exchange(other.bound_, false);
+  device_ = other.device_;
+  layout_ = other.layout_;
+  return *this;
+}
+
+void Tensor::bind(std::span<float> storage) {
+  if (static_cast<std::int64_t>(storage.size()) != size_)
+    throw std::invalid_argument(fmt::format("cannot bind a tensor of {} values to storage of {}",
+                                            size_, storage.size()));
+  std::copy(values().begin(), values().end(), storage.begin());
+  values_ = {};
+  data_ = storage.data();
+  bound_ = true;
 }
 
 void Tensor::resize(const Shape& shape, Layout layout) {
@@ -44,9 +104,17 @@ void Tensor::resize(const Shape& shape, Layout layout) {
     throw std::invalid_argument(
         fmt::format("a channel-blocked tensor needs [N,C,H,W] with C a multiple of 16, got {}",
                     shape_string(shape)));
+  const std::int64_t count = element_count(shape);
+  if (bound_ && count != size_)
+    throw std::logic_error(fmt::format(
+        "a tensor bound to {} values of shared storage cannot become {}", size_,
+        shape_string(shape)));
   shape_ = shape;
   layout_ = layout;
-  values_.resize(static_cast<std::size_t>(element_count(shape_)));
+  if (!bound_) {
+    values_.resize(static_cast<std::size_t>(count));
+    own();
+  }
 }
 
 void Tensor::reshape(const Shape& shape) {
@@ -85,7 +153,7 @@ Tensor to_plain(const Tensor& t) {
 }
 
 void Tensor::fill(float value) {
-  std::fill(values_.begin(), values_.end(), value);
+  std::fill(values().begin(), values().end(), value);
 }
 
 }  // namespace strata

@@ -30,32 +30,54 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(Shape shape, Device device = Device::cpu);
   Tensor(Shape shape, std::vector<float> values);
+  // A copy owns its values, also when `other` is bound to storage it does not own.
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor() = default;
 
   const Shape& shape() const { return shape_; }
   std::int64_t dim(std::size_t axis) const { return shape_.at(axis); }
   std::size_t rank() const { return shape_.size(); }
-  std::int64_t size() const { return static_cast<std::int64_t>(values_.size()); }
+  std::int64_t size() const { return size_; }
   Device device() const { return device_; }
-  bool empty() const { return values_.empty(); }
+  bool empty() const { return size() == 0; }
 
-  float* data() { return values_.data(); }
-  const float* data() const { return values_.data(); }
-  std::span<float> values() { return values_; }
-  std::span<const float> values() const { return values_; }
-  float& operator[](std::int64_t i) { return values_[static_cast<std::size_t>(i)]; }
-  float operator[](std::int64_t i) const { return values_[static_cast<std::size_t>(i)]; }
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  std::span<float> values() { return {data_, static_cast<std::size_t>(size_)}; }
+  std::span<const float> values() const { return {data_, static_cast<std::size_t>(size_)}; }
+  float& operator[](std::int64_t i) { return data_[i]; }
+  float operator[](std::int64_t i) const { return data_[i]; }
 
   Layout layout() const { return layout_; }
 
-  // Changes the shape and layout; reallocates only when the element count grows.
+  // Changes the shape and layout; reallocates only when the element count grows. A bound tensor
+  // keeps its element count (std::logic_error otherwise).
   void resize(const Shape& shape, Layout layout = Layout::plain);
   // Same elements, new shape; the element count must match.
   void reshape(const Shape& shape);
   void fill(float value);
 
+  // Moves the values into `storage` (exactly size() floats, owned by someone else, who must keep
+  // it alive as long as this tensor uses it) and works on it from now on: a gradient that backward
+  // writes straight into a shared-memory window that other ranks reduce.
+  void bind(std::span<float> storage);
+  bool bound() const { return bound_; }
+
  private:
+  // After values_ changed: data_ and size_ follow it (unless bound).
+  void own() {
+    data_ = values_.data();
+    size_ = static_cast<std::int64_t>(values_.size());
+  }
+
   Shape shape_;
-  std::vector<float> values_;
+  std::vector<float> values_;  // empty while bound
+  float* data_ = nullptr;      // values_.data(), or the bound storage
+  std::int64_t size_ = 0;
+  bool bound_ = false;
   Device device_ = Device::cpu;
   Layout layout_ = Layout::plain;
 };
