@@ -391,7 +391,8 @@ TrainingConfig parse_training(const MapReader& m) {
 ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig p) {
   static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
                                                "memory_per_rank_mib", "bucket_mib", "lr_scaling",
-                                               "accumulate",          "watchdog_s", "layout"};
+                                               "accumulate",          "watchdog_s", "layout",
+                                               "allreduce"};
   m.allow_only(known);
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
   read(m, "model", p.model, at_least_0);
@@ -406,6 +407,7 @@ ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig 
     read(m, "accumulate", p.accumulate, at_least_1);
   read(m, "watchdog_s", p.watchdog_s, non_negative);
   read(m, "layout", p.layout, EnumNames<RankLayout>::choices, "layout");
+  read(m, "allreduce", p.allreduce, EnumNames<AllreduceKind>::choices, "allreduce");
   return p;
 }
 

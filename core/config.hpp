@@ -170,6 +170,11 @@ enum class LrScaling { none, linear };
 // take every rank (a config error when that would exceed max_global_batch).
 enum class RankLayout { members, data };
 
+// How data-parallel replicas sum their gradients: MPI's allreduce in buckets that overlap
+// backward, or through a shared-memory window per node (parallel/hierarchical_sync.hpp); auto
+// takes mpi.
+enum class AllreduceKind { automatic, mpi, hierarchical };
+
 // How ranks are laid out and how a member group trains together (docs/parallelism.md).
 struct ParallelConfig {
   int max_global_batch = 0;  // bound on D x local_batch; 0 = local_batch (no data parallelism)
@@ -181,6 +186,7 @@ struct ParallelConfig {
   int accumulate = 1;  // micro-batches per optimizer step; 0 = auto: as many as keep K*D*b <= bound
   double watchdog_s = 300.0;  // report a rank waiting this long in one MPI operation; 0 = off
   RankLayout layout = RankLayout::members;
+  AllreduceKind allreduce = AllreduceKind::automatic;
   SourceMark mark;  // of the parallel section, for planner errors
 };
 

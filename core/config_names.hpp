@@ -61,6 +61,13 @@ struct EnumNames<LrScaling> {
       {{"linear", LrScaling::linear}, {"none", LrScaling::none}}};
 };
 template <>
+struct EnumNames<AllreduceKind> {
+  static constexpr std::array<Choice<AllreduceKind>, 3> choices{
+      {{"auto", AllreduceKind::automatic},
+       {"mpi", AllreduceKind::mpi},
+       {"hierarchical", AllreduceKind::hierarchical}}};
+};
+template <>
 struct EnumNames<RankLayout> {
   static constexpr std::array<Choice<RankLayout>, 2> choices{
       {{"members", RankLayout::members}, {"data", RankLayout::data}}};

@@ -30,15 +30,24 @@ std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps
 GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                              const Topology& topology, const Plan& plan, int threads,
                              Trace* trace) {
-  if (plan.data > 1) sync.emplace(topology.data(), config.parallel.bucket_mib);
+  const bool shared = plan.data > 1 && config.parallel.allreduce == AllreduceKind::hierarchical;
+  if (shared)
+    shared_sync.emplace(topology.data(), topology.data_node(), topology.data_across());
+  else if (plan.data > 1)
+    sync.emplace(topology.data(), config.parallel.bucket_mib);
+  GradientSync* gradients = sync ? static_cast<GradientSync*>(&*sync)
+                            : shared_sync ? static_cast<GradientSync*>(&*shared_sync)
+                                          : nullptr;
   trainer.emplace(config,
                   build_model(config, data,
                               plan.model > 1 ? model_parallel_factory(topology.model(), config.file)
                                              : LayerFactory{}),
-                  data, plan, threads, sync ? &*sync : nullptr);
+                  data, plan, threads, gradients);
   if (sync) sync->attach(trainer->model().trainable_params());
+  if (shared_sync) shared_sync->attach(trainer->model().trainable_params());
   trainer->set_trace(trace);
   if (sync) sync->set_trace(trace);
+  if (shared_sync) shared_sync->set_trace(trace);
 }
 
 TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,

@@ -14,6 +14,7 @@
 #include "jobs/checkpoint_store.hpp"
 #include "jobs/stop_signals.hpp"
 #include "parallel/gradient_sync.hpp"
+#include "parallel/hierarchical_sync.hpp"
 #include "parallel/step_vote.hpp"
 #include "parallel/topology.hpp"
 
@@ -29,7 +30,9 @@ struct GroupTraining {
   GroupTraining(const GroupTraining&) = delete;
   GroupTraining& operator=(const GroupTraining&) = delete;
 
+  // One of them when D > 1, as parallel.allreduce says.
   std::optional<DataParallelSync> sync;
+  std::optional<HierarchicalSync> shared_sync;
   std::optional<Trainer> trainer;
 };
 

@@ -163,8 +163,8 @@ void copy_state_entries(const StateDict& from, StateDict& into,
 }
 
 void exchange_states(const Communicator& comm, std::span<const StateSend> sends,
-                     std::span<const StateReceive> receives,
-                     std::span<const std::string> prefixes, int tag) {
+                     std::span<const StateReceive> receives, std::span<const std::string> prefixes,
+                     int tag) {
   std::vector<Packed> outgoing;
   outgoing.reserve(sends.size());
   std::vector<Request> requests;

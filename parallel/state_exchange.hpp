@@ -30,8 +30,8 @@ struct StateReceive {
 // order they were posted, so several states may pass between the same pair. Throws DataError on
 // the receiver when the sender's entries are another model's, before any of them is replaced.
 void exchange_states(const Communicator& comm, std::span<const StateSend> sends,
-                     std::span<const StateReceive> receives,
-                     std::span<const std::string> prefixes, int tag);
+                     std::span<const StateReceive> receives, std::span<const std::string> prefixes,
+                     int tag);
 
 // The same move between two states of one rank (both members trained by this group).
 void copy_state_entries(const StateDict& from, StateDict& into,

@@ -25,9 +25,9 @@ void gather_whole_state(const StateDict& local, const Communicator& model, State
     const auto axis = static_cast<std::size_t>(t.shard.axis);
     const std::int64_t extent = t.local_shape.at(axis), full = t.shard.whole.at(axis);
     if (extent * model.size() != full || t.shard.offset != extent * model.rank())
-      throw std::invalid_argument(fmt::format(
-          "gather_whole_state: {} is slice [{}, {}) of {} on shard {} of {}", key, t.shard.offset,
-          t.shard.offset + extent, full, model.rank(), model.size()));
+      throw std::invalid_argument(
+          fmt::format("gather_whole_state: {} is slice [{}, {}) of {} on shard {} of {}", key,
+                      t.shard.offset, t.shard.offset + extent, full, model.rank(), model.size()));
     std::int64_t outer = 1, inner = 1;
     for (std::size_t i = 0; i < axis; ++i) outer *= t.shard.whole[i];
     for (std::size_t i = axis + 1; i < t.shard.whole.size(); ++i) inner *= t.shard.whole[i];

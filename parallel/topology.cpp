@@ -17,6 +17,10 @@ Topology::Topology(const Communicator& world, const Plan& plan)
   data_ = world.split(g * M + m, d, "data");
   model_ = world.split(g * D + d, m, "model");
   peers_ = world.split(d * M + m, g, "peers");
+  const int nodes = plan.node_of(plan.world_size - 1) + 1;
+  data_node_ = world.split((g * M + m) * nodes + plan.node_of(world_rank_), d, "data_node");
+  data_across_ =
+      world.split((g * M + m) * D + data_node_.rank(), plan.node_of(world_rank_), "data_across");
 }
 
 int measure_ranks_per_node(const Communicator& world) {

@@ -11,6 +11,10 @@ namespace strata {
 //   data:   the ranks of group g with the same m (ordered by d) — averages gradients
 //   model:  the ranks of group g with the same d (ordered by m) — holds one replica's shards
 //   peers:  the ranks with the same (d, m) in every group (ordered by g) — exchanges models
+// and, for the hierarchical allreduce, with nodes as the plan lays them out (plan.node_of):
+//   data_node:   the ranks of `data` on this rank's node (ordered by d) — share a memory window
+//   data_across: the ranks of `data` with this rank's index in data_node, one per node (ordered by
+//                node) — allreduce across nodes
 class Topology {
  public:
   // Collective over `world`, which must outlive the topology. Every rank must pass the same plan,
@@ -26,13 +30,15 @@ class Topology {
   const Communicator& data() const { return data_; }
   const Communicator& model() const { return model_; }
   const Communicator& peers() const { return peers_; }
+  const Communicator& data_node() const { return data_node_; }
+  const Communicator& data_across() const { return data_across_; }
 
  private:
   const Communicator& world_;
   Plan plan_;
   int world_rank_;
   RankCoords coords_;
-  Communicator member_, data_, model_, peers_;
+  Communicator member_, data_, model_, peers_, data_node_, data_across_;
 };
 
 // Ranks per node as MPI sees it (MPI_COMM_TYPE_SHARED), the largest over the world. Collective.
