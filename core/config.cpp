@@ -389,10 +389,10 @@ TrainingConfig parse_training(const MapReader& m) {
 }  // namespace
 
 ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig p) {
-  static constexpr std::string_view known[] = {"max_global_batch",    "model",      "data",
-                                               "memory_per_rank_mib", "bucket_mib", "lr_scaling",
-                                               "accumulate",          "watchdog_s", "layout",
-                                               "allreduce"};
+  static constexpr std::string_view known[] = {
+      "max_global_batch", "model",      "data",       "memory_per_rank_mib",
+      "bucket_mib",       "lr_scaling", "accumulate", "watchdog_s",
+      "layout",           "allreduce"};
   m.allow_only(known);
   read(m, "max_global_batch", p.max_global_batch, at_least_0);
   read(m, "model", p.model, at_least_0);

@@ -240,7 +240,7 @@ struct HpoSpec {
   int interval = 1;
   double quantile = 0.25;
   double resample_probability = 0.25;
-  bool maximize = true;     // fitness direction; the default follows the fitness
+  bool maximize = true;  // fitness direction; the default follows the fitness
   bool direction_given =
       false;  // a function objective is minimised unless `direction` says otherwise
   std::string fitness = "val_accuracy";  // val_accuracy | val_loss

@@ -130,11 +130,23 @@ HpoSpec parse_hpo(const MapReader& m) {
                                                       "patience",
                                                       "schedule",
                                                       "surrogate_candidates"};
-  static constexpr std::string_view other_keys[] = {
-      "algorithm",     "space",           "prune",          "max_epochs",  "target",
-      "max_trainings", "trials",          "startup_trials", "grid_points", "fitness",
-      "direction",     "trial_timeout_s", "keep_top",       "parallel",    "interval",
-      "quantile",      "resample_probability"};
+  static constexpr std::string_view other_keys[] = {"algorithm",
+                                                    "space",
+                                                    "prune",
+                                                    "max_epochs",
+                                                    "target",
+                                                    "max_trainings",
+                                                    "trials",
+                                                    "startup_trials",
+                                                    "grid_points",
+                                                    "fitness",
+                                                    "direction",
+                                                    "trial_timeout_s",
+                                                    "keep_top",
+                                                    "parallel",
+                                                    "interval",
+                                                    "quantile",
+                                                    "resample_probability"};
   static const std::vector<std::string_view> known = [] {
     std::vector<std::string_view> keys(std::begin(other_keys), std::end(other_keys));
     keys.insert(keys.end(), std::begin(genetic_only), std::end(genetic_only));
@@ -214,9 +226,10 @@ HpoSpec parse_hpo(const MapReader& m) {
   for (auto key : {"prune", "max_epochs", "trial_timeout_s", "target"})
     only_for(key, !pbt, "genetic, random, tpe or grid");
   if (pbt && h.keep_top > h.population)
-    m.require("keep_top").fail(fmt::format(
-        "pbt keeps the weights of its {} members at most: expected keep_top <= {}", h.population,
-        h.population));
+    m.require("keep_top")
+        .fail(
+            fmt::format("pbt keeps the weights of its {} members at most: expected keep_top <= {}",
+                        h.population, h.population));
   if (h.schedule == SearchSchedule::asynchronous && h.demes != 1)
     m.require("demes").fail(fmt::format(
         "the asynchronous schedule keeps one steady-state population: expected demes: 1, not {}",

@@ -91,8 +91,8 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
 
 void Tensor::bind(std::span<float> storage) {
   if (static_cast<std::int64_t>(storage.size()) != size_)
-    throw std::invalid_argument(fmt::format("cannot bind a tensor of {} values to storage of {}",
-                                            size_, storage.size()));
+    throw std::invalid_argument(
+        fmt::format("cannot bind a tensor of {} values to storage of {}", size_, storage.size()));
   std::copy(values().begin(), values().end(), storage.begin());
   values_ = {};
   data_ = storage.data();
@@ -106,9 +106,9 @@ void Tensor::resize(const Shape& shape, Layout layout) {
                     shape_string(shape)));
   const std::int64_t count = element_count(shape);
   if (bound_ && count != size_)
-    throw std::logic_error(fmt::format(
-        "a tensor bound to {} values of shared storage cannot become {}", size_,
-        shape_string(shape)));
+    throw std::logic_error(
+        fmt::format("a tensor bound to {} values of shared storage cannot become {}", size_,
+                    shape_string(shape)));
   shape_ = shape;
   layout_ = layout;
   if (!bound_) {

@@ -115,7 +115,8 @@ std::vector<std::pair<int, int>> PbtPopulation::lineage(int member) const {
   // Round r's values of `at` came from the state of parents[at] in round r - 1.
   for (int r = static_cast<int>(history_.size()); r >= 1; --r) {
     path.emplace_back(r, at);
-    const int parent = history_[static_cast<std::size_t>(r - 1)].parents[static_cast<std::size_t>(at)];
+    const int parent =
+        history_[static_cast<std::size_t>(r - 1)].parents[static_cast<std::size_t>(at)];
     if (parent >= 0) at = parent;
   }
   std::reverse(path.begin(), path.end());
@@ -126,7 +127,8 @@ void PbtPopulation::save_state(StateDict& out, const std::string& prefix) const 
   nlohmann::json rounds = nlohmann::json::array();
   for (const PbtRound& r : history_) {
     nlohmann::json scores = nlohmann::json::array();
-    for (double s : r.scores) scores.push_back(std::isnan(s) ? nlohmann::json() : nlohmann::json(s));
+    for (double s : r.scores)
+      scores.push_back(std::isnan(s) ? nlohmann::json() : nlohmann::json(s));
     rounds.push_back(scores);
   }
   out.put_text(prefix + "/scores", rounds.dump());

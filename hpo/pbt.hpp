@@ -45,10 +45,10 @@ struct PbtConfig {
 
 // One round as it ended: what each member trained with and reached, and who copied whom.
 struct PbtRound {
-  int round = 1;                    // 1-based
-  std::vector<Genome> genomes;      // each member's values during the round
-  std::vector<int> parents;         // the member whose state each started from; -1 in round 1
-  std::vector<double> scores;       // each member's fitness at the round's end; NaN: diverged
+  int round = 1;                     // 1-based
+  std::vector<Genome> genomes;       // each member's values during the round
+  std::vector<int> parents;          // the member whose state each started from; -1 in round 1
+  std::vector<double> scores;        // each member's fitness at the round's end; NaN: diverged
   std::vector<PbtExploit> exploits;  // decided at its end
 };
 
@@ -62,7 +62,7 @@ class PbtPopulation {
   const SearchSpace& space() const { return space_; }
   const PbtConfig& config() const { return config_; }
   int round() const { return static_cast<int>(history_.size()) + 1; }  // the round in progress
-  const std::vector<Genome>& genomes() const { return genomes_; }       // of the round in progress
+  const std::vector<Genome>& genomes() const { return genomes_; }      // of the round in progress
   const std::vector<int>& parents() const { return parents_; }
   const std::vector<PbtRound>& history() const { return history_; }
 

@@ -43,8 +43,7 @@ std::string csv_row(const SearchSpace& space, const nlohmann::json& row) {
 
 }  // namespace
 
-PbtLog::PbtLog(const std::filesystem::path& dir, const SearchSpace& space, int members,
-               bool resume)
+PbtLog::PbtLog(const std::filesystem::path& dir, const SearchSpace& space, int members, bool resume)
     : space_(space), members_(members) {
   std::vector<nlohmann::json> rows;
   if (resume) rows = complete_rows(dir / "pbt.jsonl", complete_pbt_row);
@@ -86,15 +85,14 @@ nlohmann::json row_of(const PbtPopulation& population, const PbtRound& round, in
   for (const PbtExploit& e : round.exploits)
     if (e.target == member) copies = e.source;
   const int parent = round.parents[m];
-  nlohmann::json row = {
-      {"round", round.round},
-      {"member", member},
-      {"trial", PbtLog::segment(round.round, member, members)},
-      {"parent_trial", parent < 0 ? nlohmann::json()
-                                  : nlohmann::json(PbtLog::segment(round.round - 1, parent,
-                                                                   members))},
-      {"params", params_of(population.space(), round.genomes[m])},
-      {"copies", copies}};
+  nlohmann::json row = {{"round", round.round},
+                        {"member", member},
+                        {"trial", PbtLog::segment(round.round, member, members)},
+                        {"parent_trial", parent < 0 ? nlohmann::json()
+                                                    : nlohmann::json(PbtLog::segment(
+                                                          round.round - 1, parent, members))},
+                        {"params", params_of(population.space(), round.genomes[m])},
+                        {"copies", copies}};
   if (result != nullptr) {
     row["fitness"] = number_or_null(result->fitness);
     row["val_accuracy"] = number_or_null(result->val_accuracy);

@@ -33,9 +33,10 @@ FaultPlan parse(const char* text) {
   else if (name == "kill_before_exploit")
     plan.kill_before_exploit = static_cast<int>(value);
   else
-    throw ConfigError(fmt::format(
-        "STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, kill_in_write, kill_before_exploit)",
-        setting));
+    throw ConfigError(
+        fmt::format("STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, "
+                    "kill_in_write, kill_before_exploit)",
+                    setting));
   return plan;
 }
 

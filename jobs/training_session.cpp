@@ -35,7 +35,7 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
     shared_sync.emplace(topology.data(), topology.data_node(), topology.data_across());
   else if (plan.data > 1)
     sync.emplace(topology.data(), config.parallel.bucket_mib);
-  GradientSync* gradients = sync ? static_cast<GradientSync*>(&*sync)
+  GradientSync* gradients = sync          ? static_cast<GradientSync*>(&*sync)
                             : shared_sync ? static_cast<GradientSync*>(&*shared_sync)
                                           : nullptr;
   trainer.emplace(config,

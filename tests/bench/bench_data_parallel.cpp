@@ -1,5 +1,6 @@
-// Data-parallel scaling efficiency of the benchmark CNN: 2 ranks of one thread each against 1 rank of
-// one thread, the global batch held fixed. tests/bench/run_dp_bench.sh runs it under mpiexec -n 2.
+// Data-parallel scaling efficiency of the benchmark CNN: 2 ranks of one thread each against 1 rank
+// of one thread, the global batch held fixed. tests/bench/run_dp_bench.sh runs it under mpiexec
+// -n 2.
 //
 // Both sides are measured in the same launch, taking turns in every round so that the machine's
 // drift touches them alike:
@@ -124,9 +125,10 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   row.batch = batch;
   row.buckets = sync.bucket_count();
   if (root)
-    fmt::print(stderr,
-               "[bench] batch {}: {} steps per epoch; {} gradient bucket(s); OpenMP max threads {}\n",
-               batch, parallel.steps_per_epoch(), row.buckets, omp_get_max_threads());
+    fmt::print(
+        stderr,
+        "[bench] batch {}: {} steps per epoch; {} gradient bucket(s); OpenMP max threads {}\n",
+        batch, parallel.steps_per_epoch(), row.buckets, omp_get_max_threads());
 
   // Warm-up: whole epochs until warmup_seconds, on each side; it also sizes the repeats.
   int reference_epoch = 0, parallel_epoch = 0, half_epoch = 0;
@@ -198,8 +200,7 @@ int run(const Communicator& world, const Options& o) {
   const bool root = world.rank() == 0;
   const auto report = strata::kernel_report();
   if (root) {
-    fmt::print(stderr,
-               "[bench] {}; {} cores online; oneDNN {} on {} (CPU: {})\n", cpu_model(),
+    fmt::print(stderr, "[bench] {}; {} cores online; oneDNN {} on {} (CPU: {})\n", cpu_model(),
                std::thread::hardware_concurrency(), report.onednn_version, report.onednn_isa,
                report.cpu_best);
     if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);

@@ -85,11 +85,11 @@ std::string row(const Communicator& world, const Communicator& node, const Commu
   HierarchicalSync hierarchical(world, node, across);
   hierarchical.attach(shared_params);
   std::vector<float> flat(static_cast<std::size_t>(floats), 1.0f);
-  const auto t = time_interleaved(
-      world, repeats,
-      {[&] { world.allreduce_sum(flat); }, [&] { world.iallreduce_sum(flat).wait(); },
-       full_sync(bucketed, params), full_sync(per_tensor, params),
-       full_sync(hierarchical, shared_params)});
+  const auto t =
+      time_interleaved(world, repeats,
+                       {[&] { world.allreduce_sum(flat); },
+                        [&] { world.iallreduce_sum(flat).wait(); }, full_sync(bucketed, params),
+                        full_sync(per_tensor, params), full_sync(hierarchical, shared_params)});
   const double n = world.size(), bytes = static_cast<double>(floats) * sizeof(float);
   auto bus = [&](double seconds) { return 2.0 * (n - 1.0) / n * bytes / seconds / 1e9; };
   return fmt::format(

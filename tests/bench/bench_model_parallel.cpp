@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
     }
     if (world.rank() == 0)
       fmt::print(
-          "benchmark CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one thread "
+          "benchmark CNN, conv2d_3 and dense_7 split by column, dense_9 by row; {} ranks, one "
+          "thread "
           "each; "
           "median of {} rounds; oneDNN on {}\n\n{}",
           world.size(), rounds, kernel_report().onednn_isa, table);

@@ -350,19 +350,22 @@ stages:
   CHECK(h.quantile == 0.5);
   CHECK(h.resample_probability == 0.1);
   // What fixes the model's shape, the batch or the optimizer's kind is refused at its reference.
-  CHECK_THAT(error_of(replace(replace(pbt, "units: 32,", "units: $units,"), "      space:\n",
-                              "      space:\n        units: {int: [16, 64]}\n")),
-             Contains("s.yaml:5:") &&
-                 Contains("pbt changes $units while a model trains, but model.layers[1].dense.units "
-                          "cannot change between epochs"));
-  CHECK_THAT(error_of(replace(replace(pbt, "local_batch: 32", "local_batch: $batch"), "      space:\n",
-                              "      space:\n        batch: {choice: [16, 32]}\n")),
-             Contains("training.local_batch cannot change"));
-  CHECK_THAT(error_of(replace(replace(replace(pbt, "type: sgd, lr: $lr, momentum: $momentum",
-                                              "type: $opt, lr: $lr"),
-                                      "        momentum: {uniform: [0.0, 0.99]}\n", ""),
-                              "      space:\n", "      space:\n        opt: {choice: [sgd, adam]}\n")),
-             Contains("training.optimizer.type cannot change"));
+  CHECK_THAT(
+      error_of(replace(replace(pbt, "units: 32,", "units: $units,"), "      space:\n",
+                       "      space:\n        units: {int: [16, 64]}\n")),
+      Contains("s.yaml:5:") &&
+          Contains("pbt changes $units while a model trains, but model.layers[1].dense.units "
+                   "cannot change between epochs"));
+  CHECK_THAT(
+      error_of(replace(replace(pbt, "local_batch: 32", "local_batch: $batch"), "      space:\n",
+                       "      space:\n        batch: {choice: [16, 32]}\n")),
+      Contains("training.local_batch cannot change"));
+  CHECK_THAT(
+      error_of(replace(
+          replace(replace(pbt, "type: sgd, lr: $lr, momentum: $momentum", "type: $opt, lr: $lr"),
+                  "        momentum: {uniform: [0.0, 0.99]}\n", ""),
+          "      space:\n", "      space:\n        opt: {choice: [sgd, adam]}\n")),
+      Contains("training.optimizer.type cannot change"));
   CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 4")),
              Contains("interval is 4 epoch(s), but training.epochs is 4"));
   CHECK_THAT(error_of(replace(pbt, "quantile: 0.5", "quantile: 0.6")),
