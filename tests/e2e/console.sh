@@ -28,7 +28,7 @@ if not 2 <= len(progress) <= wall / 0.5 + 2:
     problems.append(f"{len(progress)} progress lines in {wall:.1f} s at 0.5 s intervals")
 if not progress or "4 done" not in progress[-1]:
     problems.append("the last progress line does not say all 4 are done")
-for pattern in (r"^\[epoch ", r"^\[g\d", r"^\[m\d", r"^\[train\] epoch ", r"oneDNN"):
+for pattern in (r"^\[epoch ", r"^\[g\d", r"^\[m\d", r"^\[train\] epoch ", r"^\[kernels\] \S+: oneDNN"):
     if any(re.search(pattern, l) for l in lines):
         problems.append(f"a per-group line /{pattern}/ on the console")
 for fact in ("[device]", "[kernels]", "[data]", "[model]"):
