@@ -11,7 +11,8 @@
 # it and with the median and ASHA rules after epoch 1: trainings and epochs to each target.
 # Population-based training (kind pbt) runs configs/fashion_pbt.yaml, a small CNN, with 8 members
 # for 10 epochs (the same 80 epochs); its "trainings" are member-rounds of one epoch, and a target
-# counts as reached at the end of the first round in which a member reached it. Its baseline
+# counts as reached at the end of the first round in which a member reached it. Kinds genetic9,
+# median9 and asha9 measure pruning on 9-epoch trainings (rungs after epochs 1, 3 and 9). Its baseline
 # (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs.
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
@@ -63,7 +64,9 @@ for seed in $seeds; do
     [ "$kind" = tpe ] && sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget/" \
       -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
     # Pruning needs epochs to stop early: 3-epoch trainings, the rule after the first.
-    case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; esac
+    case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; *9) sed -i -e 's/^  epochs: 1$/  epochs: 9/' "$cfg" ;; esac
+    [ "$kind" = median9 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
+    [ "$kind" = asha9 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: asha, after_epochs: 1}/' "$cfg"
     [ "$kind" = median3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
     [ "$kind" = asha3 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: asha, after_epochs: 1}/' "$cfg"
     if [ "$kind" = pbt ] || [ "$kind" = cnn_random ]; then
@@ -95,6 +98,8 @@ names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
          "random": "random", "optuna": "Optuna 3.1 TPE (sequential)",
          "genetic3": "GA, 3 epochs", "median3": "GA, 3 epochs, median pruning",
          "asha3": "GA, 3 epochs, ASHA pruning",
+         "genetic9": "GA, 9 epochs", "median9": "GA, 9 epochs, median pruning",
+         "asha9": "GA, 9 epochs, ASHA pruning",
          "pbt": "PBT, CNN, 8 members x 10 epochs",
          "cnn_random": "random, CNN, 8 trainings x 10 epochs"}
 kinds = [(k, names[k]) for k in sys.argv[6].split()]
