@@ -28,13 +28,9 @@ StopSignals::StopSignals(int requeue_signal) : signals_{SIGTERM, SIGINT, requeue
   // Interrupted reads and writes restart, so no I/O path has to expect EINTR.
   action.sa_flags = SA_RESTART;
   for (int i = 0; i < handled; ++i)
-    if (sigaction(signals_[i], &action, &previous_[i]) != 0)
+    if (sigaction(signals_[i], &action, nullptr) != 0)
       throw std::runtime_error(std::string("cannot install a handler for signal ") +
                                signal_name(signals_[i]));
-}
-
-StopSignals::~StopSignals() {
-  for (int i = handled; i-- > 0;) sigaction(signals_[i], &previous_[i], nullptr);
 }
 
 bool StopSignals::requested() const {

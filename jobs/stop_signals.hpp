@@ -6,11 +6,13 @@
 
 namespace strata {
 
-// Installs the handlers for as long as it lives; the previous ones come back after. One at a time.
+// Installs the handlers, which stay until the process ends: a stop signal that arrives after the
+// run decided its exit code (the launcher stopping the other ranks while this one finalizes MPI)
+// must not kill the process and turn exit 75 into death by the signal. One at a time.
 class StopSignals {
  public:
   explicit StopSignals(int requeue_signal);
-  ~StopSignals();
+  ~StopSignals() = default;
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
@@ -21,7 +23,6 @@ class StopSignals {
  private:
   static constexpr int handled = 3;
   int signals_[handled];
-  struct sigaction previous_[handled];
 };
 
 // The name of a signal number ("USR1", "TERM").
