@@ -164,15 +164,16 @@ SearchResults publish_best(const StageContext& c, const HpoSpec& spec, const Sea
       "# in {}.\n",
       dir.string(), best.id, spec.fitness, best.fitness, (dir / results.best_config).string(),
       (dir / results.best_weights).string());
-  write_text_atomically(dir / results.best_config,
-                        text + trial_config_text(c.config, trial_values(search.space(), best),
-                                                 (dir / "best").string()));
+  write_text_atomically(
+      dir / results.best_config,
+      text + trial_config_text(c.config, trial_values(search.space(), best.genome),
+                               (dir / "best").string()));
   // Each kept trial's config, so that later stages (an ensemble of the top k) can train it again.
   for (const Trial& t : search.top(spec.keep_top)) {
     const auto trial = dir / "trials" / std::to_string(t.id);
     write_text_atomically(
         trial / "config.yaml",
-        trial_config_text(c.config, trial_values(search.space(), t), trial.string()));
+        trial_config_text(c.config, trial_values(search.space(), t.genome), trial.string()));
   }
   const auto source = dir / "trials" / std::to_string(best.id) / "weights.h5";
   replace_atomically(dir / results.best_weights, [&](const std::filesystem::path& temporary) {

@@ -52,10 +52,10 @@ std::filesystem::path trial_checkpoints(const StageContext& c, int trial_id) {
 
 }  // namespace
 
-std::map<std::string, std::string> trial_values(const SearchSpace& space, const Trial& trial) {
+std::map<std::string, std::string> trial_values(const SearchSpace& space, const Genome& genome) {
   std::map<std::string, std::string> values;
   for (std::size_t k = 0; k < space.params.size(); ++k)
-    values[space.params[k].name] = describe_value(space.params[k], trial.genome[k]);
+    values[space.params[k].name] = describe_value(space.params[k], genome[k]);
   return values;
 }
 
@@ -90,7 +90,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
   std::optional<TrainingSession> session;
   int global_batch = 0;
   auto build = [&] {
-    config = instantiate(c.config, trial_values(space, trial));
+    config = instantiate(c.config, trial_values(space, trial.genome));
     config.run.seed =
         derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
     const Plan trial_plan = plan_on_run_layout(config, topology.plan());

@@ -13,8 +13,8 @@
 
 namespace strata {
 
-// A trial's values as the YAML scalars that replace the config's references.
-std::map<std::string, std::string> trial_values(const SearchSpace& space, const Trial& trial);
+// A genome's values as the YAML scalars that replace the config's references.
+std::map<std::string, std::string> trial_values(const SearchSpace& space, const Genome& genome);
 
 // The function's value at the trial's genome, after the objective's artificial evaluation time
 // (serving meanwhile).

@@ -85,9 +85,7 @@ class PbtRun {
 
   // The member's config with `genome`'s values and its own seed (initialisation, data order).
   Config member_config(int member, const Genome& genome) const {
-    Trial values;
-    values.genome = genome;
-    Config config = instantiate(c_.config, trial_values(space_, values));
+    Config config = instantiate(c_.config, trial_values(space_, genome));
     config.run.seed =
         derive_seed(c_.config.run.seed, {seed_member, static_cast<std::uint64_t>(member)});
     return config;
@@ -417,15 +415,11 @@ void PbtRun::publish(double wall_seconds) const {
   const auto order = rank_order(last.scores, population_.config().direction);
   const int best = static_cast<int>(order.front());
   for (int m = 0; m < members(); ++m)
-    write_text_atomically(member_dir(m) / "config.yaml",
-                          trial_config_text(
-                              c_.config,
-                              [&] {
-                                Trial t;
-                                t.genome = last.genomes[static_cast<std::size_t>(m)];
-                                return trial_values(space_, t);
-                              }(),
-                              member_dir(m).string()));
+    write_text_atomically(
+        member_dir(m) / "config.yaml",
+        trial_config_text(c_.config,
+                          trial_values(space_, last.genomes[static_cast<std::size_t>(m)]),
+                          member_dir(m).string()));
   std::error_code ec;
   std::filesystem::copy_file(member_dir(best) / "config.yaml", dir_ / "best.yaml",
                              std::filesystem::copy_options::overwrite_existing, ec);

@@ -103,7 +103,8 @@ Packed pack(const StateDict& state, std::span<const std::string> prefixes) {
 }
 
 // Checks the sender's tensors against the receiver's own, then replaces values and scalars.
-void unpack(const Packed& p, StateDict& state, std::span<const std::string> prefixes, int peer) {
+void unpack(const Packed& p, StateDict& state, std::span<const std::string> prefixes,
+            const std::string& sender) {
   Reader in(p.bytes);
   const auto tensors = in.get<std::uint64_t>();
   std::vector<StateTensor*> targets;
@@ -114,8 +115,8 @@ void unpack(const Packed& p, StateDict& state, std::span<const std::string> pref
     auto it = state.tensors().find(key);
     if (it == state.tensors().end() || it->second.values.size() != size)
       throw DataError(fmt::format(
-          "the training state from rank {} has tensor {} of {} values, which this model {}", peer,
-          key, size,
+          "the training state {} has tensor {} of {} values, which this model {}", sender, key,
+          size,
           it == state.tensors().end() ? "lacks"
                                       : fmt::format("holds with {}", it->second.values.size())));
     targets.push_back(&it->second);
@@ -125,9 +126,9 @@ void unpack(const Packed& p, StateDict& state, std::span<const std::string> pref
   for (const auto& [key, t] : state.tensors())
     if (moves(key, prefixes)) ++mine;
   if (mine != tensors || floats != p.values.size())
-    throw DataError(fmt::format(
-        "the training state from rank {} has {} tensors ({} values), this model {} of them", peer,
-        tensors, p.values.size(), mine));
+    throw DataError(
+        fmt::format("the training state {} has {} tensors ({} values), this model {} of them",
+                    sender, tensors, p.values.size(), mine));
   std::vector<std::pair<std::string, StateScalar>> scalars;
   while (!in.done()) {
     std::string key = in.text();
@@ -159,7 +160,7 @@ std::span<const std::byte> as_bytes(const std::uint64_t (&header)[2]) {
 
 void copy_state_entries(const StateDict& from, StateDict& into,
                         std::span<const std::string> prefixes) {
-  unpack(pack(from, prefixes), into, prefixes, -1);
+  unpack(pack(from, prefixes), into, prefixes, "copied on this rank");
 }
 
 void exchange_states(const Communicator& comm, std::span<const StateSend> sends,
@@ -184,7 +185,7 @@ void exchange_states(const Communicator& comm, std::span<const StateSend> sends,
     Request values = comm.irecv(p.values, r.peer, tag + 2);
     bytes.wait();
     values.wait();
-    unpack(p, *r.state, prefixes, r.peer);
+    unpack(p, *r.state, prefixes, fmt::format("from rank {}", r.peer));
   }
   wait_all(requests);
 }
