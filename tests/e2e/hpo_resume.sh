@@ -50,7 +50,9 @@ same_search "killed on 4 ranks, resumed on 2"
 # trials have ended; every group checkpoints its trial and mpiexec must exit 75.
 signal_mid_search() {
   rm -rf out
-  "$MPIEXEC" -n 4 "$STRATA" run search.yaml > signalled.log 2>&1 &
+  # Every rank exits 75 on its own; without -disable-auto-cleanup Hydra kills the ranks still
+  # finalizing MPI once the first one has exited non-zero, and under load reports their death.
+  "$MPIEXEC" -disable-auto-cleanup -n 4 "$STRATA" run search.yaml > signalled.log 2>&1 &
   local launcher=$! rc
   for _ in $(seq 600); do [ "$(rows)" -ge "$2" ] && break; sleep 0.05; done
   kill -"$1" "$launcher"
