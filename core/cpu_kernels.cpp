@@ -1,5 +1,8 @@
 #include "core/cpu_kernels.hpp"
 
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -56,8 +59,10 @@ KernelReport kernel_report() {
   return r;
 }
 
-void use_single_threaded_kernels() {
+void configure_kernel_thread() {
   omp_set_num_threads(1);
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
 }
 
 }  // namespace strata

@@ -17,8 +17,12 @@ struct KernelReport {
 
 KernelReport kernel_report();
 
-// One thread per batch worker: oneDNN runs single-threaded inside each worker, because a
-// library's thread pool on the same cores would spin against the workers.
-void use_single_threaded_kernels();
+// Sets up the calling thread for kernels (threads it starts inherit it):
+// - oneDNN runs single-threaded inside each batch worker, because a library's thread pool on the
+//   same cores would spin against the workers;
+// - denormal floats are flushed to zero: as training goes on, small gradients and momenta turn
+//   denormal and each operation on them takes a microcode assist (a steady 20% slowdown from the
+//   third epoch of configs/parallel.yaml without this).
+void configure_kernel_thread();
 
 }  // namespace strata

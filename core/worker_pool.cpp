@@ -5,7 +5,7 @@
 namespace strata {
 
 WorkerPool::WorkerPool(int workers) : workers_(workers < 1 ? 1 : workers) {
-  use_single_threaded_kernels();
+  configure_kernel_thread();
   for (int i = 1; i < workers_; ++i) threads_.emplace_back([this, i] { loop(i); });
 }
 
@@ -41,7 +41,7 @@ void WorkerPool::run(const std::function<void(int)>& task) {
 }
 
 void WorkerPool::loop(int index) {
-  use_single_threaded_kernels();  // OpenMP's thread count is per thread
+  configure_kernel_thread();  // OpenMP's thread count is per thread
   std::uint64_t seen = 0;
   while (true) {
     const std::function<void(int)>* task = nullptr;
