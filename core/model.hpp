@@ -74,6 +74,8 @@ class Model {
   std::size_t layer_count() const { return layers_.size(); }
   Layer& layer(std::size_t i) { return *layers_[i]; }
   const Shape& input_shape() const { return input_shape_; }
+  // Layer i's per-sample output shape.
+  const Shape& output_shape(std::size_t i) const { return output_shapes_[i]; }
   int num_classes() const { return num_classes_; }
   // One line per layer: name, kind, output shape, parameter count.
   std::string summary();

@@ -60,4 +60,11 @@ std::string Trace::events_json(int process, std::string_view process_name) const
   return out;
 }
 
+std::map<std::string, double> Trace::totals() const {
+  const std::lock_guard lock(mutex_);
+  std::map<std::string, double> sums;
+  for (const Event& e : events_) sums[e.name] += e.duration_us * 1e-6;
+  return sums;
+}
+
 }  // namespace strata

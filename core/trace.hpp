@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -27,6 +28,8 @@ class Trace {
   // the process's and its threads' names.
   std::string events_json(int process, std::string_view process_name) const;
   std::int64_t dropped() const;
+  // Seconds recorded under each event name, over all threads.
+  std::map<std::string, double> totals() const;
 
   static constexpr std::size_t max_events = 2'000'000;
 

@@ -18,9 +18,35 @@ struct RunOptions {
 int run_command(const RunOptions& options);
 int predict_command(const std::string& config_path, const std::string& weights_path, int threads);
 int import_idx_command(const std::string& dir, const std::string& out_path);
-// Prints the decomposition for `ranks` ranks without starting them; ranks_per_node 0: one node.
-int plan_command(const std::string& config_path, int ranks, int ranks_per_node,
-                 const std::vector<std::string>& overrides = {});
+struct PlanOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::vector<int> ranks;  // one plan per count; --predict prints a table row per count
+  int ranks_per_node = 0;  // 0: STRATA_RANKS_PER_NODE, else all ranks on one node
+  // --predict: step time, samples/s and scaling efficiency from the cost model.
+  bool predict = false;
+  std::string calibration_path = "calibration.json";
+  std::string network = "aries";  // a preset of parallel/collective_cost.hpp, or "local"
+  int cores_per_node = 0;         // 0: the calibration's
+  // Overrides of the network's figures; negative: the preset's (or the calibration's, intra-node).
+  double intra_latency_us = -1, intra_gbs = -1, inter_latency_us = -1, inter_gbs = -1;
+};
+
+// Prints the decomposition for each rank count without starting them, and with `predict` the
+// cost model's step time for each.
+int plan_command(const PlanOptions& options);
+
+struct CalibrateOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string out = "calibration.json";
+  int steps = 200;
+  int repeats = 3;
+};
+
+// Measures the config's step on this machine for `strata plan --predict` (jobs/calibration.hpp)
+// and writes it as JSON; under mpiexec -n R it also times MPI_Allreduce between the R ranks.
+int calibrate_command(const CalibrateOptions& options);
 
 // Prints what a checkpoint file holds (stage, generation, epoch and step, the decomposition it was
 // written on, tensors and bytes) after verifying every checksum; for a directory (a run's output

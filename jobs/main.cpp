@@ -89,22 +89,64 @@ int dispatch(int argc, char** argv, int world_size) {
       ->required();
   predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
 
-  std::string plan_config;
-  std::vector<std::string> plan_overrides;
-  int plan_ranks = 1, plan_ranks_per_node = 0;
-  auto* plan_cmd =
-      app.add_subcommand("plan",
-                         "Print how N ranks would split into member groups, data replicas and "
-                         "model shards for CONFIG, and why; starts no ranks");
-  plan_cmd->add_option("config", plan_config, "YAML run configuration")->required();
-  plan_cmd->add_option("--set", plan_overrides, "Override a config value, as strata run --set");
-  plan_cmd->add_option("--ranks", plan_ranks, "Number of MPI ranks of the job")
+  strata::PlanOptions plan;
+  auto* plan_cmd = app.add_subcommand(
+      "plan",
+      "Print how N ranks would split into member groups, data replicas and model shards for "
+      "CONFIG, and why; with --predict, the step time, samples/s and scaling efficiency the cost "
+      "model gives from a calibration (strata calibrate). Starts no ranks");
+  plan_cmd->add_option("config", plan.config_path, "YAML run configuration")->required();
+  plan_cmd->add_option("--set", plan.overrides, "Override a config value, as strata run --set");
+  plan_cmd
+      ->add_option("--ranks", plan.ranks,
+                   "Number of MPI ranks of the job; several (--ranks 1,2,4) print one plan each, "
+                   "or with --predict one table row each")
       ->required()
+      ->delimiter(',')
       ->check(CLI::Range(1, 1 << 24));
   plan_cmd
-      ->add_option("--ranks-per-node", plan_ranks_per_node,
+      ->add_option("--ranks-per-node", plan.ranks_per_node,
                    "Ranks per node (default: STRATA_RANKS_PER_NODE, else all on one node)")
       ->check(CLI::Range(1, 1 << 24));
+  plan_cmd->add_flag("--predict", plan.predict,
+                     "Predict each plan's optimizer step (compute, model- and data-parallel "
+                     "communication), samples/s and speedup over one rank on one node");
+  plan_cmd->add_option("--calibration", plan.calibration_path,
+                       "The JSON strata calibrate wrote (default calibration.json)");
+  plan_cmd->add_option("--network", plan.network,
+                       "aries, slingshot (presets in docs/cost_model.md), or local: the "
+                       "calibration's own MPI figures, all ranks on one node (default aries)");
+  plan_cmd
+      ->add_option("--cores-per-node", plan.cores_per_node,
+                   "Cores of a node (default: the calibrated machine's)")
+      ->check(CLI::Range(1, 1 << 16));
+  plan_cmd->add_option("--intra-latency-us", plan.intra_latency_us,
+                       "Latency between ranks of a node, microseconds (overrides the network's)");
+  plan_cmd->add_option("--intra-gbs", plan.intra_gbs,
+                       "Bandwidth between ranks of a node, GB/s (overrides the network's)");
+  plan_cmd->add_option("--inter-latency-us", plan.inter_latency_us,
+                       "Latency between nodes, microseconds (overrides the network's)");
+  plan_cmd->add_option("--inter-gbs", plan.inter_gbs,
+                       "Bandwidth of a node's network link, GB/s (overrides the network's)");
+
+  strata::CalibrateOptions calibrate;
+  auto* calibrate_cmd = app.add_subcommand(
+      "calibrate",
+      "Time CONFIG's model on this machine (each layer's forward and backward, data reads, the "
+      "optimizer, whole steps on 1..all cores; under mpiexec -n R also MPI_Allreduce between the "
+      "R ranks) and write the JSON strata plan --predict reads");
+  calibrate_cmd->add_option("config", calibrate.config_path, "YAML run configuration")->required();
+  calibrate_cmd->add_option("--set", calibrate.overrides,
+                            "Override a config value, as strata run --set");
+  calibrate_cmd->add_option("--out", calibrate.out,
+                            "JSON file to write (default calibration.json)");
+  calibrate_cmd
+      ->add_option("--steps", calibrate.steps, "Optimizer steps per timed epoch (default 200)")
+      ->check(CLI::Range(2, 1 << 20));
+  calibrate_cmd
+      ->add_option("--repeats", calibrate.repeats,
+                   "Timed epochs per thread count, the median counts (default 3)")
+      ->check(CLI::Range(1, 1000));
 
   std::string inspect_path;
   auto* inspect_cmd = app.add_subcommand(
@@ -177,8 +219,8 @@ int dispatch(int argc, char** argv, int world_size) {
   if (*run_cmd) return strata::run_command(run);
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
-  if (*plan_cmd)
-    return strata::plan_command(plan_config, plan_ranks, plan_ranks_per_node, plan_overrides);
+  if (*plan_cmd) return strata::plan_command(plan);
+  if (*calibrate_cmd) return strata::calibrate_command(calibrate);
   if (*inspect_cmd) return strata::inspect_command(inspect_path);
   if (*sbatch_cmd) return strata::sbatch_command(sbatch);
   if (*report_cmd) return strata::report_command(report_dir, report_out);

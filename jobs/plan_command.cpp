@@ -1,19 +1,23 @@
 // `strata plan CONFIG --ranks N`: the decomposition a job of N ranks would get, without starting
-// it.
+// it; with --predict, the cost model's step time for each rank count.
+#include <algorithm>
+#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "core/config.hpp"
+#include "core/errors.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/stage.hpp"
+#include "parallel/step_cost.hpp"
 
 namespace strata {
 
-int plan_command(const std::string& config_path, int ranks, int ranks_per_node_option,
-                 const std::vector<std::string>& overrides) {
-  const Config config = load_config(config_path, overrides);
+namespace {
+
+void print_plan(const Config& config, int ranks, int ranks_per_node_option) {
   const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
   // Counted once, for the plan and for the line below (a search probes many models).
   std::optional<ModelSize> size;
@@ -25,7 +29,7 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
                config.objective->dims);
     for (const auto& stage : make_stages(config))
       fmt::print("{}", stage->layout_note(config, plan));
-    return 0;
+    return;
   }
   fmt::print(
       "{}: {} parameters, {:.1f} MiB with gradients and optimizer state, {:.1f} MiB per rank\n",
@@ -42,6 +46,112 @@ int plan_command(const std::string& config_path, int ranks, int ranks_per_node_o
       fmt::print("stage {} ({}) with its own parallel block:\n{}", i + 1, stages[i]->name(),
                  describe(stage_plan));
     fmt::print("{}", stages[i]->layout_note(config, stage_plan));
+  }
+}
+
+Calibration read_calibration(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw DataError(fmt::format(
+        "no calibration at {}: run `strata calibrate CONFIG --out {}` first, on the kind of node "
+        "the job will run on (under mpiexec -n R to time R ranks of one node)",
+        path, path));
+  nlohmann::json json;
+  try {
+    in >> json;
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(fmt::format("{}: not JSON: {}", path, e.what()));
+  }
+  return calibration_from_json(json, path);
+}
+
+// The preset (or, for "local", the calibration's own node with no network), then the overrides.
+PredictionSettings prediction_settings(const PlanOptions& o, const Calibration& c) {
+  PredictionSettings s;
+  if (o.network == "local") {
+    const bool given = o.intra_latency_us >= 0 && o.intra_gbs > 0;
+    if (!c.intra_node && !given)
+      throw ConfigError(fmt::format(
+          "--network local takes the intra-node MPI figures from the calibration, and {} has none: "
+          "calibrate under mpiexec -n 2 (or more), or give --intra-latency-us and --intra-gbs",
+          o.calibration_path));
+    const LinkCost node = c.intra_node ? *c.intra_node : LinkCost{};
+    s.network = NetworkCost{"local", node, node};  // one node: nothing crosses a network
+  } else {
+    s.network = network_preset(o.network);
+  }
+  if (o.intra_latency_us >= 0) s.network.intra_node.latency_s = o.intra_latency_us * 1e-6;
+  if (o.intra_gbs > 0) s.network.intra_node.bytes_per_s = o.intra_gbs * 1e9;
+  if (o.inter_latency_us >= 0) s.network.inter_node.latency_s = o.inter_latency_us * 1e-6;
+  if (o.inter_gbs > 0) s.network.inter_node.bytes_per_s = o.inter_gbs * 1e9;
+  if (o.network == "local" && o.inter_latency_us < 0 && o.inter_gbs <= 0)
+    s.network.inter_node = s.network.intra_node;
+  s.cores_per_node = o.cores_per_node > 0 ? o.cores_per_node : c.cores;
+  return s;
+}
+
+int print_predictions(const Config& config, const PlanOptions& o) {
+  if (config.objective)
+    throw ConfigError(
+        fmt::format("{}: --predict needs a model; this config optimises the {} "
+                    "function",
+                    config.file, config.objective->name));
+  const Calibration c = read_calibration(o.calibration_path);
+  PredictionSettings settings = prediction_settings(o, c);
+  settings.hierarchical = config.parallel.allreduce == AllreduceKind::hierarchical;
+  settings.threads = config.run.threads;  // 0: as strata run, the rank's share of the cores
+  const ModelSize size = largest_model_size(config);
+  const auto per_node_for = [&](int ranks) {
+    return o.ranks_per_node > 0 ? o.ranks_per_node : ranks_per_node(ranks);
+  };
+  // One rank alone on a node training the local batch: what every speedup is measured against
+  // (whether or not the config's parallel block allows one rank).
+  Plan alone;
+  alone.local_batch = alone.max_global_batch = c.local_batch;
+  const StepCost one = predict_step(c, alone, settings);
+  fmt::print(
+      "predicted from {} ({}, local batch {}, {} cores per node{}); network {}: intra-node "
+      "{:.2f} us, {:.1f} GB/s; between nodes {:.2f} us, {:.1f} GB/s; allreduce {}\n",
+      o.calibration_path, c.cpu, c.local_batch, settings.cores_per_node,
+      c.config == config.file ? "" : fmt::format(", calibrated for {}", c.config),
+      settings.network.name, 1e6 * settings.network.intra_node.latency_s,
+      settings.network.intra_node.bytes_per_s / 1e9, 1e6 * settings.network.inter_node.latency_s,
+      settings.network.inter_node.bytes_per_s / 1e9,
+      settings.hierarchical ? "hierarchical" : "mpi");
+  fmt::print(
+      "| ranks | nodes | G x D x M | global batch | threads | step ms | compute | model-par. | "
+      "data-par. | samples/s per group | samples/s all groups | speedup | efficiency per node "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int ranks : o.ranks) {
+    const int per_node = per_node_for(ranks);
+    const Plan plan = plan_run(config, ranks, per_node, &size);
+    const StepCost cost = predict_step(c, plan, settings);
+    const int nodes = (ranks + per_node - 1) / per_node;
+    const double speedup = cost.total_samples_per_s / one.total_samples_per_s;
+    fmt::print(
+        "| {} | {} | {} x {} x {} | {} | {}{} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.0f} | "
+        "{:.0f} "
+        "| {:.1f} | {:.2f} |\n",
+        ranks, nodes, plan.groups, plan.data, plan.model, plan.global_batch(), cost.threads,
+        cost.oversubscription > 1.0 ? fmt::format(" ({:.1f}x over)", cost.oversubscription) : "",
+        1e3 * cost.step_s, 1e3 * cost.compute_s, 1e3 * cost.model_parallel_s,
+        1e3 * cost.data_parallel_s, cost.samples_per_s, cost.total_samples_per_s, speedup,
+        speedup / nodes);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int plan_command(const PlanOptions& o) {
+  const Config config = load_config(o.config_path, o.overrides);
+  if (o.predict) {
+    if (o.ranks.size() == 1) print_plan(config, o.ranks.front(), o.ranks_per_node);
+    return print_predictions(config, o);
+  }
+  for (std::size_t i = 0; i < o.ranks.size(); ++i) {
+    if (i > 0) fmt::print("\n");
+    print_plan(config, o.ranks[i], o.ranks_per_node);
   }
   return 0;
 }

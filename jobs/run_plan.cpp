@@ -123,6 +123,7 @@ ModelSize largest_model_size(const Config& config) {
         config.file, at.line, at.column, probed.size(), first_error));
   }
   bound.bytes = whole + bound.split_bytes;
+  bound.largest_trial = current;
   return bound;
 }
 

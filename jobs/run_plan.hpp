@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 
 #include "core/config.hpp"
 #include "parallel/planner.hpp"
@@ -13,6 +14,8 @@ struct ModelSize {
   std::int64_t parameters = 0;
   std::int64_t bytes = 0;        // weights, gradients and optimizer state, float32
   std::int64_t split_bytes = 0;  // the part of bytes in layers marked `split`
+  // The searched values of the largest model probed (empty when nothing is searched).
+  std::map<std::string, std::string> largest_trial;
 
   // What one of M shards holds: the unsplit layers whole, its share of the split ones.
   std::int64_t bytes_per_shard(int model) const {

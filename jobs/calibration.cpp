@@ -1,0 +1,194 @@
+#include "jobs/calibration.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/trace.hpp"
+#include "core/trainer.hpp"
+#include "core/training_data.hpp"
+#include "jobs/commands.hpp"
+#include "jobs/run_plan.hpp"
+
+namespace strata {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+// The config to time: a search's largest trial, trained alone for `steps` steps per epoch, with
+// small evaluation sets (evaluation is not part of a step).
+Config timed_config(const Config& config, const CalibrationOptions& options) {
+  const ModelSize size = largest_model_size(config);
+  Config timed = size.largest_trial.empty() ? config : instantiate(config, size.largest_trial);
+  timed.data.validation_fraction = 0.02;
+  timed.data.train_subset =
+      static_cast<int>(std::ceil(timed.training.local_batch * options.steps / 0.98)) + 1;
+  timed.data.test_subset = std::min(256, std::max(1, timed.data.test_subset));
+  timed.training.epochs = 1 << 20;  // the schedule's horizon; only some epochs run
+  timed.training.schedule = ScheduleSpec{};
+  timed.parallel.accumulate = 1;
+  return timed;
+}
+
+// The median seconds of one optimizer step over `repeats` epochs (after one epoch of warm-up).
+double step_seconds(Trainer& trainer, int repeats) {
+  trainer.run_epoch({});
+  std::vector<double> steps;
+  for (int r = 0; r < repeats; ++r)
+    steps.push_back(static_cast<double>(trainer.global_batch()) /
+                    trainer.run_epoch({}).samples_per_s);
+  return median(steps);
+}
+
+// Sums one timed epoch's events by name, per step.
+std::map<std::string, double> seconds_by_event(const Trace& trace, double steps) {
+  std::map<std::string, double> sums;
+  for (const auto& [name, seconds] : trace.totals()) sums[name] = seconds / steps;
+  return sums;
+}
+
+std::vector<LayerTiming> layer_timings(Model& model, const std::vector<LayerSpec>& specs,
+                                       const std::map<std::string, double>& per_step) {
+  std::vector<LayerTiming> layers;
+  bool learns_before = false;
+  for (std::size_t i = 0; i < model.layer_count(); ++i) {
+    Layer& layer = model.layer(i);
+    LayerTiming t;
+    t.name = layer.name();
+    t.kind = layer.kind();
+    // A fused layer (conv2d+relu) carries its first spec's name.
+    const auto spec = std::find_if(specs.begin(), specs.end(),
+                                   [&](const LayerSpec& s) { return s.name == t.name; });
+    if (spec == specs.end())
+      throw std::logic_error(fmt::format("calibrate: layer {} has no spec", t.name));
+    t.split = spec->split;
+    for (const Param& p : model.params_of(i)) t.tensors.push_back(p.value->size());
+    t.input_elements = element_count(i == 0 ? model.input_shape() : model.output_shape(i - 1));
+    t.output_elements = element_count(model.output_shape(i));
+    t.needs_input_gradient = learns_before;
+    if (!t.tensors.empty()) learns_before = true;
+    if (t.split == SplitKind::column && spec->kind == LayerKind::dense) {
+      // Gathered unless the next layer that learns is its row-split partner.
+      t.gathers_output = true;
+      for (auto next = spec + 1; next != specs.end(); ++next)
+        if (next->kind == LayerKind::dense || next->kind == LayerKind::conv2d) {
+          t.gathers_output = !(next->kind == LayerKind::dense && next->split == SplitKind::row);
+          break;
+        }
+    } else if (t.split == SplitKind::column) {
+      t.gathers_output = true;  // a channel-split conv always gathers
+    }
+    const auto at = [&](const std::string& event) {
+      const auto found = per_step.find(event);
+      return found == per_step.end() ? 0.0 : found->second;
+    };
+    t.forward_s = at("forward " + t.name);
+    t.backward_s = at("backward " + t.name);
+    layers.push_back(std::move(t));
+  }
+  return layers;
+}
+
+// MPI_Allreduce between all ranks (on one node): latency from an 8-byte sum, bandwidth from a
+// 16 MiB one, both as the cost model's allreduce formula reads them.
+LinkCost measure_link(const Communicator& world) {
+  const auto time_sum = [&](std::size_t floats) {
+    std::vector<float> buffer(floats, 1.0f);
+    std::vector<double> times;
+    const int repeats = floats > 1024 ? 10 : 200;
+    for (int r = -1; r < repeats; ++r) {
+      world.barrier();
+      const auto start = std::chrono::steady_clock::now();
+      world.allreduce_sum(std::span<float>(buffer));
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (r >= 0) times.push_back(world.allreduce_sum_double(seconds) / world.size());
+    }
+    return median(times);
+  };
+  const double p = world.size();
+  const double latency = time_sum(2) / (2.0 * std::ceil(std::log2(p)));
+  const double big_bytes = 16.0 * (1 << 20);
+  const double big = time_sum(static_cast<std::size_t>(big_bytes / sizeof(float)));
+  const double moving = std::max(1e-9, big - 2.0 * std::ceil(std::log2(p)) * latency);
+  return LinkCost{latency, 2.0 * (p - 1.0) / p * big_bytes / moving};
+}
+
+Calibration measure_compute(const Config& config, const CalibrationOptions& options) {
+  const Config timed = timed_config(config, options);
+  const TrainingData data = load_training_data(timed);
+  Calibration c;
+  c.config = config.file;
+  c.cpu = cpu_name();
+  c.cores = options.max_threads > 0 ? options.max_threads : resolve_threads(0);
+  c.local_batch = timed.training.local_batch;
+  c.bucket_mib = timed.parallel.bucket_mib;
+
+  {
+    Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), 1);
+    fmt::print("[calibrate] {}: {} steps of local batch {} on 1 thread, each layer timed\n",
+               config.file, trainer.steps_per_epoch(), c.local_batch);
+    std::fflush(stdout);
+    trainer.run_epoch({});
+    Trace trace;
+    trainer.set_trace(&trace);
+    trainer.run_epoch({});
+    trainer.set_trace(nullptr);
+    const auto per_step = seconds_by_event(trace, static_cast<double>(trainer.steps_per_epoch()));
+    c.layers = layer_timings(trainer.model(), timed.layers, per_step);
+    c.data_s = per_step.contains("data read") ? per_step.at("data read") : 0.0;
+    c.optimizer_s = per_step.contains("optimizer step") ? per_step.at("optimizer step") : 0.0;
+  }
+  std::vector<int> thread_counts{1};
+  for (int t = 2; t < c.cores; t *= 2) thread_counts.push_back(t);
+  if (c.cores > 1) thread_counts.push_back(c.cores);
+  for (int threads : thread_counts) {
+    Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), threads);
+    c.steps.push_back(StepTiming{threads, step_seconds(trainer, options.repeats)});
+    fmt::print("[calibrate] {} thread(s): {:.3f} ms per step\n", threads,
+               1e3 * c.steps.back().step_s);
+    std::fflush(stdout);
+  }
+  return c;
+}
+
+}  // namespace
+
+Calibration measure_calibration(const Config& config, const Communicator& world,
+                                const CalibrationOptions& options) {
+  Calibration c;
+  // The others wait in the barrier (sleeping, with the watchdog) while rank 0 has the cores.
+  if (world.rank() == 0) c = measure_compute(config, options);
+  world.barrier();
+  if (world.size() > 1) {
+    const LinkCost link = measure_link(world);
+    if (world.rank() == 0) {
+      c.intra_node = link;
+      c.intra_node_ranks = world.size();
+      fmt::print("[calibrate] MPI_Allreduce on {} ranks: {:.2f} us latency, {:.2f} GB/s\n",
+                 world.size(), 1e6 * link.latency_s, link.bytes_per_s / 1e9);
+    }
+  }
+  return c;
+}
+
+}  // namespace strata

@@ -1,0 +1,251 @@
+#include "parallel/step_cost.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+
+namespace strata {
+
+namespace {
+
+constexpr double float_bytes = sizeof(float);
+// A gradient this large gets an allreduce of its own (parallel/gradient_sync.cpp's rule).
+constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
+
+const char* split_name(SplitKind split) {
+  switch (split) {
+    case SplitKind::column:
+      return "column";
+    case SplitKind::row:
+      return "row";
+    case SplitKind::none:
+      break;
+  }
+  return "none";
+}
+
+SplitKind split_from(const std::string& name, const std::string& source) {
+  if (name == "none") return SplitKind::none;
+  if (name == "column") return SplitKind::column;
+  if (name == "row") return SplitKind::row;
+  throw DataError(fmt::format("{}: unknown split '{}'", source, name));
+}
+
+// A split layer's tensor on one of M shards: a row split keeps its whole bias.
+std::int64_t shard_size(const LayerTiming& layer, std::size_t tensor, int shards) {
+  const std::int64_t size = layer.tensors[tensor];
+  if (layer.split == SplitKind::none || shards < 2) return size;
+  if (layer.split == SplitKind::row && tensor > 0) return size;
+  return size / shards;
+}
+
+// A step's compute on one thread with the split layers' share for M shards: the micro-batch's
+// forward, backward and reads, and the optimizer step.
+struct OneThreadCompute {
+  double micro_s = 0.0, optimizer_s = 0.0;
+};
+
+OneThreadCompute one_thread_compute(const Calibration& c, int shards) {
+  OneThreadCompute out{c.one_thread_step_s() - c.optimizer_s, c.optimizer_s};
+  if (shards < 2) return out;
+  const double gone = 1.0 - 1.0 / shards;
+  double split_parameters = 0.0;
+  for (const LayerTiming& layer : c.layers) {
+    if (layer.split == SplitKind::none) continue;
+    out.micro_s -= (layer.forward_s + layer.backward_s) * gone;
+    for (std::size_t t = 0; t < layer.tensors.size(); ++t)
+      split_parameters += static_cast<double>(layer.tensors[t] - shard_size(layer, t, shards));
+  }
+  const double all = static_cast<double>(std::max<std::int64_t>(1, c.parameters()));
+  out.optimizer_s -= c.optimizer_s * split_parameters / all;
+  return out;
+}
+
+// How much faster a step runs on `threads` workers than on one: measured where calibrated, ideal
+// beyond the largest thread count measured.
+double thread_speedup(const Calibration& c, int threads) {
+  const StepTiming* best = &c.steps.front();
+  for (const StepTiming& s : c.steps)
+    if (s.threads <= threads) best = &s;
+  const double measured = c.steps.front().step_s / best->step_s;
+  return measured * static_cast<double>(threads) / best->threads;
+}
+
+// The gradient buckets' sizes in bytes, in the order backward fills them (gradient_sync's rule).
+std::vector<double> gradient_buckets(const Calibration& c, int shards) {
+  const auto limit = static_cast<std::int64_t>(c.bucket_mib * (1 << 20) / float_bytes);
+  std::vector<double> buckets;
+  std::int64_t filled = 0;
+  for (auto layer = c.layers.rbegin(); layer != c.layers.rend(); ++layer)
+    for (std::size_t t = layer->tensors.size(); t-- > 0;) {
+      const std::int64_t size = shard_size(*layer, t, shards);
+      if (limit == 0 || size >= in_place_floats) {
+        buckets.push_back(static_cast<double>(size) * float_bytes);
+        continue;
+      }
+      if (filled == 0 || filled + size > limit) {
+        buckets.push_back(0.0);
+        filled = 0;
+      }
+      buckets.back() += static_cast<double>(size) * float_bytes;
+      filled += size;
+    }
+  return buckets;
+}
+
+// Activations gathered and summed over the M shards in one micro-batch's forward and backward.
+double model_parallel_seconds(const Calibration& c, int shards, const LinkCost& link) {
+  if (shards < 2) return 0.0;
+  const double batch = c.local_batch;
+  double seconds = 0.0;
+  for (const LayerTiming& layer : c.layers) {
+    const double out = batch * static_cast<double>(layer.output_elements) * float_bytes;
+    const double in = batch * static_cast<double>(layer.input_elements) * float_bytes;
+    if (layer.split == SplitKind::row) seconds += allreduce_seconds(out, shards, link);
+    if (layer.split != SplitKind::column) continue;
+    if (layer.gathers_output) seconds += allgather_seconds(out, shards, link);
+    if (layer.needs_input_gradient) seconds += allreduce_seconds(in, shards, link);
+  }
+  return seconds;
+}
+
+}  // namespace
+
+std::int64_t Calibration::parameters() const {
+  std::int64_t total = 0;
+  for (const LayerTiming& layer : layers)
+    total += std::accumulate(layer.tensors.begin(), layer.tensors.end(), std::int64_t{0});
+  return total;
+}
+
+double Calibration::one_thread_step_s() const {
+  return steps.empty() ? 0.0 : steps.front().step_s;
+}
+
+StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSettings& settings) {
+  if (c.local_batch != plan.local_batch)
+    throw ConfigError(fmt::format(
+        "the calibration was measured at local batch {}, the plan trains local batch {}: run "
+        "strata calibrate again for this config",
+        c.local_batch, plan.local_batch));
+  if (c.steps.empty() || c.steps.front().threads != 1)
+    throw ConfigError("the calibration has no one-thread step time");
+  StepCost cost;
+  const int ranks_on_node = std::min(plan.ranks_per_node, plan.world_size);
+  cost.threads = settings.threads > 0
+                     ? settings.threads
+                     : std::max(1, settings.cores_per_node / std::max(1, ranks_on_node));
+  if (plan.model > 1) cost.threads = 1;  // as strata run: only the main thread calls MPI
+  cost.oversubscription =
+      std::max(1.0, static_cast<double>(ranks_on_node) * cost.threads / settings.cores_per_node);
+
+  // K micro-batches of forward, backward and reads, then one optimizer step.
+  const OneThreadCompute one = one_thread_compute(c, plan.model);
+  cost.compute_s = (plan.accumulate * one.micro_s + one.optimizer_s) /
+                   thread_speedup(c, cost.threads) * cost.oversubscription;
+
+  const LinkCost& shard_link =
+      plan.model_groups_within_nodes() ? settings.network.intra_node : settings.network.inter_node;
+  cost.model_parallel_s = plan.accumulate * model_parallel_seconds(c, plan.model, shard_link);
+
+  if (plan.data > 1) {
+    // Replicas of one group on a node, and the nodes the group spans.
+    const int per_node = std::clamp(plan.ranks_per_node / plan.model, 1, plan.data);
+    const int nodes = (plan.data + per_node - 1) / per_node;
+    const LinkCost& link = nodes > 1 ? settings.network.inter_node : settings.network.intra_node;
+    auto reduce = [&](double bytes) {
+      return settings.hierarchical && nodes > 1
+                 ? hierarchical_allreduce_seconds(bytes, per_node, nodes, settings.network)
+                 : allreduce_seconds(bytes, plan.data, link);
+    };
+    // MPICH advances a non-blocking allreduce only inside MPI calls, and backward makes none
+    // between layers: the buckets' reductions are counted whole, none hidden behind backward.
+    for (double bucket : gradient_buckets(c, plan.model)) cost.data_parallel_s += reduce(bucket);
+    cost.data_parallel_s += reduce(2 * sizeof(double));  // the step's loss and accuracy sums
+  }
+  cost.step_s = cost.compute_s + cost.model_parallel_s + cost.data_parallel_s;
+  cost.samples_per_s = plan.global_batch() / cost.step_s;
+  cost.total_samples_per_s = cost.samples_per_s * plan.groups;
+  return cost;
+}
+
+nlohmann::json calibration_to_json(const Calibration& c) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerTiming& l : c.layers)
+    layers.push_back({{"name", l.name},
+                      {"kind", l.kind},
+                      {"split", split_name(l.split)},
+                      {"gathers_output", l.gathers_output},
+                      {"needs_input_gradient", l.needs_input_gradient},
+                      {"tensors", l.tensors},
+                      {"input_elements", l.input_elements},
+                      {"output_elements", l.output_elements},
+                      {"forward_s", l.forward_s},
+                      {"backward_s", l.backward_s}});
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepTiming& s : c.steps)
+    steps.push_back({{"threads", s.threads}, {"step_s", s.step_s}});
+  nlohmann::json out{{"format", "strata-calibration"},
+                     {"version", 1},
+                     {"config", c.config},
+                     {"cpu", c.cpu},
+                     {"cores", c.cores},
+                     {"local_batch", c.local_batch},
+                     {"bucket_mib", c.bucket_mib},
+                     {"layers", layers},
+                     {"data_s", c.data_s},
+                     {"optimizer_s", c.optimizer_s},
+                     {"steps", steps}};
+  if (c.intra_node)
+    out["intra_node"] = {{"ranks", c.intra_node_ranks},
+                         {"latency_s", c.intra_node->latency_s},
+                         {"bytes_per_s", c.intra_node->bytes_per_s}};
+  return out;
+}
+
+Calibration calibration_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object() || j.value("format", "") != "strata-calibration")
+    throw DataError(
+        fmt::format("{}: not a strata calibration (no \"format\": "
+                    "\"strata-calibration\"); write one with strata calibrate",
+                    source));
+  if (j.value("version", 0) != 1)
+    throw DataError(
+        fmt::format("{}: calibration version {} is not 1", source, j.value("version", 0)));
+  try {
+    Calibration c;
+    c.config = j.at("config").get<std::string>();
+    c.cpu = j.at("cpu").get<std::string>();
+    c.cores = j.at("cores").get<int>();
+    c.local_batch = j.at("local_batch").get<int>();
+    c.bucket_mib = j.at("bucket_mib").get<double>();
+    for (const auto& l : j.at("layers"))
+      c.layers.push_back(LayerTiming{
+          l.at("name").get<std::string>(), l.at("kind").get<std::string>(),
+          split_from(l.at("split").get<std::string>(), source), l.at("gathers_output").get<bool>(),
+          l.at("needs_input_gradient").get<bool>(),
+          l.at("tensors").get<std::vector<std::int64_t>>(),
+          l.at("input_elements").get<std::int64_t>(), l.at("output_elements").get<std::int64_t>(),
+          l.at("forward_s").get<double>(), l.at("backward_s").get<double>()});
+    c.data_s = j.at("data_s").get<double>();
+    c.optimizer_s = j.at("optimizer_s").get<double>();
+    for (const auto& s : j.at("steps"))
+      c.steps.push_back(StepTiming{s.at("threads").get<int>(), s.at("step_s").get<double>()});
+    if (j.contains("intra_node")) {
+      const auto& link = j.at("intra_node");
+      c.intra_node =
+          LinkCost{link.at("latency_s").get<double>(), link.at("bytes_per_s").get<double>()};
+      c.intra_node_ranks = link.at("ranks").get<int>();
+    }
+    if (c.steps.empty() || c.steps.front().threads != 1)
+      throw DataError(fmt::format("{}: \"steps\" must start with the one-thread step", source));
+    return c;
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(fmt::format("{}: {}", source, e.what()));
+  }
+}
+
+}  // namespace strata

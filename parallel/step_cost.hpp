@@ -1,0 +1,92 @@
+// The cost model of one optimizer step: compute from the per-layer times `strata calibrate`
+// measured on one rank, communication from the alpha-beta costs of the collectives the step makes
+// (data-parallel gradient allreduce, model-parallel activations), for any plan G x D x M.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.hpp"
+#include "core/plan.hpp"
+#include "parallel/collective_cost.hpp"
+
+namespace strata {
+
+// One layer as calibrated: its times at the calibration's local batch on one thread, and what a
+// model-parallel split of it sends.
+struct LayerTiming {
+  std::string name;
+  std::string kind;  // "conv2d", "dense", "relu", ...
+  SplitKind split = SplitKind::none;
+  bool gathers_output = false;  // a column split not feeding a row split: its output is gathered
+  bool needs_input_gradient = true;   // false for the first layer that learns
+  std::vector<std::int64_t> tensors;  // each parameter tensor's size (weight, bias), in order
+  std::int64_t input_elements = 0, output_elements = 0;  // per sample
+  double forward_s = 0.0, backward_s = 0.0;              // per step
+
+  bool operator==(const LayerTiming&) const = default;
+};
+
+// A whole training step (no communication) at a number of worker threads.
+struct StepTiming {
+  int threads = 1;
+  double step_s = 0.0;
+
+  bool operator==(const StepTiming&) const = default;
+};
+
+// What `strata calibrate` measured on this machine (calibration.json).
+struct Calibration {
+  std::string config;  // the config file it was measured for
+  std::string cpu;
+  int cores = 1;  // the cores the calibrating rank could use
+  int local_batch = 1;
+  double bucket_mib = 25.0;  // parallel.bucket_mib of the config
+  std::vector<LayerTiming> layers;
+  double data_s = 0.0;            // reading one local batch, per step, one thread
+  double optimizer_s = 0.0;       // the optimizer step, one thread
+  std::vector<StepTiming> steps;  // ascending threads, 1 first
+  // Measured with MPI_Allreduce between ranks of this node when calibrated on 2 or more ranks.
+  std::optional<LinkCost> intra_node;
+  int intra_node_ranks = 0;
+
+  std::int64_t parameters() const;
+  // A whole step on one thread, communication excluded.
+  double one_thread_step_s() const;
+
+  bool operator==(const Calibration&) const = default;
+};
+
+nlohmann::json calibration_to_json(const Calibration& calibration);
+// Throws DataError naming `source` for a file that is not a calibration or lacks a field.
+Calibration calibration_from_json(const nlohmann::json& json, const std::string& source);
+
+struct PredictionSettings {
+  NetworkCost network;
+  int cores_per_node = 1;
+  int threads = 0;  // worker threads per rank; 0 = as strata run chooses (its share of the cores)
+  bool hierarchical = false;  // parallel.allreduce: hierarchical
+};
+
+// One member group's optimizer step, and what the G groups do together.
+struct StepCost {
+  int threads = 1;
+  double oversubscription = 1.0;  // ranks x threads over the node's cores, when above 1
+  double compute_s = 0.0;         // K micro-batches forward and backward, data reads, optimizer
+  double model_parallel_s = 0.0;  // activations gathered and summed over the M shards
+  double data_parallel_s = 0.0;   // the part of the gradient allreduce backward does not hide
+  double step_s = 0.0;
+  double samples_per_s = 0.0;        // one member group: global batch / step
+  double total_samples_per_s = 0.0;  // all G groups
+};
+
+// The predicted step of `plan`. The calibration's local batch must be the plan's (a step's compute
+// is not linear in the batch): throws ConfigError otherwise.
+StepCost predict_step(const Calibration& calibration, const Plan& plan,
+                      const PredictionSettings& settings);
+
+}  // namespace strata

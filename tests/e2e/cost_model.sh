@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `strata calibrate` on 2 real ranks writes a calibration that `strata plan --predict` reads: one
+# table row per rank count, with model-parallel time where M > 1 and data-parallel time where D > 1;
+# bad input (no calibration, another local batch, an unknown network) is a clear error.
+STRATA="$1"
+source "$(dirname "$0")/lib.sh"
+root="$PWD"
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
+cd "$work"
+config="$root/configs/parallel.yaml"
+fast=(--steps 20 --repeats 1 --set data.train_subset=2000 --set run.threads=0)
+
+expect_exit 0 'wrote cal.json' -- "$MPIEXEC" -n 2 "$STRATA" calibrate "$config" "${fast[@]}" --out cal.json
+/usr/bin/python3 - cal.json <<'PY' || fails=$((fails + 1))
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["format"] == "strata-calibration" and c["local_batch"] == 32, c
+names = [l["name"] for l in c["layers"]]
+assert names[0] == "conv2d_0" and names[-1] == "dense_9", names
+split = {l["name"]: l["split"] for l in c["layers"]}
+assert split["conv2d_3"] == "column" and split["dense_7"] == "column" and split["dense_9"] == "row", split
+dense7 = next(l for l in c["layers"] if l["name"] == "dense_7")
+assert dense7["tensors"] == [128 * 512, 128] and not dense7["gathers_output"], dense7
+assert all(l["forward_s"] > 0 for l in c["layers"] if l["tensors"]), c["layers"]
+assert c["steps"][0]["threads"] == 1 and c["steps"][0]["step_s"] > 0, c["steps"]
+assert c["intra_node"]["ranks"] == 2 and c["intra_node"]["bytes_per_s"] > 0, c.get("intra_node")
+print("ok: the calibration has every layer, its splits, thread steps and the 2-rank MPI figures")
+PY
+
+plan=("$STRATA" plan "$config" --predict --set run.threads=0)
+predict=("${plan[@]}" --calibration cal.json)
+expect_exit 0 '^\| 4 \| 1 \| 2 x 2 x 1 \| 64 \| ' -- "${predict[@]}" --ranks 2,4 --network local
+expect_exit 0 '^\| 2 \| 2 \| 1 x 2 x 1 \| 64 \| ' -- "${predict[@]}" --ranks 2,4 --ranks-per-node 1
+out="$("${predict[@]}" --ranks 4,8 --ranks-per-node 1 --network slingshot --set parallel.model=2)"
+/usr/bin/python3 - "$out" <<'PY' || fails=$((fails + 1))
+import sys
+rows = [l.split("|")[1:-1] for l in sys.argv[1].splitlines() if l.startswith("| 4 ") or l.startswith("| 8 ")]
+assert len(rows) == 2, sys.argv[1]
+for r in rows:
+    model_s, data_s, speedup = float(r[7]), float(r[8]), float(r[11])
+    assert model_s > 0, r  # M = 2 across nodes pays for activations
+    assert speedup > 0, r
+assert float(rows[0][8]) > 0  # 4 ranks: D = 2
+print("ok: M = 2 rows pay model-parallel time and D = 2 rows data-parallel time")
+PY
+# The faster the network, the shorter the predicted step of a group spread over nodes.
+slow="$("${predict[@]}" --ranks 4 --ranks-per-node 1 --inter-gbs 0.01 | awk -F'|' '/^\| 4 /{print $7}')"
+fast_net="$("${predict[@]}" --ranks 4 --ranks-per-node 1 --inter-gbs 100 | awk -F'|' '/^\| 4 /{print $7}')"
+if /usr/bin/python3 -c "import sys; sys.exit(not float('$slow') > float('$fast_net'))"; then
+  echo "ok: --inter-gbs 0.01 predicts $slow ms, 100 GB/s $fast_net ms"
+else
+  echo "FAIL: a slower network did not lengthen the step ($slow vs $fast_net ms)"; fails=$((fails + 1))
+fi
+
+expect_exit 3 'no calibration at none.json: run `strata calibrate' -- \
+  "${plan[@]}" --ranks 2 --calibration none.json
+expect_exit 2 'measured at local batch 32, the plan trains local batch 16' -- \
+  "${predict[@]}" --ranks 2 --set training.local_batch=16
+expect_exit 2 "unknown network 'ethernet': the presets are aries, slingshot" -- \
+  "${predict[@]}" --ranks 2 --network ethernet
+echo '{"format": "something"}' > other.json
+expect_exit 3 'other.json: not a strata calibration' -- "${plan[@]}" --ranks 2 --calibration other.json
+"$STRATA" calibrate "$config" "${fast[@]}" --out one_rank.json > /dev/null
+expect_exit 2 'calibrate under mpiexec -n 2' -- \
+  "${plan[@]}" --ranks 2 --calibration one_rank.json --network local
+finish

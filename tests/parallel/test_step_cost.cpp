@@ -1,0 +1,187 @@
+// The cost model on hand-computed cases: each collective's formula, a step's compute, M's split,
+// the communication of a plan, and the calibration file's round trip.
+#include <catch2/catch.hpp>
+
+#include "core/errors.hpp"
+#include "parallel/step_cost.hpp"
+
+using namespace strata;
+
+namespace {
+
+const LinkCost slow{1e-3, 1e6};  // 1 ms, 1 MB/s: easy sums
+
+// conv (no split) -> dense column (gathers) -> dense row... kept simple: a two-layer MLP whose
+// first dense is column-split, feeding a row-split second one.
+Calibration mlp() {
+  Calibration c;
+  c.config = "mlp.yaml";
+  c.cpu = "test CPU";
+  c.cores = 4;
+  c.local_batch = 10;
+  c.bucket_mib = 25.0;
+  c.layers = {
+      LayerTiming{"flatten_0", "flatten", SplitKind::none, false, false, {}, 8, 8, 0.0, 0.0},
+      LayerTiming{"dense_1",
+                  "dense/column",
+                  SplitKind::column,
+                  false,
+                  false,
+                  {4 * 8, 4},
+                  8,
+                  4,
+                  0.010,
+                  0.020},
+      LayerTiming{"relu_2", "relu", SplitKind::none, false, true, {}, 4, 4, 0.001, 0.001},
+      LayerTiming{
+          "dense_3", "dense/row", SplitKind::row, false, true, {2 * 4, 2}, 4, 2, 0.004, 0.008},
+  };
+  c.data_s = 0.002;
+  c.optimizer_s = 0.006;
+  c.steps = {StepTiming{1, 0.060}, StepTiming{2, 0.040}, StepTiming{4, 0.025}};
+  return c;
+}
+
+Plan plan(int groups, int data, int model, int per_node, int local_batch = 10, int accumulate = 1) {
+  Plan p;
+  p.groups = groups;
+  p.data = data;
+  p.model = model;
+  p.world_size = groups * data * model;
+  p.ranks_per_node = per_node;
+  p.local_batch = local_batch;
+  p.max_global_batch = data * local_batch * accumulate;
+  p.accumulate = accumulate;
+  return p;
+}
+
+PredictionSettings settings(int cores) {
+  PredictionSettings s;
+  s.network = NetworkCost{"test", LinkCost{1e-6, 1e9}, slow};
+  s.cores_per_node = cores;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("collective costs follow their alpha-beta formulas", "[cost]") {
+  // 2 log2(p) latencies and 2(p-1)/p of the buffer: p = 4, 1 MB: 4 ms + 1.5 s.
+  CHECK(allreduce_seconds(1e6, 4, slow) == Approx(4e-3 + 1.5));
+  CHECK(allreduce_seconds(1e6, 3, slow) == Approx(4e-3 + 2.0 / 3.0 * 2.0));  // log2 3 rounds up
+  CHECK(allreduce_seconds(1e6, 1, slow) == 0.0);
+  // A ring allgather of a 1 MB result: (p-1) latencies and (p-1)/p of it.
+  CHECK(allgather_seconds(1e6, 4, slow) == Approx(3e-3 + 0.75));
+  // Hierarchical, 4 ranks per node on 8 nodes: intra reduce-scatter and allgather, then the whole
+  // buffer through each NIC.
+  const NetworkCost net{"n", LinkCost{1e-6, 1e9}, slow};
+  const double inside = 2.0 * (3 * 1e-6 + 0.75 * 1e6 / 1e9);
+  CHECK(hierarchical_allreduce_seconds(1e6, 4, 8, net) ==
+        Approx(inside + 6e-3 + 2.0 * 7.0 / 8.0 * 1.0));
+  CHECK(hierarchical_allreduce_seconds(1e6, 1, 8, net) == Approx(allreduce_seconds(1e6, 8, slow)));
+}
+
+TEST_CASE("network presets are named and unknown ones refused", "[cost]") {
+  const NetworkCost aries = network_preset("aries");
+  CHECK(aries.inter_node.latency_s > 0.0);
+  CHECK(network_preset("slingshot").inter_node.bytes_per_s > aries.inter_node.bytes_per_s);
+  CHECK_THROWS_AS(network_preset("ethernet"), ConfigError);
+}
+
+TEST_CASE("one rank's step is the calibrated step at its threads", "[cost]") {
+  const Calibration c = mlp();
+  // One rank on a 4-core node takes 4 threads: the 4-thread step, no communication.
+  StepCost one = predict_step(c, plan(1, 1, 1, 1), settings(4));
+  CHECK(one.threads == 4);
+  CHECK(one.compute_s == Approx(0.025));
+  CHECK(one.step_s == Approx(0.025));
+  CHECK(one.samples_per_s == Approx(10 / 0.025));
+  // 4 ranks of independent members on that node: a thread each, four trainings.
+  const StepCost four = predict_step(c, plan(4, 1, 1, 4), settings(4));
+  CHECK(four.threads == 1);
+  CHECK(four.step_s == Approx(0.060));
+  CHECK(four.total_samples_per_s == Approx(4 * 10 / 0.060));
+  // 8 such ranks on 4 cores share them: twice as slow.
+  const StepCost over = predict_step(c, plan(8, 1, 1, 8), settings(4));
+  CHECK(over.oversubscription == Approx(2.0));
+  CHECK(over.step_s == Approx(0.120));
+  // 3 threads were not measured: the 2-thread speedup, scaled ideally to 3.
+  PredictionSettings three = settings(4);
+  three.threads = 3;
+  CHECK(predict_step(c, plan(1, 1, 1, 1), three).compute_s == Approx(0.060 / (1.5 * 1.5)));
+}
+
+TEST_CASE("accumulation repeats the micro-batches, not the optimizer", "[cost]") {
+  const StepCost k3 = predict_step(mlp(), plan(4, 1, 1, 4, 10, 3), settings(4));
+  CHECK(k3.compute_s == Approx(3 * (0.060 - 0.006) + 0.006));
+  CHECK(k3.samples_per_s == Approx(30 / k3.step_s));
+}
+
+TEST_CASE("model parallelism splits the split layers and pays for their activations", "[cost]") {
+  const Calibration c = mlp();
+  const StepCost m2 = predict_step(c, plan(2, 1, 2, 4), settings(4));
+  CHECK(m2.threads == 1);
+  // The split layers' half is gone, and the optimizer's share of their parameters: dense_1 holds
+  // 36 of 46 parameters, all split; dense_3 splits its 8 weights and keeps its 2 biases whole.
+  const double split_gone = (0.030 + 0.012) * 0.5;
+  const double optimizer_gone = 0.006 * (18.0 + 4.0) / 46.0;
+  CHECK(m2.compute_s == Approx(0.060 - split_gone - optimizer_gone));
+  // dense_1 feeds a row split (no gather, and as the first layer that learns no input gradient);
+  // dense_3 sums its [10 x 2] output over the 2 shards on the intra-node link.
+  CHECK(m2.model_parallel_s == Approx(allreduce_seconds(10 * 2 * 4.0, 2, LinkCost{1e-6, 1e9})));
+  CHECK(m2.data_parallel_s == 0.0);
+  // Shards on two nodes pay the slow link.
+  const StepCost apart = predict_step(c, plan(1, 1, 2, 1), settings(4));
+  CHECK(apart.model_parallel_s == Approx(allreduce_seconds(80.0, 2, slow)));
+}
+
+TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's sums", "[cost]") {
+  const Calibration c = mlp();
+  // D = 2 on one node: one bucket of all 46 gradients (all small) and 16 bytes of sums.
+  const LinkCost intra{1e-6, 1e9};
+  const StepCost d2 = predict_step(c, plan(1, 2, 1, 2), settings(4));
+  CHECK(d2.threads == 2);
+  CHECK(d2.data_parallel_s ==
+        Approx(allreduce_seconds(46 * 4.0, 2, intra) + allreduce_seconds(16.0, 2, intra)));
+  // D = 4 over 4 nodes: the slow link; hierarchical is the same with one rank per node.
+  const StepCost d4 = predict_step(c, plan(1, 4, 1, 1), settings(4));
+  CHECK(d4.data_parallel_s ==
+        Approx(allreduce_seconds(184.0, 4, slow) + allreduce_seconds(16.0, 4, slow)));
+  // D = 4, two per node, hierarchical: intra-node phases plus the nodes' allreduce.
+  PredictionSettings h = settings(4);
+  h.hierarchical = true;
+  const NetworkCost& net = h.network;
+  CHECK(predict_step(c, plan(1, 4, 1, 2), h).data_parallel_s ==
+        Approx(hierarchical_allreduce_seconds(184.0, 2, 2, net) +
+               hierarchical_allreduce_seconds(16.0, 2, 2, net)));
+  // Without bucketing every tensor is its own allreduce.
+  Calibration per_tensor = c;
+  per_tensor.bucket_mib = 0.0;
+  const StepCost each = predict_step(per_tensor, plan(1, 2, 1, 2), settings(4));
+  CHECK(each.data_parallel_s ==
+        Approx(allreduce_seconds(8.0, 2, intra) + allreduce_seconds(32.0, 2, intra) +
+               allreduce_seconds(128.0, 2, intra) + allreduce_seconds(16.0, 2, intra) +
+               allreduce_seconds(16.0, 2, intra)));
+}
+
+TEST_CASE("a calibration of another local batch is refused", "[cost]") {
+  CHECK_THROWS_AS(predict_step(mlp(), plan(1, 1, 1, 1, 32), settings(4)), ConfigError);
+}
+
+TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
+  Calibration written = mlp();
+  written.intra_node = LinkCost{2e-6, 5e9};
+  written.intra_node_ranks = 2;
+  const Calibration fresh;
+  REQUIRE_FALSE(fresh == written);
+  const Calibration read = calibration_from_json(calibration_to_json(written), "test");
+  CHECK(read == written);
+  CHECK(read.layers[1].split == SplitKind::column);
+  CHECK(read.intra_node->bytes_per_s == 5e9);
+
+  nlohmann::json other = calibration_to_json(written);
+  other["format"] = "something else";
+  CHECK_THROWS_AS(calibration_from_json(other, "x.json"), DataError);
+  nlohmann::json missing = calibration_to_json(written);
+  missing.erase("steps");
+  CHECK_THROWS_AS(calibration_from_json(missing, "x.json"), DataError);
+}
