@@ -1,6 +1,7 @@
 #include "parallel/communicator.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -194,6 +195,15 @@ Communicator Communicator::world(WatchdogSettings watchdog) {
   // MPI_COMM_WORLD's handler is still the default (fatal) one here: a failure aborts the job.
   const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   if (rc != MPI_SUCCESS) throw MpiError("MPI_Comm_dup", "world", -1, rc, mpi_error_text(rc));
+  // Ranks that share this node, against its cores (all of them, whatever each rank's binding).
+  MPI_Comm node = MPI_COMM_NULL;
+  int ranks_on_node = 1;
+  if (MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &ranks_on_node);
+    MPI_Comm_free(&node);
+  }
+  watchdog.oversubscribed =
+      ranks_on_node > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return adopt(dup, "world", std::make_shared<const WatchdogSettings>(std::move(watchdog)));
 }
 

@@ -289,13 +289,13 @@ int Watchdog::wait(MPI_Request& request, MPI_Status& status, const WaitInfo& wha
       next_report = std::max(next_report + limit, now + limit / 2);
     }
     const Clock::duration waited = now - start;
-    if (waited < busy_polling) continue;
+    if (waited < busy_polling && !settings_->oversubscribed) continue;
     if (local_rank_late(what.call)) {
       // Nothing completes before that rank arrives, and its arrival ends the sleeping: waking at
       // most 1% of the wait (or a few tens of microseconds) after it costs at most that much.
       std::this_thread::sleep_for(
           std::clamp<Clock::duration>(waited / 100, shortest_sleep, longest_sleep));
-    } else if (waited >= spin_before_yield) {
+    } else if (settings_->oversubscribed || waited >= spin_before_yield) {
       sched_yield();  // lets ranks and threads that share this core run; no cost otherwise
     }
   }

@@ -41,6 +41,9 @@ struct WatchdogSettings {
   // false: every rank counts as a node of its own, so that all counters are read through the RMA
   // window (tests the multi-node path on one node).
   bool share_node_memory = true;
+  // More ranks on this node than it has cores: a waiting rank gives its core away at once instead
+  // of polling first, since the rank it waits for may need that core to get anywhere.
+  bool oversubscribed = false;
 
   bool enabled() const { return limit_s > 0; }
 };
