@@ -16,6 +16,7 @@
 #include "core/training_data.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
+#include "parallel/model_parallel_layers.hpp"
 
 namespace strata {
 
@@ -171,6 +172,36 @@ Calibration measure_compute(const Config& config, const CalibrationOptions& opti
   return c;
 }
 
+// A replica split over ranks 0 and 1 (its model-parallel layers on their own communicator), one
+// thread each: the step and its optimizer part, meaningful on rank 0. The other ranks only take
+// part in the split.
+void measure_split_step(const Config& config, const Communicator& world,
+                        const CalibrationOptions& options, Calibration& c) {
+  const Communicator pair =
+      world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "calibrate_model");
+  if (!pair.valid()) return;
+  const Config timed = timed_config(config, options);
+  const TrainingData data = load_training_data(timed);
+  Plan plan = standalone_plan(timed);
+  plan.model = 2;
+  plan.world_size = 2;
+  Trainer trainer(timed, build_model(timed, data, model_parallel_factory(pair, timed.file)), data,
+                  plan, 1);
+  trainer.run_epoch({});
+  Trace trace;
+  trainer.set_trace(&trace);
+  trainer.run_epoch({});
+  trainer.set_trace(nullptr);
+  const auto per_step = seconds_by_event(trace, static_cast<double>(trainer.steps_per_epoch()));
+  const double step = step_seconds(trainer, options.repeats);
+  if (world.rank() != 0) return;
+  c.split_step_s = step;
+  c.split_optimizer_s = per_step.contains("optimizer step") ? per_step.at("optimizer step") : 0.0;
+  fmt::print("[calibrate] split over 2 ranks (M = 2), 1 thread each: {:.3f} ms per step\n",
+             1e3 * step);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 Calibration measure_calibration(const Config& config, const Communicator& world,
@@ -187,6 +218,11 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       fmt::print("[calibrate] MPI_Allreduce on {} ranks: {:.2f} us latency, {:.2f} GB/s\n",
                  world.size(), 1e6 * link.latency_s, link.bytes_per_s / 1e9);
     }
+    // Every rank knows whether the config splits any layer, so all take the same path.
+    const bool splits = std::any_of(config.layers.begin(), config.layers.end(),
+                                    [](const LayerSpec& l) { return l.split != SplitKind::none; });
+    if (splits) measure_split_step(config, world, options, c);
+    world.barrier();
   }
   return c;
 }

@@ -42,6 +42,22 @@ std::int64_t shard_size(const LayerTiming& layer, std::size_t tensor, int shards
   return size / shards;
 }
 
+// Activations gathered and summed over the M shards in one micro-batch's forward and backward.
+double model_parallel_seconds(const Calibration& c, int shards, const LinkCost& link) {
+  if (shards < 2) return 0.0;
+  const double batch = c.local_batch;
+  double seconds = 0.0;
+  for (const LayerTiming& layer : c.layers) {
+    const double out = batch * static_cast<double>(layer.output_elements) * float_bytes;
+    const double in = batch * static_cast<double>(layer.input_elements) * float_bytes;
+    if (layer.split == SplitKind::row) seconds += allreduce_seconds(out, shards, link);
+    if (layer.split != SplitKind::column) continue;
+    if (layer.gathers_output) seconds += allgather_seconds(out, shards, link);
+    if (layer.needs_input_gradient) seconds += allreduce_seconds(in, shards, link);
+  }
+  return seconds;
+}
+
 // A step's compute on one thread with the split layers' share for M shards: the micro-batch's
 // forward, backward and reads, and the optimizer step.
 struct OneThreadCompute {
@@ -51,16 +67,25 @@ struct OneThreadCompute {
 OneThreadCompute one_thread_compute(const Calibration& c, int shards) {
   OneThreadCompute out{c.one_thread_step_s() - c.optimizer_s, c.optimizer_s};
   if (shards < 2) return out;
-  const double gone = 1.0 - 1.0 / shards;
   double split_parameters = 0.0;
+  double split_layers_s = 0.0;
   for (const LayerTiming& layer : c.layers) {
     if (layer.split == SplitKind::none) continue;
-    out.micro_s -= (layer.forward_s + layer.backward_s) * gone;
+    split_layers_s += layer.forward_s + layer.backward_s;
     for (std::size_t t = 0; t < layer.tensors.size(); ++t)
       split_parameters += static_cast<double>(layer.tensors[t] - shard_size(layer, t, shards));
   }
   const double all = static_cast<double>(std::max<std::int64_t>(1, c.parameters()));
   out.optimizer_s -= c.optimizer_s * split_parameters / all;
+  if (c.split_step_s > 0.0 && c.intra_node) {
+    // Measured at M = 2, less the collectives the model adds back for the plan's M and link: what
+    // remains is compute and the split layers' copies; their compute share moves from 1/2 to 1/M.
+    out.micro_s = c.split_step_s - c.split_optimizer_s -
+                  model_parallel_seconds(c, 2, *c.intra_node) +
+                  split_layers_s * (1.0 / shards - 0.5);
+  } else {
+    out.micro_s -= split_layers_s * (1.0 - 1.0 / shards);
+  }
   return out;
 }
 
@@ -94,22 +119,6 @@ std::vector<double> gradient_buckets(const Calibration& c, int shards) {
       filled += size;
     }
   return buckets;
-}
-
-// Activations gathered and summed over the M shards in one micro-batch's forward and backward.
-double model_parallel_seconds(const Calibration& c, int shards, const LinkCost& link) {
-  if (shards < 2) return 0.0;
-  const double batch = c.local_batch;
-  double seconds = 0.0;
-  for (const LayerTiming& layer : c.layers) {
-    const double out = batch * static_cast<double>(layer.output_elements) * float_bytes;
-    const double in = batch * static_cast<double>(layer.input_elements) * float_bytes;
-    if (layer.split == SplitKind::row) seconds += allreduce_seconds(out, shards, link);
-    if (layer.split != SplitKind::column) continue;
-    if (layer.gathers_output) seconds += allgather_seconds(out, shards, link);
-    if (layer.needs_input_gradient) seconds += allreduce_seconds(in, shards, link);
-  }
-  return seconds;
 }
 
 }  // namespace
@@ -203,6 +212,8 @@ nlohmann::json calibration_to_json(const Calibration& c) {
     out["intra_node"] = {{"ranks", c.intra_node_ranks},
                          {"latency_s", c.intra_node->latency_s},
                          {"bytes_per_s", c.intra_node->bytes_per_s}};
+  if (c.split_step_s > 0.0)
+    out["split_over_2"] = {{"step_s", c.split_step_s}, {"optimizer_s", c.split_optimizer_s}};
   return out;
 }
 
@@ -239,6 +250,10 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
       c.intra_node =
           LinkCost{link.at("latency_s").get<double>(), link.at("bytes_per_s").get<double>()};
       c.intra_node_ranks = link.at("ranks").get<int>();
+    }
+    if (j.contains("split_over_2")) {
+      c.split_step_s = j.at("split_over_2").at("step_s").get<double>();
+      c.split_optimizer_s = j.at("split_over_2").at("optimizer_s").get<double>();
     }
     if (c.steps.empty() || c.steps.front().threads != 1)
       throw DataError(fmt::format("{}: \"steps\" must start with the one-thread step", source));

@@ -53,6 +53,10 @@ struct Calibration {
   // Measured with MPI_Allreduce between ranks of this node when calibrated on 2 or more ranks.
   std::optional<LinkCost> intra_node;
   int intra_node_ranks = 0;
+  // A one-thread step of a replica split over 2 ranks of this node (its model-parallel layers'
+  // copies and collectives included), and its optimizer part; 0 when not measured (one rank, or
+  // no split layers).
+  double split_step_s = 0.0, split_optimizer_s = 0.0;
 
   std::int64_t parameters() const;
   // A whole step on one thread, communication excluded.

@@ -33,6 +33,7 @@ cases=(
   "1 rank|1|parallel.data=1"
   "2 ranks, G 2|2|parallel.data=1"
   "2 ranks, D 2|2|parallel.data=2 parallel.layout=data"
+  "2 ranks, M 2|2|parallel.data=1 parallel.model=2 parallel.layout=data"
   "4 ranks, G 4|4|parallel.data=1"
   "4 ranks, G 2 x D 2|4|parallel.data=2"
   "4 ranks, D 2 x M 2|4|parallel.data=2 parallel.model=2"

@@ -24,7 +24,8 @@ assert dense7["tensors"] == [128 * 512, 128] and not dense7["gathers_output"], d
 assert all(l["forward_s"] > 0 for l in c["layers"] if l["tensors"]), c["layers"]
 assert c["steps"][0]["threads"] == 1 and c["steps"][0]["step_s"] > 0, c["steps"]
 assert c["intra_node"]["ranks"] == 2 and c["intra_node"]["bytes_per_s"] > 0, c.get("intra_node")
-print("ok: the calibration has every layer, its splits, thread steps and the 2-rank MPI figures")
+assert c["split_over_2"]["step_s"] > 0, c.get("split_over_2")
+print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures and a step split over 2 ranks")
 PY
 
 plan=("$STRATA" plan "$config" --predict --set run.threads=0)

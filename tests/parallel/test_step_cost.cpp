@@ -134,6 +134,26 @@ TEST_CASE("model parallelism splits the split layers and pays for their activati
   CHECK(apart.model_parallel_s == Approx(allreduce_seconds(80.0, 2, slow)));
 }
 
+TEST_CASE("a step measured split over 2 ranks replaces the model's guess at M = 2", "[cost]") {
+  Calibration c = mlp();
+  c.intra_node = LinkCost{1e-6, 1e9};
+  c.split_step_s = 0.050;
+  c.split_optimizer_s = 0.004;
+  PredictionSettings s = settings(4);
+  s.network.intra_node = *c.intra_node;
+  const double optimizer_m2 = 0.006 * (1.0 - 22.0 / 46.0);
+  // On the calibrated node the prediction is the measured step, its optimizer part rescaled.
+  const StepCost m2 = predict_step(c, plan(2, 1, 2, 4), s);
+  CHECK(m2.step_s == Approx(0.050 - 0.004 + optimizer_m2));
+  // M = 4 moves the split layers' compute share from 1/2 to 1/4 and pays the collectives over 4.
+  const StepCost m4 = predict_step(c, plan(1, 1, 4, 4), s);
+  // dense_3's row split sums [10 x 2] floats; dense_1 neither gathers nor needs an input gradient.
+  const double mp2 = allreduce_seconds(80.0, 2, *c.intra_node);
+  CHECK(m4.compute_s ==
+        Approx(0.050 - 0.004 - mp2 + 0.042 * (0.25 - 0.5) + 0.006 * (1.0 - (27.0 + 6.0) / 46.0)));
+  CHECK(m4.model_parallel_s == Approx(allreduce_seconds(80.0, 4, *c.intra_node)));
+}
+
 TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's sums", "[cost]") {
   const Calibration c = mlp();
   // D = 2 on one node: one bucket of all 46 gradients (all small) and 16 bytes of sums.
