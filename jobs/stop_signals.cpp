@@ -1,8 +1,13 @@
 #include "jobs/stop_signals.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 namespace strata {
 
@@ -18,6 +23,23 @@ extern "C" void record_signal(int signal) {
   received_signal = signal;
 }
 
+// The one thread that takes stop signals, started once and kept until the process ends. Every
+// thread that runs kernels blocks them: oneDNN 2.x's JIT sgemm points the stack pointer into a heap
+// workspace while it runs (fixed in oneDNN 3.11), so a signal delivered there writes its frame over
+// heap blocks below it, and the process crashes later in free(). Stop signals forwarded by mpiexec
+// or Slurm hit a dense layer often enough to make that a crash every few runs.
+void start_signal_thread() {
+  static std::once_flag started;
+  std::call_once(started, [] {
+    std::thread([] {
+      sigset_t none;
+      sigemptyset(&none);
+      pthread_sigmask(SIG_SETMASK, &none, nullptr);
+      for (;;) pause();  // record_signal runs here
+    }).detach();
+  });
+}
+
 }  // namespace
 
 StopSignals::StopSignals(int requeue_signal) : signals_{SIGTERM, SIGINT, requeue_signal} {
@@ -31,6 +53,13 @@ StopSignals::StopSignals(int requeue_signal) : signals_{SIGTERM, SIGINT, requeue
     if (sigaction(signals_[i], &action, nullptr) != 0)
       throw std::runtime_error(std::string("cannot install a handler for signal ") +
                                signal_name(signals_[i]));
+  // Blocked on this thread and on every thread it starts from now on (batch workers, checkpoint
+  // writers). A thread started earlier (the MPI library's) may still take one: it runs no kernels.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int i = 0; i < handled; ++i) sigaddset(&stops, signals_[i]);
+  pthread_sigmask(SIG_BLOCK, &stops, nullptr);
+  start_signal_thread();
 }
 
 bool StopSignals::requested() const {

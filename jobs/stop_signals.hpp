@@ -8,7 +8,10 @@ namespace strata {
 
 // Installs the handlers, which stay until the process ends: a stop signal that arrives after the
 // run decided its exit code (the launcher stopping the other ranks while this one finalizes MPI)
-// must not kill the process and turn exit 75 into death by the signal. One at a time.
+// must not kill the process and turn exit 75 into death by the signal. One at a time. The signals
+// are blocked on the constructing thread and the threads it starts later, and taken by a thread of
+// their own (jobs/stop_signals.cpp says why): send them to the process (kill), not to a thread
+// (raise).
 class StopSignals {
  public:
   explicit StopSignals(int requeue_signal);

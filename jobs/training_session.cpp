@@ -1,7 +1,10 @@
 #include "jobs/training_session.hpp"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <ctime>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -179,7 +182,12 @@ void TrainingSession::at_step() {
   const FaultPlan& fault = FaultPlan::from_environment();
   const std::int64_t step = trainer_.position().global_step;
   if (step == fault.kill_at_step) std::raise(SIGKILL);
-  if (step == fault.stop_at_step) std::raise(settings_.checkpoint.signal);
+  if (step == fault.stop_at_step) {
+    // To the process: this thread blocks it. Wait until the signal thread has recorded it, so
+    // that this step boundary sees it.
+    ::kill(::getpid(), settings_.checkpoint.signal);
+    while (signals_ != nullptr && !signals_->requested()) std::this_thread::yield();
+  }
   if (work_.serve) work_.serve();
   unsigned mine = 0;
   if (signals_ != nullptr && signals_->requested()) mine |= stop_flag;
