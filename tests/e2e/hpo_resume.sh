@@ -56,8 +56,13 @@ signal_mid_search() {
   local launcher=$! rc
   for _ in $(seq 600); do [ "$(rows)" -ge "$2" ] && break; sleep 0.05; done
   kill -"$1" "$launcher"
+  # With -disable-auto-cleanup a rank that dies leaves the others waiting for it: give up on the
+  # launcher after 120 s instead of hanging until the test's timeout.
+  (sleep 120 && kill -KILL "$launcher" 2> /dev/null) &
+  local reaper=$!
   wait "$launcher"
   rc=$?
+  kill "$reaper" 2> /dev/null
   if [ "$rc" = 75 ] && grep -q 'the search stopped on a signal.*exit 75' signalled.log; then
     echo "ok: SIG$1: mpiexec exited 75 after $(rows) results"
   else
