@@ -257,6 +257,9 @@ std::vector<ModelCase> models(const Options& o) {
   std::vector<strata::LayerSpec> mlp = {layer(LayerKind::flatten), layer(LayerKind::dense, 512),
                                         layer(LayerKind::relu),    layer(LayerKind::dense, 256),
                                         layer(LayerKind::relu),    layer(LayerKind::dense, 10)};
+  // Named as the config parser names them: state keys and the trace go by layer name.
+  const char* kinds[] = {"flatten", "dense", "relu", "dense", "relu", "dense"};
+  for (std::size_t i = 0; i < mlp.size(); ++i) mlp[i].name = fmt::format("{}_{}", kinds[i], i);
   return {{"cnn", "CNN conv5x5x32-pool-conv5x5x64-pool-fc256-fc10", cnn.layers},
           {"mlp", "MLP 784-512-256-10", std::move(mlp)}};
 }

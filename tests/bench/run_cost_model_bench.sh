@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 # enough for 100 steps of the largest global batch per epoch.
 common=(--set run.threads=0 --set data.train_subset=7200 --set data.test_subset=500
         --set data.validation_fraction=0.1)
-"$mpiexec" -n 2 "$strata" calibrate "$config" "${common[@]}" --out "$work/calibration.json" >&2
+"$mpiexec" -n 2 "$strata" calibrate "$config" "${common[@]}" --repeats 5 --out "$work/calibration.json" >&2
 
 # name | ranks | overrides
 cases=(
