@@ -60,11 +60,23 @@ double step_seconds(Trainer& trainer, int repeats) {
   return median(steps);
 }
 
-// Sums one timed epoch's events by name, per step.
-std::map<std::string, double> seconds_by_event(const Trace& trace, double steps) {
-  std::map<std::string, double> sums;
-  for (const auto& [name, seconds] : trace.totals()) sums[name] = seconds / steps;
-  return sums;
+// Seconds per step of each traced event (forward/backward per layer, data read, optimizer step)
+// over one epoch, after one epoch of warm-up.
+std::map<std::string, double> traced_epoch(Trainer& trainer) {
+  trainer.run_epoch({});
+  Trace trace;
+  trainer.set_trace(&trace);
+  trainer.run_epoch({});
+  trainer.set_trace(nullptr);
+  const auto steps = static_cast<double>(trainer.steps_per_epoch());
+  std::map<std::string, double> per_step;
+  for (const auto& [name, seconds] : trace.totals()) per_step[name] = seconds / steps;
+  return per_step;
+}
+
+double seconds_of(const std::map<std::string, double>& per_step, const std::string& event) {
+  const auto found = per_step.find(event);
+  return found == per_step.end() ? 0.0 : found->second;
 }
 
 std::vector<LayerTiming> layer_timings(Model& model, const std::vector<LayerSpec>& specs,
@@ -98,12 +110,8 @@ std::vector<LayerTiming> layer_timings(Model& model, const std::vector<LayerSpec
     } else if (t.split == SplitKind::column) {
       t.gathers_output = true;  // a channel-split conv always gathers
     }
-    const auto at = [&](const std::string& event) {
-      const auto found = per_step.find(event);
-      return found == per_step.end() ? 0.0 : found->second;
-    };
-    t.forward_s = at("forward " + t.name);
-    t.backward_s = at("backward " + t.name);
+    t.forward_s = seconds_of(per_step, "forward " + t.name);
+    t.backward_s = seconds_of(per_step, "backward " + t.name);
     layers.push_back(std::move(t));
   }
   return layers;
@@ -149,15 +157,10 @@ Calibration measure_compute(const Config& config, const CalibrationOptions& opti
     fmt::print("[calibrate] {}: {} steps of local batch {} on 1 thread, each layer timed\n",
                config.file, trainer.steps_per_epoch(), c.local_batch);
     std::fflush(stdout);
-    trainer.run_epoch({});
-    Trace trace;
-    trainer.set_trace(&trace);
-    trainer.run_epoch({});
-    trainer.set_trace(nullptr);
-    const auto per_step = seconds_by_event(trace, static_cast<double>(trainer.steps_per_epoch()));
+    const auto per_step = traced_epoch(trainer);
     c.layers = layer_timings(trainer.model(), timed.layers, per_step);
-    c.data_s = per_step.contains("data read") ? per_step.at("data read") : 0.0;
-    c.optimizer_s = per_step.contains("optimizer step") ? per_step.at("optimizer step") : 0.0;
+    c.data_s = seconds_of(per_step, "data read");
+    c.optimizer_s = seconds_of(per_step, "optimizer step");
   }
   std::vector<int> thread_counts{1};
   for (int t = 2; t < c.cores; t *= 2) thread_counts.push_back(t);
@@ -187,16 +190,11 @@ void measure_split_step(const Config& config, const Communicator& world,
   plan.world_size = 2;
   Trainer trainer(timed, build_model(timed, data, model_parallel_factory(pair, timed.file)), data,
                   plan, 1);
-  trainer.run_epoch({});
-  Trace trace;
-  trainer.set_trace(&trace);
-  trainer.run_epoch({});
-  trainer.set_trace(nullptr);
-  const auto per_step = seconds_by_event(trace, static_cast<double>(trainer.steps_per_epoch()));
+  const auto per_step = traced_epoch(trainer);
   const double step = step_seconds(trainer, options.repeats);
   if (world.rank() != 0) return;
   c.split_step_s = step;
-  c.split_optimizer_s = per_step.contains("optimizer step") ? per_step.at("optimizer step") : 0.0;
+  c.split_optimizer_s = seconds_of(per_step, "optimizer step");
   fmt::print("[calibrate] split over 2 ranks (M = 2), 1 thread each: {:.3f} ms per step\n",
              1e3 * step);
   std::fflush(stdout);
