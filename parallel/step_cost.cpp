@@ -104,6 +104,7 @@ std::vector<double> gradient_buckets(const Calibration& c, int shards) {
   const auto limit = static_cast<std::int64_t>(c.bucket_mib * (1 << 20) / float_bytes);
   std::vector<double> buckets;
   std::int64_t filled = 0;
+  std::size_t packing = 0;  // the bucket small gradients go to, while filled > 0
   for (auto layer = c.layers.rbegin(); layer != c.layers.rend(); ++layer)
     for (std::size_t t = layer->tensors.size(); t-- > 0;) {
       const std::int64_t size = shard_size(*layer, t, shards);
@@ -113,9 +114,10 @@ std::vector<double> gradient_buckets(const Calibration& c, int shards) {
       }
       if (filled == 0 || filled + size > limit) {
         buckets.push_back(0.0);
+        packing = buckets.size() - 1;
         filled = 0;
       }
-      buckets.back() += static_cast<double>(size) * float_bytes;
+      buckets[packing] += static_cast<double>(size) * float_bytes;
       filled += size;
     }
   return buckets;
@@ -164,16 +166,25 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
     // Replicas of one group on a node, and the nodes the group spans.
     const int per_node = std::clamp(plan.ranks_per_node / plan.model, 1, plan.data);
     const int nodes = (plan.data + per_node - 1) / per_node;
-    const LinkCost& link = nodes > 1 ? settings.network.inter_node : settings.network.intra_node;
-    auto reduce = [&](double bytes) {
-      return settings.hierarchical && nodes > 1
-                 ? hierarchical_allreduce_seconds(bytes, per_node, nodes, settings.network)
-                 : allreduce_seconds(bytes, plan.data, link);
-    };
-    // MPICH advances a non-blocking allreduce only inside MPI calls, and backward makes none
-    // between layers: the buckets' reductions are counted whole, none hidden behind backward.
-    for (double bucket : gradient_buckets(c, plan.model)) cost.data_parallel_s += reduce(bucket);
-    cost.data_parallel_s += reduce(2 * sizeof(double));  // the step's loss and accuracy sums
+    // Every shard of a replica runs its own data-parallel sum at the same time, and across nodes
+    // all of a node's ranks share its link.
+    const int shards_on_node = std::clamp(plan.ranks_per_node, 1, plan.model);
+    NetworkCost network = settings.network;
+    network.inter_node.bytes_per_s /= shards_on_node * (settings.hierarchical ? 1 : per_node);
+    const LinkCost& link = nodes > 1 ? network.inter_node : network.intra_node;
+    if (settings.hierarchical) {
+      // One sum of every gradient per step through the node's window (HierarchicalSync has no
+      // buckets), and the step's sums over MPI.
+      double bytes = 0.0;
+      for (double bucket : gradient_buckets(c, plan.model)) bytes += bucket;
+      cost.data_parallel_s = hierarchical_allreduce_seconds(bytes, per_node, nodes, network);
+    } else {
+      // MPICH advances a non-blocking allreduce only inside MPI calls, and backward makes none
+      // between layers: the buckets' reductions are counted whole, none hidden behind backward.
+      for (double bucket : gradient_buckets(c, plan.model))
+        cost.data_parallel_s += allreduce_seconds(bucket, plan.data, link);
+    }
+    cost.data_parallel_s += allreduce_seconds(2 * sizeof(double), plan.data, link);
   }
   cost.step_s = cost.compute_s + cost.model_parallel_s + cost.data_parallel_s;
   cost.samples_per_s = plan.global_batch() / cost.step_s;
@@ -218,15 +229,15 @@ nlohmann::json calibration_to_json(const Calibration& c) {
 }
 
 Calibration calibration_from_json(const nlohmann::json& j, const std::string& source) {
-  if (!j.is_object() || j.value("format", "") != "strata-calibration")
-    throw DataError(
-        fmt::format("{}: not a strata calibration (no \"format\": "
-                    "\"strata-calibration\"); write one with strata calibrate",
-                    source));
-  if (j.value("version", 0) != 1)
-    throw DataError(
-        fmt::format("{}: calibration version {} is not 1", source, j.value("version", 0)));
   try {
+    if (!j.is_object() || j.value("format", "") != "strata-calibration")
+      throw DataError(
+          fmt::format("{}: not a strata calibration (no \"format\": "
+                      "\"strata-calibration\"); write one with strata calibrate",
+                      source));
+    if (j.value("version", 0) != 1)
+      throw DataError(
+          fmt::format("{}: calibration version {} is not 1", source, j.value("version", 0)));
     Calibration c;
     c.config = j.at("config").get<std::string>();
     c.cpu = j.at("cpu").get<std::string>();

@@ -166,13 +166,22 @@ TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's 
   const StepCost d4 = predict_step(c, plan(1, 4, 1, 1), settings(4));
   CHECK(d4.data_parallel_s ==
         Approx(allreduce_seconds(184.0, 4, slow) + allreduce_seconds(16.0, 4, slow)));
-  // D = 4, two per node, hierarchical: intra-node phases plus the nodes' allreduce.
+  // D = 4, two per node, flat: both ranks of a node cross its link at once, at half its rate.
+  const LinkCost shared{1e-3, 0.5e6};
+  CHECK(predict_step(c, plan(1, 4, 1, 2), settings(4)).data_parallel_s ==
+        Approx(allreduce_seconds(184.0, 4, shared) + allreduce_seconds(16.0, 4, shared)));
+  // Hierarchical: one sum of all gradients per step (no buckets) through the window and the nodes'
+  // allreduce, whose slices share the link already; the step's sums go over MPI.
   PredictionSettings h = settings(4);
   h.hierarchical = true;
   const NetworkCost& net = h.network;
-  CHECK(predict_step(c, plan(1, 4, 1, 2), h).data_parallel_s ==
-        Approx(hierarchical_allreduce_seconds(184.0, 2, 2, net) +
-               hierarchical_allreduce_seconds(16.0, 2, 2, net)));
+  CHECK(
+      predict_step(c, plan(1, 4, 1, 2), h).data_parallel_s ==
+      Approx(hierarchical_allreduce_seconds(184.0, 2, 2, net) + allreduce_seconds(16.0, 4, slow)));
+  // On one node hierarchical is the window's two phases alone.
+  CHECK(predict_step(c, plan(1, 2, 1, 2), h).data_parallel_s ==
+        Approx(hierarchical_allreduce_seconds(184.0, 2, 1, net) +
+               allreduce_seconds(16.0, 2, net.intra_node)));
   // Without bucketing every tensor is its own allreduce.
   Calibration per_tensor = c;
   per_tensor.bucket_mib = 0.0;
@@ -191,6 +200,8 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   Calibration written = mlp();
   written.intra_node = LinkCost{2e-6, 5e9};
   written.intra_node_ranks = 2;
+  written.split_step_s = 0.05;
+  written.split_optimizer_s = 0.004;
   const Calibration fresh;
   REQUIRE_FALSE(fresh == written);
   const Calibration read = calibration_from_json(calibration_to_json(written), "test");
@@ -201,6 +212,9 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   nlohmann::json other = calibration_to_json(written);
   other["format"] = "something else";
   CHECK_THROWS_AS(calibration_from_json(other, "x.json"), DataError);
+  nlohmann::json mistyped = calibration_to_json(written);
+  mistyped["version"] = "one";
+  CHECK_THROWS_AS(calibration_from_json(mistyped, "x.json"), DataError);
   nlohmann::json missing = calibration_to_json(written);
   missing.erase("steps");
   CHECK_THROWS_AS(calibration_from_json(missing, "x.json"), DataError);
