@@ -217,10 +217,20 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       fmt::print("[calibrate] MPI_Allreduce on {} ranks: {:.2f} us latency, {:.2f} GB/s\n",
                  world.size(), 1e6 * link.latency_s, link.bytes_per_s / 1e9);
     }
-    // Every rank knows whether the config splits any layer, so all take the same path.
-    const bool splits = std::any_of(config.layers.begin(), config.layers.end(),
-                                    [](const LayerSpec& l) { return l.split != SplitKind::none; });
-    if (splits) measure_split_step(config, world, options, c);
+    // Every rank reads the same layers, so all take the same path. A column split must divide
+    // by 2 (a config meant for M = 3 does not): such a model is not timed split.
+    bool splits = false, halves = true;
+    for (const LayerSpec& l : config.layers) {
+      if (l.split == SplitKind::none) continue;
+      splits = true;
+      const int size = l.kind == LayerKind::conv2d ? l.filters : l.units;
+      if (l.split == SplitKind::column && size % 2 != 0) halves = false;
+    }
+    if (splits && halves) measure_split_step(config, world, options, c);
+    if (splits && !halves && world.rank() == 0)
+      fmt::print(
+          "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "
+          "from the unsplit layer times\n");
     world.barrier();
   }
   return c;

@@ -64,4 +64,12 @@ expect_exit 3 'other.json: not a strata calibration' -- "${plan[@]}" --ranks 2 -
 "$STRATA" calibrate "$config" "${fast[@]}" --out one_rank.json > /dev/null
 expect_exit 2 'calibrate under mpiexec -n 2' -- \
   "${plan[@]}" --ranks 2 --calibration one_rank.json --network local
+# A split that 2 ranks cannot halve (a config meant for M = 3) is calibrated unsplit, not aborted.
+expect_exit 0 'does not divide over 2 ranks' -- "$MPIEXEC" -n 2 "$STRATA" calibrate "$config" "${fast[@]}" \
+  --set 'model.layers[7].dense.units=129' --out odd.json
+if /usr/bin/python3 -c 'import json, sys; sys.exit("split_over_2" in json.load(open("odd.json")))'; then
+  echo "ok: the odd split's calibration has no split step"
+else
+  echo "FAIL: odd.json has a split step"; fails=$((fails + 1))
+fi
 finish
