@@ -100,17 +100,9 @@ std::vector<LayerTiming> layer_timings(Model& model, const std::vector<LayerSpec
     t.output_elements = element_count(model.output_shape(i));
     t.needs_input_gradient = learns_before;
     if (!t.tensors.empty()) learns_before = true;
-    if (t.split == SplitKind::column && spec->kind == LayerKind::dense) {
-      // Gathered unless the next layer that learns is its row-split partner.
-      t.gathers_output = true;
-      for (auto next = spec + 1; next != specs.end(); ++next)
-        if (next->kind == LayerKind::dense || next->kind == LayerKind::conv2d) {
-          t.gathers_output = !(next->kind == LayerKind::dense && next->split == SplitKind::row);
-          break;
-        }
-    } else if (t.split == SplitKind::column) {
-      t.gathers_output = true;  // a channel-split conv always gathers
-    }
+    t.gathers_output =
+        t.split == SplitKind::column &&
+        column_split_gathers_output(specs, static_cast<std::size_t>(spec - specs.begin()));
     t.forward_s = seconds_of(per_step, "forward " + t.name);
     t.backward_s = seconds_of(per_step, "backward " + t.name);
     layers.push_back(std::move(t));

@@ -12,28 +12,43 @@ namespace strata {
 // memory speed). Smaller ones are packed together, up to bucket_mib.
 constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
 
+std::vector<std::vector<std::size_t>> gradient_buckets(const std::vector<std::int64_t>& sizes,
+                                                       double bucket_mib) {
+  const auto limit = static_cast<std::int64_t>(bucket_mib * (1 << 20) / sizeof(float));
+  std::vector<std::vector<std::size_t>> buckets;
+  std::int64_t filled = 0;
+  std::size_t packing = 0;  // the bucket small gradients go to; meaningful while filled > 0
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (limit == 0 || sizes[i] >= in_place_floats) {
+      buckets.push_back({i});
+      continue;
+    }
+    if (filled == 0 || filled + sizes[i] > limit) {
+      buckets.emplace_back();
+      packing = buckets.size() - 1;
+      filled = 0;
+    }
+    buckets[packing].push_back(i);
+    filled += sizes[i];
+  }
+  return buckets;
+}
+
 void DataParallelSync::attach(const std::vector<Param>& params) {
   buckets_.clear();
   bucket_of_.clear();
-  const auto limit = static_cast<std::int64_t>(bucket_mib_ * (1 << 20) / sizeof(float));
-  std::int64_t filled = 0;
-  std::size_t packing = 0;  // the bucket small gradients go to; meaningful while filled > 0
+  std::vector<Tensor*> backward_order;
+  std::vector<std::int64_t> sizes;
   for (auto p = params.rbegin(); p != params.rend(); ++p) {
-    const std::int64_t size = p->grad->size();
-    if (limit == 0 || size >= in_place_floats) {
-      buckets_.emplace_back();
-      buckets_.back().grads.push_back(p->grad);
-      bucket_of_[p->grad] = buckets_.size() - 1;
-      continue;
+    backward_order.push_back(p->grad);
+    sizes.push_back(p->grad->size());
+  }
+  for (const auto& members : gradient_buckets(sizes, bucket_mib_)) {
+    buckets_.emplace_back();
+    for (std::size_t i : members) {
+      buckets_.back().grads.push_back(backward_order[i]);
+      bucket_of_[backward_order[i]] = buckets_.size() - 1;
     }
-    if (filled == 0 || filled + size > limit) {
-      buckets_.emplace_back();
-      packing = buckets_.size() - 1;
-      filled = 0;
-    }
-    buckets_[packing].grads.push_back(p->grad);
-    bucket_of_[p->grad] = packing;
-    filled += size;
   }
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];

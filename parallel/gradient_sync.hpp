@@ -13,6 +13,13 @@
 
 namespace strata {
 
+// Which gradients share a bucket: `sizes` (floats) in the order backward finishes them; returns
+// each bucket's indices into `sizes`, in the order the buckets start. A gradient of 64 KiB or more
+// is reduced in place in a bucket of its own; smaller ones are packed up to bucket_mib (0: every
+// gradient alone). The cost model (step_cost.cpp) counts the same buckets.
+std::vector<std::vector<std::size_t>> gradient_buckets(const std::vector<std::int64_t>& sizes,
+                                                       double bucket_mib);
+
 class DataParallelSync final : public GradientSync {
  public:
   // `data` must outlive this object. attach() must follow before the first step.

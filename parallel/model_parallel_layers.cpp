@@ -282,6 +282,12 @@ const LayerSpec* next_trainable(const std::vector<LayerSpec>& specs, std::size_t
 
 }  // namespace
 
+bool column_split_gathers_output(const std::vector<LayerSpec>& specs, std::size_t index) {
+  if (specs[index].kind == LayerKind::conv2d) return true;
+  const LayerSpec* next = next_trainable(specs, index);
+  return next == nullptr || next->kind != LayerKind::dense || next->split != SplitKind::row;
+}
+
 LayerFactory model_parallel_factory(const Communicator& model, const std::string& config_file) {
   return [&model, config_file](const std::vector<LayerSpec>& specs,
                                std::size_t i) -> std::unique_ptr<Layer> {
@@ -296,10 +302,8 @@ LayerFactory model_parallel_factory(const Communicator& model, const std::string
     if (s.kind == LayerKind::conv2d) return std::make_unique<ChannelSplitConv2D>(s, model);
     if (s.split == SplitKind::row)
       return std::make_unique<RowParallelDense>(s.name, s.units, s.init, model);
-    const LayerSpec* next = next_trainable(specs, i);
-    const bool feeds_row =
-        next != nullptr && next->kind == LayerKind::dense && next->split == SplitKind::row;
-    return std::make_unique<ColumnParallelDense>(s.name, s.units, s.init, model, !feeds_row);
+    return std::make_unique<ColumnParallelDense>(s.name, s.units, s.init, model,
+                                                 column_split_gathers_output(specs, i));
   };
 }
 

@@ -87,6 +87,10 @@ class ChannelSplitConv2D final : public Layer {
 // Collective over the split layers' `model` communicator: every shard must call it.
 std::vector<std::pair<std::string, Tensor>> gather_full_weights(Model& model);
 
+// Whether the column-split layer specs[index] gathers its output to every shard: a channel-split
+// conv always does; a dense one unless the next layer that learns is its row-split partner.
+bool column_split_gathers_output(const std::vector<LayerSpec>& specs, std::size_t index);
+
 // Makes the model-parallel layer for every spec with a split, on a `model` communicator of M > 1
 // ranks; null otherwise. Sizes that M does not divide are ConfigErrors naming `config_file` and the
 // layer: every rank checks the same specs, so all fail alike before any collective.

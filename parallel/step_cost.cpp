@@ -5,32 +5,19 @@
 
 #include <fmt/format.h>
 
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
+#include "parallel/gradient_sync.hpp"
 
 namespace strata {
 
 namespace {
 
 constexpr double float_bytes = sizeof(float);
-// A gradient this large gets an allreduce of its own (parallel/gradient_sync.cpp's rule).
-constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
-
-const char* split_name(SplitKind split) {
-  switch (split) {
-    case SplitKind::column:
-      return "column";
-    case SplitKind::row:
-      return "row";
-    case SplitKind::none:
-      break;
-  }
-  return "none";
-}
 
 SplitKind split_from(const std::string& name, const std::string& source) {
-  if (name == "none") return SplitKind::none;
-  if (name == "column") return SplitKind::column;
-  if (name == "row") return SplitKind::row;
+  for (const auto& choice : EnumNames<SplitKind>::choices)
+    if (choice.name == name) return choice.value;
   throw DataError(fmt::format("{}: unknown split '{}'", source, name));
 }
 
@@ -99,28 +86,19 @@ double thread_speedup(const Calibration& c, int threads) {
   return measured * static_cast<double>(threads) / best->threads;
 }
 
-// The gradient buckets' sizes in bytes, in the order backward fills them (gradient_sync's rule).
-std::vector<double> gradient_buckets(const Calibration& c, int shards) {
-  const auto limit = static_cast<std::int64_t>(c.bucket_mib * (1 << 20) / float_bytes);
-  std::vector<double> buckets;
-  std::int64_t filled = 0;
-  std::size_t packing = 0;  // the bucket small gradients go to, while filled > 0
+// The gradient buckets' bytes on one of M shards, formed as DataParallelSync forms them.
+std::vector<double> bucket_bytes(const Calibration& c, int shards) {
+  std::vector<std::int64_t> sizes;  // backward order: last layer first, bias before weight
   for (auto layer = c.layers.rbegin(); layer != c.layers.rend(); ++layer)
-    for (std::size_t t = layer->tensors.size(); t-- > 0;) {
-      const std::int64_t size = shard_size(*layer, t, shards);
-      if (limit == 0 || size >= in_place_floats) {
-        buckets.push_back(static_cast<double>(size) * float_bytes);
-        continue;
-      }
-      if (filled == 0 || filled + size > limit) {
-        buckets.push_back(0.0);
-        packing = buckets.size() - 1;
-        filled = 0;
-      }
-      buckets[packing] += static_cast<double>(size) * float_bytes;
-      filled += size;
-    }
-  return buckets;
+    for (std::size_t t = layer->tensors.size(); t-- > 0;)
+      sizes.push_back(shard_size(*layer, t, shards));
+  std::vector<double> bytes;
+  for (const auto& members : gradient_buckets(sizes, c.bucket_mib)) {
+    double sum = 0.0;
+    for (std::size_t i : members) sum += static_cast<double>(sizes[i]) * float_bytes;
+    bytes.push_back(sum);
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -176,12 +154,12 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
       // One sum of every gradient per step through the node's window (HierarchicalSync has no
       // buckets), and the step's sums over MPI.
       double bytes = 0.0;
-      for (double bucket : gradient_buckets(c, plan.model)) bytes += bucket;
+      for (double bucket : bucket_bytes(c, plan.model)) bytes += bucket;
       cost.data_parallel_s = hierarchical_allreduce_seconds(bytes, per_node, nodes, network);
     } else {
       // MPICH advances a non-blocking allreduce only inside MPI calls, and backward makes none
       // between layers: the buckets' reductions are counted whole, none hidden behind backward.
-      for (double bucket : gradient_buckets(c, plan.model))
+      for (double bucket : bucket_bytes(c, plan.model))
         cost.data_parallel_s += allreduce_seconds(bucket, plan.data, link);
     }
     cost.data_parallel_s += allreduce_seconds(2 * sizeof(double), plan.data, link);
@@ -197,7 +175,7 @@ nlohmann::json calibration_to_json(const Calibration& c) {
   for (const LayerTiming& l : c.layers)
     layers.push_back({{"name", l.name},
                       {"kind", l.kind},
-                      {"split", split_name(l.split)},
+                      {"split", to_string(l.split)},
                       {"gathers_output", l.gathers_output},
                       {"needs_input_gradient", l.needs_input_gradient},
                       {"tensors", l.tensors},

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/errors.hpp"
+#include "parallel/gradient_sync.hpp"
 #include "parallel/step_cost.hpp"
 
 using namespace strata;
@@ -218,4 +219,15 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   nlohmann::json missing = calibration_to_json(written);
   missing.erase("steps");
   CHECK_THROWS_AS(calibration_from_json(missing, "x.json"), DataError);
+}
+
+TEST_CASE("gradient buckets: large gradients alone, small ones packed past them", "[cost]") {
+  using Buckets = std::vector<std::vector<std::size_t>>;
+  // 20 000 floats (78 KiB) is reduced in place; the small ones after it still join the first pack.
+  CHECK(gradient_buckets({10, 20000, 30}, 25.0) == Buckets{{0, 2}, {1}});
+  // A pack closes at bucket_mib: 1 MiB holds 262 144 floats.
+  CHECK(gradient_buckets({10000, 10000, 10000}, 0.06) == Buckets{{0}, {1}, {2}});
+  CHECK(gradient_buckets({10000, 5000, 10000}, 0.06) == Buckets{{0, 1}, {2}});
+  // 0: every gradient alone.
+  CHECK(gradient_buckets({1, 2, 3}, 0.0) == Buckets{{0}, {1}, {2}});
 }
