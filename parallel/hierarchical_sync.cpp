@@ -1,11 +1,35 @@
 #include "parallel/hierarchical_sync.hpp"
 
 #include <algorithm>
+#include <array>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace strata {
+namespace {
+
+// Sums count floats at each of `grads` (one pointer per rank of the node, summed in rank order so
+// that the result does not depend on which rank computes it) and writes the sum to each of
+// `targets`, block by block, so that each element is read once from each rank and written once to
+// each target.
+void sum_slices(std::span<float* const> grads, std::span<float* const> targets, std::size_t count) {
+  constexpr std::size_t block = 1024;  // a block of sums stays in L1 between the reads and writes
+  std::array<float, block> sums{};
+  for (std::size_t at = 0; at < count; at += block) {
+    const std::size_t n = std::min(block, count - at);
+    std::copy(grads[0] + at, grads[0] + at + n, sums.begin());
+    for (std::size_t q = 1; q < grads.size(); ++q) {
+      const float* g = grads[q] + at;
+      for (std::size_t i = 0; i < n; ++i) sums[i] += g[i];
+    }
+    for (float* t : targets)
+      std::copy(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(n), t + at);
+  }
+}
+
+}  // namespace
 
 HierarchicalSync::HierarchicalSync(const Communicator& data, const Communicator& node,
                                    const Communicator& across)
@@ -23,8 +47,7 @@ void HierarchicalSync::attach(const std::vector<Param>& params) {
   for (const Param& p : params) total_ += static_cast<std::size_t>(p.grad->size());
   const auto ranks = static_cast<std::size_t>(node_.size());
   chunk_ = (total_ + ranks - 1) / ranks;
-  // This rank's gradients, then its slice of the sum.
-  window_.emplace(node_, total_ + chunk_);
+  window_.emplace(node_, total_);
   const std::span<float> mine = window_->segment(node_.rank());
   std::size_t at = 0;
   for (const Param& p : params) {
@@ -53,31 +76,24 @@ void HierarchicalSync::finish() {
   const std::size_t first = std::min(static_cast<std::size_t>(me) * chunk_, total_);
   const std::size_t count = std::min(first + chunk_, total_) - first;
   window_->fence();  // every rank's gradients are written
-  // This rank's slice of the node's sum, in node-rank order: the same on every run.
-  float* slice = window_->segment(me).data() + total_;
-  const float* g0 = window_->segment(0).data() + first;
-  if (ranks == 1) {
-    std::copy(g0, g0 + count, slice);
+  // This rank sums its slice over the node's ranks, in node-rank order (the same on every run),
+  // and writes the sum into every rank's gradients in place: one read and one write of each
+  // gradient in all, where summing into a buffer and copying it back costs half as much again.
+  std::vector<float*> grads(static_cast<std::size_t>(ranks));
+  for (int q = 0; q < ranks; ++q)
+    grads[static_cast<std::size_t>(q)] = window_->segment(q).data() + first;
+  float* const mine = grads[static_cast<std::size_t>(me)];
+  if (across_.size() == 1) {
+    if (ranks > 1) sum_slices(grads, grads, count);
   } else {
-    // The first two in one pass: memory traffic, not arithmetic, is what this costs.
-    const float* g1 = window_->segment(1).data() + first;
-    for (std::size_t i = 0; i < count; ++i) slice[i] = g0[i] + g1[i];
+    if (ranks > 1) sum_slices(grads, std::span<float* const>(&mine, 1), count);
+    across_.allreduce_sum(std::span<float>(mine, count));
+    for (float* g : grads)
+      if (g != mine) std::copy(mine, mine + count, g);
   }
-  for (int q = 2; q < ranks; ++q) {
-    const float* g = window_->segment(q).data() + first;
-    for (std::size_t i = 0; i < count; ++i) slice[i] += g[i];
-  }
-  if (across_.size() > 1) across_.allreduce_sum(std::span<float>(slice, count));
-  window_->fence();  // every slice is summed
-  float* mine = window_->segment(me).data();
-  for (int q = 0; q < ranks; ++q) {
-    const std::size_t at = std::min(static_cast<std::size_t>(q) * chunk_, total_);
-    const std::size_t n = std::min(at + chunk_, total_) - at;
-    const float* sum = window_->segment(q).data() + total_;
-    std::copy(sum, sum + n, mine + at);
-  }
-  // No rank writes a slice again before the next finish()'s first fence, which waits for every
-  // rank to have copied this one.
+  window_->fence();  // every slice is summed, on every rank
+  // No rank writes its gradients again before the next finish()'s first fence, which every rank
+  // reaches only after its optimizer step has read them.
   if (trace_ != nullptr) trace_->complete(trace_name_, "comm", start);
 }
 

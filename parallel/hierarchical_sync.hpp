@@ -1,8 +1,8 @@
 // Data-parallel gradient sums through shared memory (parallel.allreduce: hierarchical): the
 // gradients live in an MPI-3 window on each node, so backward writes them where the node's other
-// ranks read them; each rank of a node sums its slice over the node's ranks, one allreduce per
-// slice goes across nodes, and every rank copies the sums back. After Horovod's hierarchical
-// allreduce, without the NCCL.
+// ranks read them; each rank of a node sums its slice over the node's ranks and writes the sum into
+// every rank's gradients in place (one allreduce per slice goes across nodes first). After
+// Horovod's hierarchical allreduce, without the NCCL.
 #pragma once
 
 #include <cstddef>
