@@ -7,8 +7,9 @@
 //   reference: rank 0 alone trains with Trainer(threads=1), no GradientSync, batch G, while rank 1
 //              waits idle (a non-blocking barrier polled with sleeps, so it does not spin on a
 //              core);
-//   parallel:  both ranks train with Trainer(threads=1) and a DataParallelSync over the 2 ranks,
-//              local batch G/2 each, global batch G;
+//   parallel:  both ranks train with Trainer(threads=1) and a gradient sync over the 2 ranks
+//              (DataParallelSync, or HierarchicalSync with --allreduce hierarchical), local batch
+//              G/2 each, global batch G;
 //   half:      a diagnostic: rank 0 alone trains batch G/2 with no sync, rank 1 idle. Its step
 //              time is the parallel step's compute with neither communication nor a busy
 //              neighbour core, so parallel step - half step is what running together costs.
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,6 +40,7 @@
 #include "core/training_data.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/gradient_sync.hpp"
+#include "parallel/hierarchical_sync.hpp"
 #include "tests/bench/bench_util.hpp"
 
 namespace {
@@ -57,7 +60,8 @@ struct Options {
   double warmup_seconds = 1.0;  // per batch size and side, before the repeats
   int repeats = 5;
   int train_samples = 4096;
-  double bucket_mib = 25.0;  // parallel.bucket_mib's default
+  double bucket_mib = 25.0;   // parallel.bucket_mib's default
+  bool hierarchical = false;  // parallel.allreduce: hierarchical instead of mpi
   std::vector<int> batches{64, 256};
   std::string cnn_config = STRATA_SOURCE_DIR "/configs/fashion_cnn.yaml";
 };
@@ -103,6 +107,9 @@ double epoch_train_seconds(strata::Trainer& trainer, int /*epoch*/) {
 // One batch size: the reference on rank 0 and the 2-rank data-parallel run, taking turns.
 Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& layers, int batch,
             const strata::TrainingData& data, const Options& o) {
+  // The hierarchical sum's node as MPI sees it (this benchmark runs on one).
+  const Communicator node = world.split_shared("node");
+  const Communicator across = world.split(node.rank(), world.rank(), "across");
   const bool root = world.rank() == 0;
   const strata::Config reference_config = bench_config(layers, batch);
   const strata::Config parallel_config = bench_config(layers, batch / 2);
@@ -114,16 +121,23 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     half.emplace(parallel_config, strata::build_model(parallel_config, data), data,
                  strata::standalone_plan(parallel_config), 1);
   }
-  strata::DataParallelSync sync(world, o.bucket_mib);
+  std::optional<strata::DataParallelSync> mpi_sync;
+  std::optional<strata::HierarchicalSync> shared_sync;
+  strata::GradientSync* sync = nullptr;
+  if (o.hierarchical)
+    sync = &shared_sync.emplace(world, node, across);
+  else
+    sync = &mpi_sync.emplace(world, o.bucket_mib);
   strata::Trainer parallel(parallel_config, strata::build_model(parallel_config, data), data,
-                           strata::standalone_plan(parallel_config, sync.replicas()), 1, &sync);
-  sync.attach(parallel.model().params());
+                           strata::standalone_plan(parallel_config, sync->replicas()), 1, sync);
+  if (shared_sync) shared_sync->attach(parallel.model().params());
+  if (mpi_sync) mpi_sync->attach(parallel.model().params());
   if (parallel.global_batch() != batch || (root && reference->global_batch() != batch))
     throw std::logic_error("the two sides do not train the same global batch");
 
   Row row;
   row.batch = batch;
-  row.buckets = sync.bucket_count();
+  row.buckets = mpi_sync ? mpi_sync->bucket_count() : 1;
   if (root)
     fmt::print(
         stderr,
@@ -224,12 +238,13 @@ int run(const Communicator& world, const Options& o) {
                repeats_string(r.half_repeats));
   fmt::print(
       "Data-parallel scaling of the benchmark CNN (layers of {}), global batch fixed: 1 rank x 1 "
-      "thread (batch G) against 2 ranks x 1 thread (local batch G/2, DataParallelSync, bucket_mib "
-      "{:g}), in one mpiexec -n 2 launch, the sides taking turns; synthetic 1x28x28 data, {} "
-      "samples per epoch, SGD momentum 0.9; median of {} repeats of about {:g} s, training steps "
-      "only. oneDNN on {} (CPU {}).\n\n",
-      "configs/fashion_cnn.yaml", o.bucket_mib, o.train_samples, o.repeats, o.seconds,
-      report.onednn_isa, report.cpu_best);
+      "thread (batch G) against 2 ranks x 1 thread (local batch G/2, {}), in one mpiexec -n 2 "
+      "launch, the sides taking turns; synthetic 1x28x28 data, {} samples per epoch, SGD momentum "
+      "0.9; median of {} repeats of about {:g} s, training steps only. oneDNN on {} (CPU {}).\n\n",
+      "configs/fashion_cnn.yaml",
+      o.hierarchical ? "parallel.allreduce: hierarchical, one sum per step through a shared window"
+                     : fmt::format("DataParallelSync over MPI, bucket_mib {:g}", o.bucket_mib),
+      o.train_samples, o.repeats, o.seconds, report.onednn_isa, report.cpu_best);
   fmt::print(
       "| global batch | 1 rank samples/s | 2 ranks samples/s | speedup | efficiency |\n"
       "| --- | --- | --- | --- | --- |\n");
@@ -238,10 +253,11 @@ int run(const Communicator& world, const Options& o) {
     fmt::print("| {} | {} | {} | {:.2f} | {:.2f} |\n", r.batch, grouped(r.one_rank),
                grouped(r.two_ranks), speedup, speedup / 2.0);
   }
-  fmt::print(
-      "\nGradient buckets per step: {} ({:g} MiB buckets; gradients of 64 KiB or more in "
-      "their own).\n",
-      rows.empty() ? 0 : rows.front().buckets, o.bucket_mib);
+  if (!o.hierarchical)
+    fmt::print(
+        "\nGradient buckets per step: {} ({:g} MiB buckets; gradients of 64 KiB or more in "
+        "their own).\n",
+        rows.empty() ? 0 : rows.front().buckets, o.bucket_mib);
   // Where a parallel step's time goes: its half-batch compute alone (rank 1 idle), and the rest.
   fmt::print(
       "\nStep times (medians): 1 rank at G; 1 rank alone at G/2 (rank 1 idle, no sync: the "
@@ -277,6 +293,9 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mib", o.bucket_mib, "gradient allreduce bucket size (0: one per tensor)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batches", o.batches, "global batch sizes (even)")->delimiter(',');
+  app.add_option("--allreduce", o.hierarchical, "the gradient sum: mpi or hierarchical")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, bool>{{"mpi", false}, {"hierarchical", true}}));
   app.add_option("--cnn-config", o.cnn_config, "config whose layers are the CNN")
       ->check(CLI::ExistingFile);
   int code = 0;
