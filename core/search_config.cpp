@@ -201,7 +201,11 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "resample_probability", h.resample_probability, NumRange{0.0, 1.0});
   // A setting of another algorithm is a mistake (a random search with max_trainings would ignore
   // it): name the algorithm it belongs to.
-  const char* algorithm = to_string(h.algorithm);
+  // A config that relied on the genetic search being the default is told what to add.
+  const std::string algorithm =
+      m.get("algorithm") ? std::string(to_string(h.algorithm))
+                         : fmt::format("{} (the default; add `algorithm: NAME` for another)",
+                                       to_string(h.algorithm));
   auto only_for = [&](std::string_view key, bool applies, const char* owners) {
     if (!applies && m.get(key))
       m.require(key).fail(

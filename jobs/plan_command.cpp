@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/config.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
@@ -98,7 +99,7 @@ int print_predictions(const Config& config, const PlanOptions& o) {
                     config.file, config.objective->name));
   const Calibration c = read_calibration(o.calibration_path);
   PredictionSettings settings = prediction_settings(o, c);
-  settings.hierarchical = config.parallel.allreduce == AllreduceKind::hierarchical;
+  settings.allreduce = config.parallel.allreduce;
   settings.threads = config.run.threads;  // 0: as strata run, the rank's share of the cores
   const ModelSize size = largest_model_size(config);
   const auto per_node_for = [&](int ranks) {
@@ -117,7 +118,7 @@ int print_predictions(const Config& config, const PlanOptions& o) {
       settings.network.name, 1e6 * settings.network.intra_node.latency_s,
       settings.network.intra_node.bytes_per_s / 1e9, 1e6 * settings.network.inter_node.latency_s,
       settings.network.inter_node.bytes_per_s / 1e9,
-      settings.hierarchical ? "hierarchical" : "mpi");
+      to_string(settings.allreduce));
   fmt::print(
       "| ranks | nodes | G x D x M | global batch | threads | step ms | compute | model-par. | "
       "data-par. | samples/s per group | samples/s all groups | speedup | efficiency per node "

@@ -33,7 +33,12 @@ std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps
 GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                              const Topology& topology, const Plan& plan, int threads,
                              Trace* trace) {
-  const bool shared = plan.data > 1 && config.parallel.allreduce == AllreduceKind::hierarchical;
+  // Collective over the group's replicas, which all reach it with the same plan and config.
+  const bool shared =
+      plan.data > 1 &&
+      sums_through_window(config.parallel.allreduce,
+                          topology.data().allreduce_min(topology.data_node().size()),
+                          topology.data().allreduce_max(topology.data_node().size()));
   if (shared)
     shared_sync.emplace(topology.data(), topology.data_node(), topology.data_across());
   else if (plan.data > 1)

@@ -12,6 +12,15 @@ namespace strata {
 // memory speed). Smaller ones are packed together, up to bucket_mib.
 constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
 
+bool sums_through_window(AllreduceKind kind, int fewest, int most) {
+  switch (kind) {
+    case AllreduceKind::mpi: return false;
+    case AllreduceKind::hierarchical: return true;
+    case AllreduceKind::automatic: return fewest == most && fewest >= 2;
+  }
+  return false;
+}
+
 std::vector<std::vector<std::size_t>> gradient_buckets(const std::vector<std::int64_t>& sizes,
                                                        double bucket_mib) {
   const auto limit = static_cast<std::int64_t>(bucket_mib * (1 << 20) / sizeof(float));

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/config.hpp"
 #include "core/gradient_sync.hpp"
 #include "core/trace.hpp"
 #include "parallel/communicator.hpp"
@@ -19,6 +20,13 @@ namespace strata {
 // gradient alone). The cost model (step_cost.cpp) counts the same buckets.
 std::vector<std::vector<std::size_t>> gradient_buckets(const std::vector<std::int64_t>& sizes,
                                                        double bucket_mib);
+
+// Whether the group's gradients are summed through a shared window per node (HierarchicalSync)
+// rather than by MPI allreduces, when its nodes hold `fewest` to `most` of its replicas. `auto`
+// takes the window when every node holds the same number, at least 2: it then moves each
+// gradient once in and once out, where MPI copies it into its buffers and back. The cost model
+// (step_cost.cpp) decides by the same rule.
+bool sums_through_window(AllreduceKind kind, int fewest, int most);
 
 class DataParallelSync final : public GradientSync {
  public:

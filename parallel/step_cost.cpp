@@ -147,10 +147,12 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
     // Every shard of a replica runs its own data-parallel sum at the same time, and across nodes
     // all of a node's ranks share its link.
     const int shards_on_node = std::clamp(plan.ranks_per_node, 1, plan.model);
+    const bool window =
+        sums_through_window(settings.allreduce, plan.data - (nodes - 1) * per_node, per_node);
     NetworkCost network = settings.network;
-    network.inter_node.bytes_per_s /= shards_on_node * (settings.hierarchical ? 1 : per_node);
+    network.inter_node.bytes_per_s /= shards_on_node * (window ? 1 : per_node);
     const LinkCost& link = nodes > 1 ? network.inter_node : network.intra_node;
-    if (settings.hierarchical) {
+    if (window) {
       // One sum of every gradient per step through the node's window (HierarchicalSync has no
       // buckets), and the step's sums over MPI.
       double bytes = 0.0;

@@ -73,7 +73,7 @@ struct PredictionSettings {
   NetworkCost network;
   int cores_per_node = 1;
   int threads = 0;  // worker threads per rank; 0 = as strata run chooses (its share of the cores)
-  bool hierarchical = false;  // parallel.allreduce: hierarchical
+  AllreduceKind allreduce = AllreduceKind::mpi;  // parallel.allreduce
 };
 
 // One member group's optimizer step, and what the G groups do together.

@@ -26,7 +26,7 @@ for fn in sphere rastrigin rosenbrock ackley; do
         for kind in genetic random; do
           dir="$work/$kind-$fn-$d-$b-$s"
           if [ "$kind" = genetic ]; then
-            hpo="{population: 50, generations: 1000000, max_trainings: $b${settings:+, $settings}}"
+            hpo="{algorithm: genetic, population: 50, generations: 1000000, max_trainings: $b${settings:+, $settings}}"
           else
             hpo="{algorithm: random, trials: $b}"
           fi

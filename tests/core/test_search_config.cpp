@@ -191,7 +191,7 @@ TEST_CASE("a function objective replaces the layers and needs no data", "[config
   const std::string yaml =
       R"(model: {objective: rastrigin, dims: 10, eval_seconds: 0.01, eval_stddev_seconds: 0.005}
 stages:
-  - hpo: {population: 4}
+  - hpo: {algorithm: genetic, population: 4}
 )";
   const Config c = parse_config(yaml, "s.yaml");
   REQUIRE(c.objective);
@@ -302,6 +302,19 @@ TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
   CHECK_THAT(
       error_of(replace(search_yaml, "population: 6", "population: 6\n      startup_trials: 3")),
       Contains("startup_trials is a setting of algorithm tpe, not of genetic"));
+}
+
+TEST_CASE("a search without algorithm is tpe, and a genetic setting there says what to add",
+          "[config][hpo]") {
+  const std::string genetic_keys = replace(search_yaml, "      algorithm: genetic\n", "");
+  const std::string plain = replace(replace(genetic_keys, "      population: 6\n", ""),
+                                    "      generations: 3\n", "");
+  const Config c = parse_config(plain, "s.yaml");
+  CHECK(std::get<HpoSpec>(c.stages.front().settings).algorithm == SearchAlgorithm::tpe);
+  CHECK_THAT(error_of(genetic_keys),
+             Contains("s.yaml:14:19: stages[0].hpo.population: population is a setting of "
+                      "algorithm genetic or pbt, not of tpe (the default; add `algorithm: NAME` "
+                      "for another)"));
 }
 
 TEST_CASE("surrogate_candidates is a genetic setting", "[config][hpo]") {

@@ -27,6 +27,7 @@ training:
 checkpoint: {every_steps: 5}
 stages:
   - hpo:
+      algorithm: genetic
       population: 4
       generations: 2
       keep_top: 3

@@ -97,7 +97,7 @@ cat > async.yaml <<YAML
 run: {name: steady, seed: 5}
 model: {objective: rastrigin, dims: 6, eval_seconds: 0.04, eval_stddev_seconds: 0.03}
 stages:
-  - hpo: {population: 12, generations: 8, elites: 1, schedule: asynchronous}
+  - hpo: {algorithm: genetic, population: 12, generations: 8, elites: 1, schedule: asynchronous}
 output: {dir: $work/async}
 YAML
 async_rows() { [ -f async/trials.csv ] && echo $(( $(wc -l < async/trials.csv) - 1 )) || echo 0; }

@@ -15,19 +15,19 @@ cat > function.yaml <<YAML
 run: {name: rastrigin, seed: 3}
 model: {objective: rastrigin, dims: 10, eval_seconds: 0.002, eval_stddev_seconds: 0.002}
 stages:
-  - hpo: {population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3}
+  - hpo: {algorithm: genetic, population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3}
 output: {dir: $work/function}
 YAML
 # 164 trials, 34 of them repeated genomes (a parent copied, neither blended nor mutated) that took
 # an earlier result instead of training.
 expect_exit 0 '\[hpo\] 130 trainings \(34 repeated genomes took an earlier result\) in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml
 expect_exit 0 '\[hpo\] generation 10/10 done in [0-9.]+s: best' -- "$MPIEXEC" -n 4 "$STRATA" run function.yaml --fresh
-sed -e 's/population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/population: 3, generations: 2, elites: 1/' \
+sed -e 's/algorithm: genetic, population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/algorithm: genetic, population: 3, generations: 2, elites: 1/' \
     -e "s|dir: $work/function|dir: $work/small_population|" function.yaml > small_population.yaml
 # The TPE search on the same function: 60 trials on 4 member groups, 4 trainings always in flight
 # (the trials in flight count as bad results, so the groups get different proposals); each row
 # is a training, and the search ends when its trials are proposed.
-sed -e 's/population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/algorithm: tpe, trials: 60, startup_trials: 8/' \
+sed -e 's/algorithm: genetic, population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/algorithm: tpe, trials: 60, startup_trials: 8/' \
     -e "s|dir: $work/function|dir: $work/function_tpe|" function.yaml > function_tpe.yaml
 expect_exit 0 '\[hpo\] 60 trainings in .*stopped: exhausted' -- "$MPIEXEC" -n 4 "$STRATA" run function_tpe.yaml
 [ "$(tail -n +2 "$work/function_tpe/trials.csv" | wc -l)" = 60 ] ||
@@ -40,7 +40,7 @@ data: {source: synthetic, synthetic: {train: 256, test: 64, classes: 4, channels
 model: {layers: [{conv2d: {filters: 2, kernel: \$k}}, relu, flatten, {dense: {units: 4}}]}
 training: {epochs: 1, local_batch: 32, optimizer: {type: sgd, lr: \$lr}}
 output: {dir: $work/nobuild}
-stages: [{hpo: {population: 2, generations: 1, space: {k: {int: [9, 12]}, lr: {log_uniform: [1.0e+9, 1.0e+10]}}}}]
+stages: [{hpo: {algorithm: genetic, population: 2, generations: 1, space: {k: {int: [9, 12]}, lr: {log_uniform: [1.0e+9, 1.0e+10]}}}}]
 YAML
 expect_exit 2 'nobuild.yaml:6:10: stages: hpo: space: no model the search can try builds \(4 probes.*kernel 9 does not fit the padded input 8x8' -- \
   "$MPIEXEC" -n 2 "$STRATA" run nobuild.yaml
@@ -92,7 +92,7 @@ model:
 training: {epochs: 1, local_batch: 32, optimizer: {type: sgd, lr: \$lr, momentum: 0.9}}
 parallel: {data: 2, model: 2, max_global_batch: 64}
 stages:
-  - hpo: {population: 4, generations: 2, elites: 1, space: {lr: {log_uniform: [0.01, 0.1]}, units: {choice: [64, 96]}}}
+  - hpo: {algorithm: genetic, population: 4, generations: 2, elites: 1, space: {lr: {log_uniform: [0.01, 0.1]}, units: {choice: [64, 96]}}}
 output: {dir: $work/fashion_m2}
 YAML
 expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
@@ -106,7 +106,7 @@ data: {source: hdf5, path: $root/data/fashion_mnist.h5, train_subset: 2000, test
 model: {layers: [flatten, {dense: {units: 32, init: glorot}}, relu, {dense: {units: 10, init: glorot}}]}
 training: {epochs: 3, local_batch: 32, optimizer: {type: sgd, lr: \$lr, momentum: 0.9}}
 stages:
-  - hpo: {population: 6, generations: 40, prune: {rule: median, after_epochs: 1, min_trials: 2}, max_epochs: 30,
+  - hpo: {algorithm: genetic, population: 6, generations: 40, prune: {rule: median, after_epochs: 1, min_trials: 2}, max_epochs: 30,
           space: {lr: {log_uniform: [1.0e-4, 0.3]}}}
 output: {dir: $work/fashion_prune}
 YAML

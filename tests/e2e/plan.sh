@@ -34,7 +34,7 @@ fi
 cat > small_search.yaml <<YAML
 run: {name: rastrigin, seed: 3}
 model: {objective: rastrigin, dims: 4}
-stages: [{hpo: {population: 10, generations: 3}}]
+stages: [{hpo: {algorithm: genetic, population: 10, generations: 3}}]
 YAML
 expect_exit 0 'note: stage hpo runs at most 10 training\(s\) at once, so 2038 of the G = 2048 member groups will be idle; 10 ranks \(G = 10\) would do the same work' -- \
   "$STRATA" plan small_search.yaml --ranks 2048
@@ -45,7 +45,7 @@ data: {source: synthetic, synthetic: {train: 1200, test: 300, classes: 4, channe
 model: {layers: [flatten, {dense: {units: \$u, split: column}}, relu, {dense: {units: 4, split: row}}]}
 training: {local_batch: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
 parallel: {memory_per_rank_mib: 50}
-stages: [{hpo: {population: 4, generations: 2, space: {u: {int: [4, 100000]}}}}]
+stages: [{hpo: {algorithm: genetic, population: 4, generations: 2, space: {u: {int: [4, 100000]}}}}]
 YAML
 expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB = 0.0 MiB unsplit \+ 79.0 MiB split / M\) fits 50.0 MiB per rank' -- \
   "$STRATA" plan searched.yaml --ranks 4
@@ -58,7 +58,7 @@ data: {source: synthetic, synthetic: {train: 1200, test: 300, classes: 4, channe
 model: {layers: [{conv2d: {filters: 4, kernel: \$k}}, relu, flatten, {dense: {units: \$u, split: column}}, relu, {dense: {units: 4, split: row}}]}
 training: {local_batch: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
 parallel: {memory_per_rank_mib: 50}
-stages: [{hpo: {population: 4, generations: 2, space: {k: {int: [1, 9]}, u: {int: [4, 100000]}}}}]
+stages: [{hpo: {algorithm: genetic, population: 4, generations: 2, space: {k: {int: [1, 9]}, u: {int: [4, 100000]}}}}]
 YAML
 expect_exit 0 'M = 8: the smallest divisor of 8 ranks at which a shard \(37.3 MiB' -- "$STRATA" plan two_searched.yaml --ranks 8
 expect_exit 0 'models of search trials, at most: 26100012 parameters, 298.7 MiB' -- "$STRATA" plan two_searched.yaml --ranks 8

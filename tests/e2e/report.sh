@@ -17,7 +17,7 @@ model: {layers: [flatten, {dense: {units: \$units, init: glorot}}, relu, {dense:
 training: {epochs: 3, local_batch: 32, optimizer: {type: sgd, lr: \$lr}}
 stages:
   - train
-  - hpo: {population: 4, generations: 2, keep_top: 2, space: {lr: {log_uniform: [0.01, 0.3]}, units: {int: [8, 32]}}}
+  - hpo: {algorithm: genetic, population: 4, generations: 2, keep_top: 2, space: {lr: {log_uniform: [0.01, 0.3]}, units: {int: [8, 32]}}}
   - ensemble: {from: hpo.top_k}
   - transfer: {pretrained: hpo.best, classes: [0, 1], samples_per_class: 20, compare_scratch: true}
   - transfer: {hierarchical: {low: [0, 1], high: [2, 3]}}

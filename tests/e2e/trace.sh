@@ -19,7 +19,7 @@ model:
     - relu
     - dense: {units: 4}
 training: {epochs: 2, local_batch: 32}
-parallel: {data: 2, max_global_batch: 64}
+parallel: {data: 2, max_global_batch: 64, allreduce: mpi}
 output: {dir: traced, trace: true}
 YAML
 expect_exit 0 'trace of 2 rank\(s\) in .*traced/trace.json' -- "$MPIEXEC" -n 2 "$STRATA" run trace.yaml
@@ -44,6 +44,19 @@ for rank in (0, 1):
     assert count("checkpoint snapshot") == 2, rank
 assert sum(e["name"] == "checkpoint write" for e in complete if e["pid"] == 0) == 2
 print(f"ok: trace.json: {len(complete)} events on 2 named tracks, {steps} steps each")
+PY
+# With allreduce auto, 2 replicas on one node sum through the shared window: one sum per step.
+sed -e 's/dir: traced/dir: window/' -e 's/, allreduce: mpi//' trace.yaml > window.yaml
+expect_exit 0 'trace of 2 rank' -- "$MPIEXEC" -n 2 "$STRATA" run window.yaml
+/usr/bin/python3 - window/trace.json <<'PY' || fails=$((fails + 1))
+import json, sys
+complete = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+for rank in (0, 1):
+    mine = [e["name"] for e in complete if e["pid"] == rank]
+    steps = sum(n == "optimizer step" for n in mine)
+    assert sum(n.startswith("hierarchical allreduce") for n in mine) == steps > 0, rank
+    assert not any(n.startswith("allreduce bucket") for n in mine), rank
+print(f"ok: allreduce auto on one node: one hierarchical sum per step, {steps} steps")
 PY
 # A run stopped by the signal writes the trace of what it did.
 sed -e 's/dir: traced/dir: stopped/' -e 's/epochs: 2/epochs: 4/' trace.yaml > stop.yaml

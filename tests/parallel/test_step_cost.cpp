@@ -174,7 +174,7 @@ TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's 
   // Hierarchical: one sum of all gradients per step (no buckets) through the window and the nodes'
   // allreduce, whose slices share the link already; the step's sums go over MPI.
   PredictionSettings h = settings(4);
-  h.hierarchical = true;
+  h.allreduce = AllreduceKind::hierarchical;
   const NetworkCost& net = h.network;
   CHECK(
       predict_step(c, plan(1, 4, 1, 2), h).data_parallel_s ==
@@ -183,6 +183,21 @@ TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's 
   CHECK(predict_step(c, plan(1, 2, 1, 2), h).data_parallel_s ==
         Approx(hierarchical_allreduce_seconds(184.0, 2, 1, net) +
                allreduce_seconds(16.0, 2, net.intra_node)));
+  // auto: the window wherever every node holds the same number of replicas, at least 2; MPI
+  // with one per node, or with 3 replicas on nodes of 2.
+  PredictionSettings automatic = settings(4);
+  automatic.allreduce = AllreduceKind::automatic;
+  CHECK(predict_step(c, plan(1, 4, 1, 2), automatic).data_parallel_s ==
+        Approx(predict_step(c, plan(1, 4, 1, 2), h).data_parallel_s));
+  CHECK(predict_step(c, plan(1, 4, 1, 1), automatic).data_parallel_s ==
+        Approx(d4.data_parallel_s));
+  CHECK(predict_step(c, plan(1, 3, 1, 2), automatic).data_parallel_s ==
+        Approx(predict_step(c, plan(1, 3, 1, 2), settings(4)).data_parallel_s));
+  CHECK(sums_through_window(AllreduceKind::automatic, 2, 2));
+  CHECK_FALSE(sums_through_window(AllreduceKind::automatic, 1, 2));
+  CHECK_FALSE(sums_through_window(AllreduceKind::automatic, 1, 1));
+  CHECK(sums_through_window(AllreduceKind::hierarchical, 1, 1));
+  CHECK_FALSE(sums_through_window(AllreduceKind::mpi, 4, 4));
   // Without bucketing every tensor is its own allreduce.
   Calibration per_tensor = c;
   per_tensor.bucket_mib = 0.0;
