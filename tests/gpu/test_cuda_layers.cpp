@@ -1,0 +1,164 @@
+// Each GPU kernel and product against the CPU implementation in core/, within 1e-4 relative.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "core/activation_layers.hpp"
+#include "core/dense_layer.hpp"
+#include "core/loss.hpp"
+#include "core/optimizer.hpp"
+#include "cuda/cuda_kernels.hpp"
+#include "cuda/dense_gemm.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+namespace {
+
+using strata::LayerKind;
+using strata::Tensor;
+using strata::cuda::Activation;
+using strata::test::all_close;
+using strata::test::Gpu;
+using strata::test::random_values;
+
+std::vector<float> values_of(const Tensor& t) {
+  return {t.data(), t.data() + t.size()};
+}
+
+}  // namespace
+
+TEST_CASE("activations forward and backward as ActivationLayer", "[gpu]") {
+  Gpu gpu;
+  const std::int64_t n = 4099;
+  const auto x = random_values(n, 2, 3.0f), dy = random_values(n, 3);
+  const std::pair<LayerKind, Activation> kinds[] = {{LayerKind::relu, Activation::relu},
+                                                    {LayerKind::leaky_relu, Activation::leaky_relu},
+                                                    {LayerKind::tanh, Activation::tanh},
+                                                    {LayerKind::sigmoid, Activation::sigmoid}};
+  for (const auto& [layer_kind, kind] : kinds) {
+    strata::ActivationLayer cpu("act", layer_kind, 0.05f);
+    Tensor in({n}, x), out, grad_out({n}, dy), grad_in;
+    cpu.build({n});
+    cpu.forward(in, out, true);
+    cpu.backward(in, out, grad_out, &grad_in);
+
+    auto d_in = gpu.upload(x), d_dy = gpu.upload(dy);
+    auto d_out = gpu.allocator.allocate(n), d_dx = gpu.allocator.allocate(n);
+    strata::cuda::activation_forward(kind, 0.05f, d_in.data(), d_out.data(), n, gpu.stream.get());
+    strata::cuda::activation_backward(kind, 0.05f, d_in.data(), d_out.data(), d_dy.data(),
+                                      d_dx.data(), n, gpu.stream.get());
+    INFO(cpu.kind());
+    CHECK(all_close(gpu.download(d_out), values_of(out)));
+    CHECK(all_close(gpu.download(d_dx), values_of(grad_in)));
+  }
+}
+
+TEST_CASE("softmax cross-entropy as core/loss", "[gpu]") {
+  Gpu gpu;
+  const std::int64_t batch = 37, classes = 10;
+  const auto logits = random_values(batch * classes, 4, 5.0f);
+  std::vector<std::int32_t> labels(batch);
+  for (std::int64_t b = 0; b < batch; ++b) labels[b] = static_cast<std::int32_t>((b * 7) % classes);
+  Tensor cpu_grad;
+  const double cpu_loss =
+      strata::softmax_cross_entropy(Tensor({batch, classes}, logits), labels, cpu_grad, 64.0);
+  auto d_logits = gpu.upload(logits);
+  auto d_grad = gpu.allocator.allocate(batch * classes), d_loss = gpu.allocator.allocate(batch);
+  // Labels travel as int32 bits in a float buffer: the allocator hands out floats.
+  std::vector<float> label_bits(batch);
+  std::memcpy(label_bits.data(), labels.data(), labels.size() * sizeof(std::int32_t));
+  auto d_labels = gpu.upload(label_bits);
+  strata::cuda::softmax_cross_entropy(
+      d_logits.data(), reinterpret_cast<const std::int32_t*>(d_labels.data()), d_loss.data(),
+      d_grad.data(), batch, classes, 64.0f, gpu.stream.get());
+  const auto rows = gpu.download(d_loss);
+  const double gpu_loss = std::accumulate(rows.begin(), rows.end(), 0.0) / batch;
+  CHECK(gpu_loss == Approx(cpu_loss).epsilon(1e-5));
+  CHECK(all_close(gpu.download(d_grad), values_of(cpu_grad)));
+}
+
+TEST_CASE("dense forward and backward on cuBLAS as DenseLayer", "[gpu]") {
+  Gpu gpu;
+  const std::int64_t batch = 33, inputs = 129, outputs = 65;
+  strata::DenseLayer cpu("dense", outputs, strata::InitKind::glorot);
+  cpu.build({inputs});
+  strata::Rng rng(5);
+  cpu.initialize(rng);
+  const auto params = cpu.params();  // weight, bias
+  const auto x = random_values(batch * inputs, 6), dy = random_values(batch * outputs, 7);
+  Tensor in({batch, inputs}, x), out, grad_out({batch, outputs}, dy), grad_in;
+  cpu.forward(in, out, true);
+  cpu.backward(in, out, grad_out, &grad_in);
+
+  const strata::cuda::BlasHandle blas(gpu.stream.get());
+  const strata::cuda::DenseShape shape{batch, inputs, outputs};
+  auto d_in = gpu.upload(x), d_dy = gpu.upload(dy);
+  auto d_weight = gpu.upload(values_of(*params[0].value));
+  auto d_bias = gpu.upload(values_of(*params[1].value));
+  auto d_out = gpu.allocator.allocate(batch * outputs);
+  auto d_weight_grad = gpu.allocator.allocate(outputs * inputs);
+  auto d_bias_grad = gpu.allocator.allocate(outputs);
+  auto d_grad_in = gpu.allocator.allocate(batch * inputs);
+  strata::cuda::dense_forward(blas, shape, d_in.data(), d_weight.data(), d_bias.data(),
+                              d_out.data(), gpu.stream.get());
+  strata::cuda::dense_backward(blas, shape, d_in.data(), d_weight.data(), d_dy.data(),
+                               d_weight_grad.data(), d_bias_grad.data(), d_grad_in.data(),
+                               gpu.stream.get());
+  CHECK(all_close(gpu.download(d_out), values_of(out)));
+  CHECK(all_close(gpu.download(d_weight_grad), values_of(*params[0].grad)));
+  CHECK(all_close(gpu.download(d_bias_grad), values_of(*params[1].grad)));
+  CHECK(all_close(gpu.download(d_grad_in), values_of(grad_in)));
+}
+
+TEST_CASE("SGD and Adam steps as core/optimizer, over three steps", "[gpu]") {
+  Gpu gpu;
+  const std::int64_t n = 5003;
+  for (const bool adam : {false, true}) {
+    for (const bool nesterov : {false, true}) {
+      if (adam && nesterov) continue;
+      strata::OptimizerSpec spec;
+      spec.kind = adam ? strata::OptimizerKind::adam : strata::OptimizerKind::sgd;
+      spec.momentum = 0.9;
+      spec.nesterov = nesterov;
+      spec.weight_decay = 1e-3;
+      auto cpu = strata::make_optimizer(spec);
+      Tensor w({n}, random_values(n, 8)), g({n});
+      const std::vector<strata::Param> params{{"p/weight", &w, &g}};
+      auto d_w = gpu.upload(values_of(w)), d_g = gpu.allocator.allocate(n);
+      auto d_m = gpu.upload(std::vector<float>(n, 0.0f)),
+           d_v = gpu.upload(std::vector<float>(n, 0.0f));
+      for (int step = 1; step <= 3; ++step) {
+        const auto grads = random_values(n, 10 + step);
+        std::copy(grads.begin(), grads.end(), g.data());
+        strata::cuda::copy_to_device(grads, d_g, gpu.stream);
+        const double lr = 0.05;
+        cpu->step(params, lr);
+        if (adam) {
+          strata::cuda::AdamStep s;
+          s.step_size = static_cast<float>(lr / (1.0 - std::pow(spec.beta1, step)));
+          s.inv_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(spec.beta2, step)));
+          s.beta1 = static_cast<float>(spec.beta1);
+          s.beta2 = static_cast<float>(spec.beta2);
+          s.eps = static_cast<float>(spec.eps);
+          s.weight_decay = static_cast<float>(spec.weight_decay);
+          strata::cuda::adam_update(d_w.data(), d_g.data(), d_m.data(), d_v.data(), n, s,
+                                    gpu.stream.get());
+        } else {
+          strata::cuda::SgdStep s{static_cast<float>(lr), 0.9f, 1e-3f, nesterov, step == 1};
+          strata::cuda::sgd_update(d_w.data(), d_g.data(), d_m.data(), n, s, gpu.stream.get());
+        }
+      }
+      INFO((adam ? "adam" : nesterov ? "sgd nesterov" : "sgd"));
+      CHECK(all_close(gpu.download(d_w), values_of(w)));
+    }
+  }
+}
+
+TEST_CASE("gradient accumulation adds micro-batches", "[gpu]") {
+  Gpu gpu;
+  const auto a = random_values(1001, 20), b = random_values(1001, 21);
+  auto d_a = gpu.upload(a), d_b = gpu.upload(b);
+  strata::cuda::accumulate(d_a.data(), d_b.data(), 1001, gpu.stream.get());
+  const auto sum = gpu.download(d_b);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(sum[i] == a[i] + b[i]);
+}
