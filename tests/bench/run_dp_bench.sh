@@ -4,6 +4,9 @@
 #
 #   tests/bench/run_dp_bench.sh [BUILD_DIR] [-- extra strata_bench_data_parallel options]
 #
+# The gradients are summed as parallel.allreduce: auto sums them for 2 replicas on one node,
+# through the shared window; `-- --allreduce mpi` measures the bucketed MPI allreduce instead.
+#
 # BUILD_DIR (or $STRATA_BUILD_DIR) defaults to build/; it must be configured already.
 # The target is built if needed.
 set -euo pipefail
