@@ -14,9 +14,13 @@
 namespace strata::test {
 
 struct Gpu {
-  int device = cuda::bind_rank_to_device(0);
+  // GPU 0, or `current`, which the caller has made current.
+  Gpu() : Gpu(cuda::bind_rank_to_device(0)) {}
+  explicit Gpu(int current) : device(current), allocator(current) {}
+
+  int device;
   cuda::Stream stream;
-  cuda::DeviceAllocator allocator{device};
+  cuda::DeviceAllocator allocator;
 
   cuda::DeviceBuffer upload(std::span<const float> host) {
     cuda::DeviceBuffer buffer = allocator.allocate(host.size());

@@ -1,0 +1,76 @@
+#include "cuda/nccl_collectives.hpp"
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cuda/cuda_check.hpp"
+
+namespace strata::cuda {
+namespace {
+
+void check_nccl(ncclResult_t status, const char* call) {
+  if (status != ncclSuccess)
+    throw CudaError(fmt::format("{} failed: {} ({})", call, static_cast<int>(status),
+                                ncclGetErrorString(status)));
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(const Communicator& group)
+    : rank_(group.rank()), size_(group.size()) {
+  // A rank without a current GPU would leave the others waiting inside ncclCommInitRank: agree
+  // first, over MPI, and fail alike.
+  int device = -1;
+  const bool has_device = cudaGetDevice(&device) == cudaSuccess && device >= 0;
+  static_cast<void>(cudaGetLastError());
+  if (group.allreduce_min(has_device ? 1 : 0) == 0)
+    throw CudaError(fmt::format("NCCL over {} ({} ranks): a rank has no GPU current ({})",
+                                group.name(), size_,
+                                has_device ? "another rank" : fmt::format("rank {}", rank_)));
+  ncclUniqueId id{};
+  std::string bytes;
+  if (rank_ == 0) {
+    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    bytes.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+  }
+  group.broadcast_string(bytes, 0);
+  if (bytes.size() != sizeof(id))
+    throw CudaError(fmt::format("NCCL over {}: the unique id broadcast has {} bytes, not {}",
+                                group.name(), bytes.size(), sizeof(id)));
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
+  check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) static_cast<void>(ncclCommDestroy(comm_));
+}
+
+void NcclCommunicator::abort() noexcept {
+  if (comm_ != nullptr) static_cast<void>(ncclCommAbort(comm_));
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::allreduce_sum(float* values, std::size_t count, cudaStream_t stream) const {
+  check_nccl(ncclAllReduce(values, values, count, ncclFloat32, ncclSum, comm_, stream),
+             "ncclAllReduce");
+}
+
+void NcclCommunicator::allgather(const float* mine, float* all, std::size_t count,
+                                 cudaStream_t stream) const {
+  check_nccl(ncclAllGather(mine, all, count, ncclFloat32, comm_, stream), "ncclAllGather");
+}
+
+void NcclCommunicator::reduce_scatter_sum(const float* in, float* out, std::size_t count,
+                                          cudaStream_t stream) const {
+  check_nccl(ncclReduceScatter(in, out, count, ncclFloat32, ncclSum, comm_, stream),
+             "ncclReduceScatter");
+}
+
+void NcclCommunicator::broadcast(float* values, std::size_t count, int root,
+                                 cudaStream_t stream) const {
+  check_nccl(ncclBroadcast(values, values, count, ncclFloat32, root, comm_, stream),
+             "ncclBroadcast");
+}
+
+}  // namespace strata::cuda

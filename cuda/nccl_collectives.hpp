@@ -1,0 +1,48 @@
+// NCCL collectives over the ranks of an MPI communicator (one GPU per rank), for device buffers:
+// rank 0 of the group makes NCCL's unique id and broadcasts it over MPI, so that the NCCL
+// communicator has exactly the group's ranks in the group's order. MPI keeps the control traffic.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+
+#include "parallel/communicator.hpp"
+
+namespace strata::cuda {
+
+class NcclCommunicator {
+ public:
+  // Collective over `group`. Every rank must have made its own GPU current (bind_rank_to_device):
+  // the ranks first agree over MPI that each has one, and throw CudaError alike if any has none.
+  explicit NcclCommunicator(const Communicator& group);
+  // Frees the communicator (nothing to free after abort()).
+  ~NcclCommunicator();
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Each enqueues on `stream` and returns at once; the stream orders what follows.
+  // Sums `count` floats over the ranks, in place.
+  void allreduce_sum(float* values, std::size_t count, cudaStream_t stream) const;
+  // Rank r's `count` floats of `mine` land in all[r * count, (r + 1) * count).
+  void allgather(const float* mine, float* all, std::size_t count, cudaStream_t stream) const;
+  // Sums `in` (count x size floats) and keeps this rank's block of `count` in `out`.
+  void reduce_scatter_sum(const float* in, float* out, std::size_t count,
+                          cudaStream_t stream) const;
+  // Root's `count` floats to every rank.
+  void broadcast(float* values, std::size_t count, int root, cudaStream_t stream) const;
+
+  // Ends every operation in flight on this communicator, a stalled one included, and frees it
+  // (ncclCommAbort): what a watchdog does on a stall. It cannot be used afterwards.
+  void abort() noexcept;
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, size_ = 0;
+};
+
+}  // namespace strata::cuda
