@@ -2,12 +2,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "core/activation_layers.hpp"
+#include "core/conv2d_layer.hpp"
 #include "core/dense_layer.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
+#include "cuda/conv_cudnn.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/dense_gemm.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
@@ -161,4 +164,45 @@ TEST_CASE("gradient accumulation adds micro-batches", "[gpu]") {
   strata::cuda::accumulate(d_a.data(), d_b.data(), 1001, gpu.stream.get());
   const auto sum = gpu.download(d_b);
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(sum[i] == a[i] + b[i]);
+}
+
+TEST_CASE("convolution forward and backward on cuDNN as Conv2DLayer", "[gpu]") {
+  Gpu gpu;
+  const strata::cuda::CudnnHandle cudnn(gpu.stream.get());
+  struct Case {
+    int filters, kernel, stride, padding;
+  };
+  for (const Case c : {Case{6, 3, 1, 1}, Case{5, 5, 2, 0}}) {
+    const strata::cuda::ConvShape shape{9, 3, 13, 11, c.filters, c.kernel, c.stride, c.padding};
+    strata::Conv2DLayer cpu("conv", c.filters, c.kernel, c.stride, c.padding, strata::InitKind::he);
+    const strata::Shape out_shape = cpu.build({shape.channels, shape.height, shape.width});
+    REQUIRE(out_shape == strata::Shape{c.filters, shape.out_height(), shape.out_width()});
+    strata::Rng rng(30);
+    cpu.initialize(rng);
+    const auto params = cpu.params();  // weight, bias
+    const std::int64_t in_size = shape.batch * shape.channels * shape.height * shape.width;
+    const std::int64_t out_size = shape.batch * c.filters * shape.out_height() * shape.out_width();
+    const auto x = random_values(in_size, 31), dy = random_values(out_size, 32);
+    Tensor in({shape.batch, shape.channels, shape.height, shape.width}, x), out;
+    Tensor grad_out({shape.batch, c.filters, shape.out_height(), shape.out_width()}, dy), grad_in;
+    cpu.forward(in, out, true);
+    cpu.backward(in, out, grad_out, &grad_in);
+
+    const strata::cuda::Convolution conv(cudnn, shape, gpu.allocator);
+    auto d_in = gpu.upload(x), d_dy = gpu.upload(dy);
+    auto d_weight = gpu.upload(values_of(*params[0].value));
+    auto d_bias = gpu.upload(values_of(*params[1].value));
+    auto d_out = gpu.allocator.allocate(out_size), d_grad_in = gpu.allocator.allocate(in_size);
+    auto d_weight_grad = gpu.allocator.allocate(params[0].value->size());
+    auto d_bias_grad = gpu.allocator.allocate(c.filters);
+    conv.forward(d_in.data(), d_weight.data(), d_bias.data(), d_out.data());
+    conv.backward(d_in.data(), d_weight.data(), d_dy.data(), d_weight_grad.data(),
+                  d_bias_grad.data(), d_grad_in.data());
+    INFO("filters " << c.filters << ", kernel " << c.kernel << ", stride " << c.stride
+                    << "; cuDNN algorithms " << conv.algorithms());
+    CHECK(all_close(gpu.download(d_out), values_of(strata::to_plain(out))));
+    CHECK(all_close(gpu.download(d_weight_grad), values_of(*params[0].grad)));
+    CHECK(all_close(gpu.download(d_bias_grad), values_of(*params[1].grad)));
+    CHECK(all_close(gpu.download(d_grad_in), values_of(strata::to_plain(grad_in))));
+  }
 }
