@@ -7,19 +7,15 @@
 #include <initializer_list>
 #include <numbers>
 
-namespace strata {
+#include "core/stream_hash.hpp"
 
-inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+namespace strata {
 
 // A seed for one purpose, derived from the run seed and the coordinates that name it
 // (stage, member, generation, ...), so that streams never overlap by accident.
 inline std::uint64_t derive_seed(std::uint64_t seed, std::initializer_list<std::uint64_t> path) {
-  std::uint64_t key = mix64(seed + 0x9e3779b97f4a7c15ULL);
-  for (auto p : path) key = mix64(key ^ mix64(p + 0x632be59bd9b4e019ULL));
+  std::uint64_t key = seed_key(seed);
+  for (auto p : path) key = derive_key(key, p);
   return key;
 }
 
@@ -43,9 +39,9 @@ class Rng {
  public:
   explicit Rng(std::uint64_t key = 0, std::uint64_t counter = 0) : key_(key), counter_(counter) {}
 
-  std::uint64_t next_u64() { return mix64(key_ ^ mix64(++counter_ * 0x9e3779b97f4a7c15ULL)); }
+  std::uint64_t next_u64() { return stream_draw(key_, ++counter_); }
   // Uniform in [0, 1) with 24 random bits, exactly representable as float.
-  float uniform() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
+  float uniform() { return uniform24(next_u64()); }
   double uniform_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [0, n); n must be positive.

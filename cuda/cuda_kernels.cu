@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/stream_hash.hpp"
 #include "cuda/cuda_check.hpp"
 
 namespace strata::cuda {
@@ -59,6 +60,24 @@ __global__ void activation_backward_kernel(Activation kind, float alpha, const f
       dx[i] = dy[i] * y[i] * (1.0f - y[i]);
       break;
   }
+}
+
+__global__ void dropout_forward_kernel(const float* x, float* y, float* mask, std::int64_t rows,
+                                       std::int64_t per_row, DropoutNoise noise) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= rows * per_row) return;
+  const auto row = static_cast<std::uint64_t>(i / per_row);
+  const auto within = static_cast<std::uint64_t>(i % per_row);
+  const std::uint64_t key =
+      derive_key(derive_key(seed_key(noise.key), noise.step), noise.first_sample + row);
+  const float keep_scale = 1.0f / (1.0f - noise.rate);
+  mask[i] = uniform24(stream_draw(key, within + 1)) < noise.rate ? 0.0f : keep_scale;
+  y[i] = x[i] * mask[i];
+}
+
+__global__ void multiply_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = a[i] * b[i];
 }
 
 __global__ void add_row_bias_kernel(float* m, const float* bias, std::int64_t rows,
@@ -143,6 +162,21 @@ void activation_backward(Activation kind, float alpha, const float* in, const fl
   activation_backward_kernel<<<blocks_for(n), threads_per_block, 0, stream>>>(kind, alpha, in, out,
                                                                               grad_out, grad_in, n);
   check_launch("activation_backward");
+}
+
+void dropout_forward(const float* in, float* out, float* mask, std::int64_t rows,
+                     std::int64_t per_row, const DropoutNoise& noise, cudaStream_t stream) {
+  if (rows * per_row == 0) return;
+  dropout_forward_kernel<<<blocks_for(rows * per_row), threads_per_block, 0, stream>>>(
+      in, out, mask, rows, per_row, noise);
+  check_launch("dropout_forward");
+}
+
+void dropout_backward(const float* grad_out, const float* mask, float* grad_in, std::int64_t n,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  multiply_kernel<<<blocks_for(n), threads_per_block, 0, stream>>>(grad_out, mask, grad_in, n);
+  check_launch("dropout_backward");
 }
 
 void add_row_bias(float* rows_data, const float* bias, std::int64_t rows, std::int64_t cols,

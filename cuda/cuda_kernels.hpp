@@ -20,6 +20,20 @@ void activation_backward(Activation kind, float alpha, const float* in, const fl
                          const float* grad_out, float* grad_in, std::int64_t n,
                          cudaStream_t stream);
 
+// DropoutLayer in training: row r of `rows` (each `per_row` floats) draws its mask from the stream
+// derive_seed(key, {step, first_sample + r}), element j from that stream's (j+1)-th number, so
+// the mask is bit for bit the CPU's. mask = 0 where the draw is below `rate`, else 1/(1-rate);
+// out = in mask.
+struct DropoutNoise {
+  std::uint64_t key = 0, step = 0, first_sample = 0;
+  float rate = 0.0f;
+};
+void dropout_forward(const float* in, float* out, float* mask, std::int64_t rows,
+                     std::int64_t per_row, const DropoutNoise& noise, cudaStream_t stream);
+// grad_in = grad_out mask.
+void dropout_backward(const float* grad_out, const float* mask, float* grad_in, std::int64_t n,
+                      cudaStream_t stream);
+
 // rows x cols, row-major: every row += bias (the dense layer's bias).
 void add_row_bias(float* rows_data, const float* bias, std::int64_t rows, std::int64_t cols,
                   cudaStream_t stream);

@@ -10,6 +10,7 @@
 #include "core/dense_layer.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
+#include "core/shape_layers.hpp"
 #include "cuda/conv_cudnn.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/dense_gemm.hpp"
@@ -205,4 +206,27 @@ TEST_CASE("convolution forward and backward on cuDNN as Conv2DLayer", "[gpu]") {
     CHECK(all_close(gpu.download(d_bias_grad), values_of(*params[1].grad)));
     CHECK(all_close(gpu.download(d_grad_in), values_of(strata::to_plain(grad_in))));
   }
+}
+
+TEST_CASE("dropout draws DropoutLayer's mask bit for bit", "[gpu]") {
+  Gpu gpu;
+  const std::int64_t rows = 17, per_row = 301;
+  const auto x = random_values(rows * per_row, 40), dy = random_values(rows * per_row, 41);
+  strata::DropoutLayer cpu("dropout", 0.3f);
+  cpu.build({per_row});
+  cpu.reseed_noise(0x5eed);
+  cpu.set_noise_position(12, 640);
+  Tensor in({rows, per_row}, x), out, grad_out({rows, per_row}, dy), grad_in;
+  cpu.forward(in, out, true);
+  cpu.backward(in, out, grad_out, &grad_in);
+
+  auto d_in = gpu.upload(x), d_dy = gpu.upload(dy);
+  auto d_out = gpu.allocator.allocate(x.size()), d_mask = gpu.allocator.allocate(x.size());
+  auto d_dx = gpu.allocator.allocate(x.size());
+  strata::cuda::dropout_forward(d_in.data(), d_out.data(), d_mask.data(), rows, per_row,
+                                {0x5eed, 12, 640, 0.3f}, gpu.stream.get());
+  strata::cuda::dropout_backward(d_dy.data(), d_mask.data(), d_dx.data(), rows * per_row,
+                                 gpu.stream.get());
+  CHECK(gpu.download(d_out) == values_of(out));
+  CHECK(gpu.download(d_dx) == values_of(grad_in));
 }
