@@ -10,10 +10,12 @@
 #include "core/dense_layer.hpp"
 #include "core/loss.hpp"
 #include "core/optimizer.hpp"
+#include "core/pool_layers.hpp"
 #include "core/shape_layers.hpp"
 #include "cuda/conv_cudnn.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/dense_gemm.hpp"
+#include "cuda/pool_cudnn.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 namespace {
@@ -229,4 +231,30 @@ TEST_CASE("dropout draws DropoutLayer's mask bit for bit", "[gpu]") {
                                  gpu.stream.get());
   CHECK(gpu.download(d_out) == values_of(out));
   CHECK(gpu.download(d_dx) == values_of(grad_in));
+}
+
+TEST_CASE("max and average pooling on cuDNN as Pool2DLayer", "[gpu]") {
+  Gpu gpu;
+  const strata::cuda::CudnnHandle cudnn(gpu.stream.get());
+  for (const bool max : {true, false}) {
+    // 13 x 11 does not tile by 2: the last row and column take no part, as on the CPU.
+    const strata::cuda::PoolShape shape{5, 3, 13, 11, 2, 2, max};
+    strata::Pool2DLayer cpu(
+        "pool", max ? strata::Pool2DLayer::Mode::max : strata::Pool2DLayer::Mode::average, 2, 2);
+    REQUIRE(cpu.build({3, 13, 11}) == strata::Shape{3, shape.out_height(), shape.out_width()});
+    const std::int64_t in_size = 5 * 3 * 13 * 11, out_size = 5 * 3 * 6 * 5;
+    const auto x = random_values(in_size, 50), dy = random_values(out_size, 51);
+    Tensor in({5, 3, 13, 11}, x), out, grad_out({5, 3, 6, 5}, dy), grad_in;
+    cpu.forward(in, out, true);
+    cpu.backward(in, out, grad_out, &grad_in);
+
+    const strata::cuda::Pooling pool(cudnn, shape);
+    auto d_in = gpu.upload(x), d_dy = gpu.upload(dy);
+    auto d_out = gpu.allocator.allocate(out_size), d_dx = gpu.allocator.allocate(in_size);
+    pool.forward(d_in.data(), d_out.data());
+    pool.backward(d_in.data(), d_out.data(), d_dy.data(), d_dx.data());
+    INFO((max ? "max" : "average"));
+    CHECK(all_close(gpu.download(d_out), values_of(strata::to_plain(out))));
+    CHECK(all_close(gpu.download(d_dx), values_of(strata::to_plain(grad_in))));
+  }
 }
