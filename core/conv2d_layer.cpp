@@ -181,7 +181,7 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
   const std::int64_t batch = in.dim(0);
   Primitives& p = primitives_for(batch, in.layout());
   const float* diff = grad_out.data();
-  if (fused_relu_) {
+  if (fused_relu_ && !relu_derivative_applied_) {
     // d relu(z)/dz is 1 where the output is positive; the output is all the forward kept.
     masked_grad_.resize(grad_out.shape(), grad_out.layout());
     const float* y = out.data();

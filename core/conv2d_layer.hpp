@@ -27,6 +27,9 @@ class Conv2DLayer final : public Layer {
   // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),
   // saving one pass over the activations forward and one backward.
   void fuse_relu() { fused_relu_ = true; }
+  // The next layer's backward applies the fused ReLU's derivative (a max pooling that knows its
+  // input passed a ReLU), so this layer's backward reads grad_out as it is.
+  void leave_relu_derivative_to_next() { relu_derivative_applied_ = true; }
   // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core".
   std::string implementation() const;
 
@@ -37,6 +40,7 @@ class Conv2DLayer final : public Layer {
   int filters_, kernel_, stride_, padding_;
   InitKind init_;
   bool fused_relu_ = false;
+  bool relu_derivative_applied_ = false;
   std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
   Tensor weight_, bias_, weight_grad_, bias_grad_;
   Tensor masked_grad_;  // grad_out with the fused ReLU's derivative applied

@@ -64,9 +64,11 @@ void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int si
 // found again here rather than stored by the forward pass, so the forward pass stays a plain max.
 // `assign`: the windows tile the input exactly, so every input element is written once, not added
 // to.
+// `relu_input`: the input is a ReLU's output, and a window whose maximum is not positive passes no
+// gradient (the ReLU's derivative at its maximum is 0).
 template <class V, bool max_mode, bool assign>
 void pool_plane_backward(const float* x, const float* y, const float* dy, float* dx,
-                         const PlaneGeometry& g, int size, int stride) {
+                         const PlaneGeometry& g, int size, int stride, bool relu_input) {
   constexpr std::int64_t L = sizeof(V) / sizeof(float);
   const float inv_area = 1.0f / static_cast<float>(size * size);
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -75,7 +77,8 @@ void pool_plane_backward(const float* x, const float* y, const float* dy, float*
       const V y_at = load<V>(y + (oh * g.out_w + ow) * L);
       const V dy_at = load<V>(dy + (oh * g.out_w + ow) * L);
       const V zero = dy_at * 0.0f;
-      V remaining = dy_at;  // the first match takes the gradient and leaves zero for the rest
+      // The first match takes the gradient and leaves zero for the rest.
+      V remaining = relu_input ? (y_at > zero ? dy_at : zero) : dy_at;
       for (int kh = 0; kh < size; ++kh)
         for (int kw = 0; kw < size; ++kw) {
           const std::int64_t at = first + (kh * g.in_w + kw) * L;
@@ -96,7 +99,8 @@ void pool_plane_backward(const float* x, const float* y, const float* dy, float*
 
 template <class V>
 void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out, Tensor& grad_in,
-                     const PlaneGeometry& g, int size, int stride, bool max_mode, bool assign) {
+                     const PlaneGeometry& g, int size, int stride, bool max_mode, bool assign,
+                     bool relu_input) {
   auto plane =
       max_mode
           ? (assign ? pool_plane_backward<V, true, true> : pool_plane_backward<V, true, false>)
@@ -104,7 +108,7 @@ void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   for (std::int64_t p = 0; p < g.planes; ++p)
     plane(in.data() + p * in_plane, out.data() + p * out_plane, grad_out.data() + p * out_plane,
-          grad_in.data() + p * in_plane, g, size, stride);
+          grad_in.data() + p * in_plane, g, size, stride, relu_input);
 }
 
 template <class V>
@@ -154,11 +158,13 @@ void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
   if (!tiles_exactly) grad_in->fill(0.0f);
   const PlaneGeometry g = geometry(in, out_h_, out_w_);
   const bool max_mode = mode_ == Mode::max;
+  const bool relu_input = max_mode && relu_input_;
   if (g.lanes == 16)
     backward_planes<Lanes16>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode,
-                             tiles_exactly);
+                             tiles_exactly, relu_input);
   else
-    backward_planes<float>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly);
+    backward_planes<float>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly,
+                           relu_input);
 }
 
 }  // namespace strata

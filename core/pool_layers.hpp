@@ -17,8 +17,14 @@ class Pool2DLayer final : public Layer {
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
                 Tensor* grad_in) override;
 
+  // Max pooling whose input is a ReLU's output (a conv with a fused ReLU): backward then applies
+  // the ReLU's derivative too, giving a window's gradient to its maximum only when that maximum
+  // is positive, so that the conv need not mask its whole output gradient in a pass of its own.
+  void apply_relu_derivative() { relu_input_ = true; }
+
  private:
   Mode mode_;
+  bool relu_input_ = false;
   int size_, stride_;
   std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
 };

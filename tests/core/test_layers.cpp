@@ -216,3 +216,38 @@ TEST_CASE("fused conv+relu equals conv followed by relu, forward and backward",
     for (std::int64_t i = 0; i < pf[k].grad->size(); ++i)
       REQUIRE((*pf[k].grad)[i] == Approx((*pp[k].grad)[i]).margin(1e-5));
 }
+
+TEST_CASE("max pooling that applies the ReLU's derivative equals pooling then masking",
+          "[layers][pool]") {
+  for (const Layout layout : {Layout::plain, Layout::channel_blocked16}) {
+    // A ReLU's output: many zeros, and whole windows of zeros (the first sample's first plane).
+    Rng rng(21);
+    Tensor z({2, 16, 6, 5});
+    strata::testing::fill_normal(z, rng);
+    for (std::int64_t i = 0; i < 30; ++i) z[i] = -1.0f;
+    Tensor relu_out = z;
+    for (float& v : relu_out.values()) v = std::max(v, 0.0f);
+    Tensor x;
+    convert_layout(relu_out, x, layout);
+    Pool2DLayer plain_pool("pool", Pool2DLayer::Mode::max, 2, 2),
+        gated("pool", Pool2DLayer::Mode::max, 2, 2);
+    gated.apply_relu_derivative();
+    plain_pool.build({16, 6, 5});
+    gated.build({16, 6, 5});
+    Tensor y, grad_out, reference, fused;
+    plain_pool.forward(x, y, true);
+    grad_out = y;
+    strata::testing::fill_normal(grad_out, rng);
+    plain_pool.backward(x, y, grad_out, &reference);
+    int masked = 0;  // gradients the ReLU's derivative removes: windows whose maximum is 0
+    for (std::int64_t i = 0; i < reference.size(); ++i)
+      if (!(x[i] > 0.0f)) {
+        masked += reference[i] != 0.0f;
+        reference[i] = 0.0f;
+      }
+    CHECK(masked > 0);
+    gated.backward(x, y, grad_out, &fused);
+    REQUIRE(fused.size() == reference.size());
+    for (std::int64_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == reference[i]);
+  }
+}
