@@ -1,0 +1,358 @@
+#include "cuda/device_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/loss.hpp"
+#include "core/shape_layers.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/cuda_kernels.hpp"
+#include "cuda/pool_cudnn.hpp"
+
+namespace strata::cuda {
+
+// One host layer's work on the device. The kinds are few and fixed: a switch in forward() and
+// backward() reads top to bottom, where a class per kind would scatter them.
+struct DeviceModel::Stage {
+  enum class Kind { dense, conv, pool, flatten, dropout, activation };
+  Kind kind = Kind::flatten;
+  std::string name;
+  Shape in_shape, out_shape;  // per sample
+  std::int64_t in_size = 0, out_size = 0;
+  int weight = -1, bias = -1;  // into params_
+  // conv: its ReLU fused (applied after it, its derivative before its backward)
+  ConvShape conv;
+  bool relu = false;
+  std::unique_ptr<Convolution> convolution;  // for conv.batch
+  PoolShape pool;
+  std::unique_ptr<Pooling> pooling;  // for pool.batch
+  Activation activation = Activation::relu;
+  float alpha = 0.0f;
+  float rate = 0.0f;
+  const DropoutLayer* dropout = nullptr;  // its noise key
+  DeviceBuffer mask, masked_grad;
+};
+
+struct DeviceModel::Parameter {
+  Param host;
+  DeviceBuffer value, grad, first, second;  // first, second: momentum or Adam's moments
+};
+
+namespace {
+
+void resize(DeviceAllocator& allocator, DeviceBuffer& buffer, std::int64_t floats) {
+  if (buffer.size() != static_cast<std::size_t>(floats))
+    buffer = allocator.allocate(static_cast<std::size_t>(floats));
+}
+
+Activation activation_of(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::leaky_relu:
+      return Activation::leaky_relu;
+    case LayerKind::tanh:
+      return Activation::tanh;
+    case LayerKind::sigmoid:
+      return Activation::sigmoid;
+    default:
+      return Activation::relu;
+  }
+}
+
+void fill_zero(const DeviceBuffer& buffer, const Stream& stream) {
+  check(cudaMemsetAsync(buffer.data(), 0, buffer.size() * sizeof(float), stream.get()),
+        "cudaMemsetAsync");
+}
+
+void copy_device(const float* from, float* to, std::int64_t n, const Stream& stream) {
+  check(cudaMemcpyAsync(to, from, static_cast<std::size_t>(n) * sizeof(float),
+                        cudaMemcpyDeviceToDevice, stream.get()),
+        "cudaMemcpyAsync on the device");
+}
+
+}  // namespace
+
+DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
+                         const OptimizerSpec& optimizer, DeviceContext& context)
+    : context_(context), optimizer_(optimizer) {
+  Shape shape = host.input_shape();
+  std::size_t spec = 0;
+  for (std::size_t i = 0; i < host.layer_count(); ++i, ++spec) {
+    if (spec >= specs.size())
+      throw std::invalid_argument("DeviceModel: the specs end before the model's layers");
+    const LayerSpec& s = specs[spec];
+    Layer& layer = host.layer(i);
+    Stage st;
+    st.name = layer.name();
+    st.in_shape = shape;
+    st.out_shape = host.output_shape(i);
+    st.in_size = element_count(st.in_shape);
+    st.out_size = element_count(st.out_shape);
+    const std::string kind = layer.kind();
+    auto expect = [&](const char* want) {
+      if (kind != want)
+        throw std::invalid_argument(fmt::format(
+            "DeviceModel: layer {} is {} here, where its spec makes {}", st.name, kind, want));
+    };
+    switch (s.kind) {
+      case LayerKind::dense:
+        expect("dense");
+        st.kind = Stage::Kind::dense;
+        break;
+      case LayerKind::conv2d:
+        st.kind = Stage::Kind::conv;
+        st.relu = kind == "conv2d+relu";
+        expect(st.relu ? "conv2d+relu" : "conv2d");
+        st.conv = {0,         st.in_shape[0], st.in_shape[1], st.in_shape[2],
+                   s.filters, s.kernel,       s.stride,       s.padding};
+        if (st.relu) ++spec;  // the relu spec the Model fused into the conv
+        break;
+      case LayerKind::maxpool2d:
+      case LayerKind::avgpool2d:
+        expect(s.kind == LayerKind::maxpool2d ? "maxpool2d" : "avgpool2d");
+        st.kind = Stage::Kind::pool;
+        st.pool = {0,
+                   st.in_shape[0],
+                   st.in_shape[1],
+                   st.in_shape[2],
+                   s.size,
+                   s.stride,
+                   s.kind == LayerKind::maxpool2d};
+        break;
+      case LayerKind::flatten:
+        expect("flatten");
+        st.kind = Stage::Kind::flatten;
+        break;
+      case LayerKind::dropout:
+        expect("dropout");
+        st.kind = Stage::Kind::dropout;
+        st.rate = s.rate;
+        st.dropout = dynamic_cast<const DropoutLayer*>(&layer);
+        break;
+      case LayerKind::relu:
+      case LayerKind::tanh:
+      case LayerKind::sigmoid:
+      case LayerKind::leaky_relu:
+        expect(to_string(s.kind));
+        st.kind = Stage::Kind::activation;
+        st.activation = activation_of(s.kind);
+        st.alpha = s.alpha;
+        break;
+    }
+    for (const Param& p : host.params_of(i)) {
+      const bool is_weight = p.name.ends_with("/weight");
+      (is_weight ? st.weight : st.bias) = static_cast<int>(params_.size());
+      Parameter param;
+      param.host = p;
+      const auto n = static_cast<std::size_t>(p.value->size());
+      param.value = context_.allocator.allocate(n);
+      param.grad = context_.allocator.allocate(n);
+      param.first = context_.allocator.allocate(n);
+      param.second = context_.allocator.allocate(optimizer.kind == OptimizerKind::adam ? n : 0);
+      fill_zero(param.first, context_.stream);
+      if (!param.second.empty()) fill_zero(param.second, context_.stream);
+      params_.push_back(std::move(param));
+    }
+    shape = st.out_shape;
+    stages_.push_back(std::move(st));
+  }
+  outputs_.resize(stages_.size());
+  grads_.resize(stages_.size());
+  upload_parameters();
+}
+
+DeviceModel::~DeviceModel() = default;
+
+void DeviceModel::upload_parameters() {
+  for (Parameter& p : params_) copy_to_device(p.host.value->values(), p.value, context_.stream);
+  context_.stream.synchronize();
+}
+
+void DeviceModel::download_parameters() {
+  for (Parameter& p : params_) copy_to_host(p.value, p.host.value->values(), context_.stream);
+  context_.stream.synchronize();
+}
+
+const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, std::uint64_t step,
+                                         std::uint64_t first_sample) {
+  const std::int64_t batch = images.dim(0);
+  DeviceAllocator& allocator = context_.allocator;
+  const cudaStream_t stream = context_.stream.get();
+  resize(allocator, input_, images.size());
+  copy_to_device(images.values(), input_, context_.stream);
+  const DeviceBuffer* in = &input_;
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    Stage& st = stages_[i];
+    DeviceBuffer& out = outputs_[i];
+    resize(allocator, out, batch * st.out_size);
+    switch (st.kind) {
+      case Stage::Kind::dense:
+        dense_forward(context_.blas, {batch, st.in_size, st.out_size}, in->data(),
+                      params_[static_cast<std::size_t>(st.weight)].value.data(),
+                      params_[static_cast<std::size_t>(st.bias)].value.data(), out.data(), stream);
+        break;
+      case Stage::Kind::conv:
+        if (!st.convolution || st.conv.batch != batch) {
+          st.conv.batch = batch;
+          st.convolution.reset();  // its workspace back to the cache first
+          st.convolution = std::make_unique<Convolution>(context_.cudnn, st.conv, allocator);
+        }
+        st.convolution->forward(
+            in->data(), params_[static_cast<std::size_t>(st.weight)].value.data(),
+            params_[static_cast<std::size_t>(st.bias)].value.data(), out.data());
+        if (st.relu)
+          activation_forward(Activation::relu, 0.0f, out.data(), out.data(), batch * st.out_size,
+                             stream);
+        break;
+      case Stage::Kind::pool:
+        if (!st.pooling || st.pool.batch != batch) {
+          st.pool.batch = batch;
+          st.pooling = std::make_unique<Pooling>(context_.cudnn, st.pool);
+        }
+        st.pooling->forward(in->data(), out.data());
+        break;
+      case Stage::Kind::flatten:
+        copy_device(in->data(), out.data(), batch * st.out_size, context_.stream);
+        break;
+      case Stage::Kind::dropout:
+        if (training && st.rate > 0.0f) {
+          resize(allocator, st.mask, batch * st.out_size);
+          dropout_forward(in->data(), out.data(), st.mask.data(), batch, st.out_size,
+                          {st.dropout->key(), step, first_sample, st.rate}, stream);
+        } else {
+          copy_device(in->data(), out.data(), batch * st.out_size, context_.stream);
+        }
+        break;
+      case Stage::Kind::activation:
+        activation_forward(st.activation, st.alpha, in->data(), out.data(), batch * st.out_size,
+                           stream);
+        break;
+    }
+    in = &out;
+  }
+  batch_ = batch;
+  return *in;
+}
+
+DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const std::int32_t> labels,
+                                         double grad_divisor, double lr, std::uint64_t step,
+                                         std::uint64_t first_sample) {
+  const std::int64_t batch = images.dim(0);
+  if (static_cast<std::int64_t>(labels.size()) != batch)
+    throw std::invalid_argument(
+        fmt::format("DeviceModel: {} labels for a batch of {}", labels.size(), batch));
+  DeviceAllocator& allocator = context_.allocator;
+  const cudaStream_t stream = context_.stream.get();
+  const DeviceBuffer& logits = forward(images, true, step, first_sample);
+  const std::int64_t classes = stages_.back().out_size;
+
+  // Labels travel as int32 bits in a float buffer: the allocator hands out floats.
+  resize(allocator, labels_, batch);
+  std::vector<float> label_bits(static_cast<std::size_t>(batch));
+  std::memcpy(label_bits.data(), labels.data(), labels.size_bytes());
+  copy_to_device(label_bits, labels_, context_.stream);
+  resize(allocator, row_loss_, batch);
+  resize(allocator, grad_logits_, batch * classes);
+  softmax_cross_entropy(logits.data(), reinterpret_cast<const std::int32_t*>(labels_.data()),
+                        row_loss_.data(), grad_logits_.data(), batch, classes,
+                        static_cast<float>(grad_divisor), stream);
+
+  for (std::size_t i = stages_.size(); i-- > 0;) {
+    Stage& st = stages_[i];
+    const DeviceBuffer& in = i == 0 ? input_ : outputs_[i - 1];
+    const DeviceBuffer& out = outputs_[i];
+    const DeviceBuffer& grad_out = i + 1 == stages_.size() ? grad_logits_ : grads_[i];
+    DeviceBuffer* grad_in = i == 0 ? nullptr : &grads_[i - 1];
+    if (grad_in != nullptr) resize(allocator, *grad_in, batch * st.in_size);
+    float* dx = grad_in != nullptr ? grad_in->data() : nullptr;
+    switch (st.kind) {
+      case Stage::Kind::dense: {
+        Parameter& w = params_[static_cast<std::size_t>(st.weight)];
+        Parameter& b = params_[static_cast<std::size_t>(st.bias)];
+        dense_backward(context_.blas, {batch, st.in_size, st.out_size}, in.data(), w.value.data(),
+                       grad_out.data(), w.grad.data(), b.grad.data(), dx, stream);
+        break;
+      }
+      case Stage::Kind::conv: {
+        const float* dy = grad_out.data();
+        if (st.relu) {
+          // relu(z)' is 1 where the output is positive: the output stands in for z.
+          resize(allocator, st.masked_grad, batch * st.out_size);
+          activation_backward(Activation::relu, 0.0f, out.data(), out.data(), dy,
+                              st.masked_grad.data(), batch * st.out_size, stream);
+          dy = st.masked_grad.data();
+        }
+        Parameter& w = params_[static_cast<std::size_t>(st.weight)];
+        Parameter& b = params_[static_cast<std::size_t>(st.bias)];
+        st.convolution->backward(in.data(), w.value.data(), dy, w.grad.data(), b.grad.data(), dx);
+        break;
+      }
+      case Stage::Kind::pool:
+        if (dx != nullptr) st.pooling->backward(in.data(), out.data(), grad_out.data(), dx);
+        break;
+      case Stage::Kind::flatten:
+        if (dx != nullptr) copy_device(grad_out.data(), dx, batch * st.in_size, context_.stream);
+        break;
+      case Stage::Kind::dropout:
+        if (dx != nullptr) {
+          if (st.rate > 0.0f)
+            dropout_backward(grad_out.data(), st.mask.data(), dx, batch * st.in_size, stream);
+          else
+            copy_device(grad_out.data(), dx, batch * st.in_size, context_.stream);
+        }
+        break;
+      case Stage::Kind::activation:
+        if (dx != nullptr)
+          activation_backward(st.activation, st.alpha, in.data(), out.data(), grad_out.data(), dx,
+                              batch * st.in_size, stream);
+        break;
+    }
+  }
+
+  ++steps_;
+  const double t = static_cast<double>(steps_);
+  for (Parameter& p : params_) {
+    if (!p.host.trainable) continue;
+    const auto n = static_cast<std::int64_t>(p.value.size());
+    const double rate = lr * p.host.lr_scale;
+    if (optimizer_.kind == OptimizerKind::adam) {
+      AdamStep s;
+      s.step_size = static_cast<float>(rate / (1.0 - std::pow(optimizer_.beta1, t)));
+      s.inv_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(optimizer_.beta2, t)));
+      s.beta1 = static_cast<float>(optimizer_.beta1);
+      s.beta2 = static_cast<float>(optimizer_.beta2);
+      s.eps = static_cast<float>(optimizer_.eps);
+      s.weight_decay = static_cast<float>(optimizer_.weight_decay);
+      adam_update(p.value.data(), p.grad.data(), p.first.data(), p.second.data(), n, s, stream);
+    } else {
+      const SgdStep s{static_cast<float>(rate), static_cast<float>(optimizer_.momentum),
+                      static_cast<float>(optimizer_.weight_decay), optimizer_.nesterov,
+                      steps_ == 1};
+      sgd_update(p.value.data(), p.grad.data(), p.first.data(), n, s, stream);
+    }
+  }
+
+  std::vector<float> losses(static_cast<std::size_t>(batch));
+  copy_to_host(row_loss_, losses, context_.stream);
+  Tensor host_logits({batch, classes});
+  copy_to_host(logits, host_logits.values(), context_.stream);
+  context_.stream.synchronize();
+  DeviceStepResult result;
+  for (float l : losses) result.loss_sum += l;
+  result.correct = count_correct(host_logits, labels);
+  return result;
+}
+
+Tensor DeviceModel::predict(const Tensor& images) {
+  const DeviceBuffer& logits = forward(images, false, 0, 0);
+  Tensor host_logits({images.dim(0), stages_.back().out_size});
+  copy_to_host(logits, host_logits.values(), context_.stream);
+  context_.stream.synchronize();
+  return host_logits;
+}
+
+}  // namespace strata::cuda

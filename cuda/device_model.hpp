@@ -1,0 +1,78 @@
+// A model's layers on one GPU, for training: built from the same layer specs as a host Model (a
+// conv followed by a relu fused, as the Model fuses them) and bound to that Model's parameters,
+// which it copies in and out, so that checkpoints, evaluation on the host and the rest of strata
+// keep reading the host Model. A step runs forward, softmax cross-entropy, backward and the
+// optimizer's update on the device, one layer after the other, with cuDNN, cuBLAS and the kernels
+// of cuda_kernels.hpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/model.hpp"
+#include "cuda/conv_cudnn.hpp"
+#include "cuda/dense_gemm.hpp"
+#include "cuda/device_memory.hpp"
+
+namespace strata::cuda {
+
+// What a device model runs on: a stream, its allocator and the library handles bound to it.
+struct DeviceContext {
+  explicit DeviceContext(int device) : allocator(device), blas(stream.get()), cudnn(stream.get()) {}
+  Stream stream;
+  DeviceAllocator allocator;
+  BlasHandle blas;
+  CudnnHandle cudnn;
+};
+
+struct DeviceStepResult {
+  double loss_sum = 0.0;  // over the batch's samples
+  std::int64_t correct = 0;
+};
+
+class DeviceModel {
+ public:
+  // `host` was built from `specs` without a layer factory; both and `context` must outlive this
+  // object. Throws std::invalid_argument for a layer the device cannot run (a model-parallel
+  // split). Copies the host parameters to the device.
+  DeviceModel(Model& host, const std::vector<LayerSpec>& specs, const OptimizerSpec& optimizer,
+              DeviceContext& context);
+  ~DeviceModel();
+  DeviceModel(const DeviceModel&) = delete;
+  DeviceModel& operator=(const DeviceModel&) = delete;
+
+  // Host parameters to the device (after the host Model loaded a checkpoint), and back (before
+  // the host Model is saved or evaluated).
+  void upload_parameters();
+  void download_parameters();
+
+  // One optimizer step on `images` ([batch, C, H, W] or [batch, features], plain layout) and
+  // `labels`: gradients are the batch's summed loss divided by `grad_divisor` (the global batch),
+  // as Trainer's. `step` and `first_sample` place dropout's noise as on the CPU.
+  DeviceStepResult train_step(const Tensor& images, std::span<const std::int32_t> labels,
+                              double grad_divisor, double lr, std::uint64_t step,
+                              std::uint64_t first_sample);
+  // The logits [batch, classes] of `images`, without dropout.
+  Tensor predict(const Tensor& images);
+
+  std::int64_t steps_taken() const { return steps_; }
+
+ private:
+  struct Stage;
+  struct Parameter;
+  const DeviceBuffer& forward(const Tensor& images, bool training, std::uint64_t step,
+                              std::uint64_t first_sample);
+
+  DeviceContext& context_;
+  OptimizerSpec optimizer_;
+  std::vector<Stage> stages_;
+  std::vector<Parameter> params_;
+  std::vector<DeviceBuffer> outputs_, grads_;
+  DeviceBuffer input_, labels_, row_loss_, grad_logits_;
+  std::int64_t batch_ = 0, steps_ = 0;
+};
+
+}  // namespace strata::cuda

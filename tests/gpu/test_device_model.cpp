@@ -1,0 +1,87 @@
+// A model trained on the GPU (DeviceModel) against the same model trained on the CPU from the same
+// initial weights: losses and parameters after three SGD and Adam steps, dropout included.
+#include <catch2/catch.hpp>
+
+#include "core/loss.hpp"
+#include "core/model.hpp"
+#include "core/optimizer.hpp"
+#include "cuda/device_model.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+namespace {
+
+using strata::LayerKind;
+using strata::LayerSpec;
+using strata::Tensor;
+
+LayerSpec spec(LayerKind kind, std::string name) {
+  LayerSpec s;
+  s.kind = kind;
+  s.name = std::move(name);
+  return s;
+}
+
+std::vector<LayerSpec> small_cnn() {
+  LayerSpec conv = spec(LayerKind::conv2d, "conv");
+  conv.filters = 6;
+  conv.kernel = 3;
+  conv.padding = 1;
+  conv.init = strata::InitKind::glorot;
+  LayerSpec pool = spec(LayerKind::maxpool2d, "pool");
+  pool.size = pool.stride = 2;
+  LayerSpec drop = spec(LayerKind::dropout, "drop");
+  drop.rate = 0.25f;
+  LayerSpec fc1 = spec(LayerKind::dense, "fc1");
+  fc1.units = 16;
+  fc1.init = strata::InitKind::glorot;
+  LayerSpec fc2 = spec(LayerKind::dense, "fc2");
+  fc2.units = 4;
+  fc2.init = strata::InitKind::glorot;
+  return {conv, spec(LayerKind::relu, "relu"), pool, spec(LayerKind::flatten, "flat"), drop,
+          fc1,  spec(LayerKind::tanh, "tanh"), fc2};
+}
+
+}  // namespace
+
+TEST_CASE("a CNN trained on the GPU follows the same CNN trained on the CPU", "[gpu]") {
+  const strata::Shape input{2, 10, 10};
+  for (const auto kind : {strata::OptimizerKind::sgd, strata::OptimizerKind::adam}) {
+    strata::OptimizerSpec optimizer;
+    optimizer.kind = kind;
+    optimizer.momentum = 0.9;
+    optimizer.weight_decay = 1e-4;
+    strata::Model cpu(small_cnn(), input, 4, 7), on_gpu(small_cnn(), input, 4, 7);
+    auto cpu_optimizer = strata::make_optimizer(optimizer);
+    strata::cuda::DeviceContext context(strata::cuda::bind_rank_to_device(0));
+    strata::cuda::DeviceModel device(on_gpu, small_cnn(), optimizer, context);
+    const std::int64_t batch = 12;
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      Tensor images({batch, 2, 10, 10}, strata::test::random_values(batch * 200, 60 + step));
+      std::vector<std::int32_t> labels(batch);
+      for (std::int64_t b = 0; b < batch; ++b)
+        labels[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b + step) % 4);
+      cpu.set_noise_position(step, 0);
+      Tensor grad_logits;
+      const double loss =
+          strata::softmax_cross_entropy(cpu.forward(images, true), labels, grad_logits);
+      cpu.backward(images, grad_logits);
+      cpu_optimizer->step(cpu.params(), 0.05);
+      const auto result =
+          device.train_step(images, labels, static_cast<double>(batch), 0.05, step, 0);
+      INFO("step " << step << (kind == strata::OptimizerKind::adam ? ", adam" : ", sgd"));
+      CHECK(result.loss_sum / batch == Approx(loss).epsilon(1e-4));
+    }
+    device.download_parameters();
+    const auto want = cpu.params(), got = on_gpu.params();
+    REQUIRE(want.size() == got.size());
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      INFO(want[k].name);
+      CHECK(strata::test::all_close(got[k].value->values(), want[k].value->values()));
+    }
+    // Evaluation (no dropout) gives the CPU's logits from the same weights.
+    Tensor images({5, 2, 10, 10}, strata::test::random_values(1000, 70));
+    const Tensor logits = device.predict(images);
+    const Tensor& expected = cpu.forward(images, false);
+    CHECK(strata::test::all_close(logits.values(), expected.values()));
+  }
+}
