@@ -26,6 +26,7 @@
 
 #include "core/config_names.hpp"
 #include "core/config_reader.hpp"
+#include "core/device.hpp"
 #include "core/config_tree.hpp"
 #include "core/errors.hpp"
 #include "core/search_config.hpp"
@@ -40,12 +41,17 @@ using namespace config_reader;
 // Sections
 
 RunSection parse_run(const MapReader& m) {
-  static constexpr std::string_view known[] = {"name", "seed", "threads"};
+  static constexpr std::string_view known[] = {"name", "seed", "threads", "device"};
   m.allow_only(known);
   RunSection run;
   read(m, "name", run.name);
   read(m, "seed", run.seed);
   read(m, "threads", run.threads, at_least_0);
+  read(m, "device", run.device, EnumNames<DeviceChoice>::choices, "device");
+  if (run.device == DeviceChoice::cuda && !built_with_cuda())
+    m.require("device").fail(
+        "this strata was built without CUDA (no CUDA toolkit, cuDNN or NCCL at build time): "
+        "run.device must be auto or cpu");
   return run;
 }
 

@@ -140,10 +140,15 @@ struct TrainingConfig {
   std::vector<LrGroup> lr_groups;
 };
 
+// Where a rank's forward and backward passes run (docs/gpu.md): a GPU when `auto` finds one and
+// the layers can run there, or as `cpu` / `cuda` say.
+enum class DeviceChoice { automatic, cpu, cuda };
+
 struct RunSection {
   std::string name = "run";
   std::uint64_t seed = 1;
   int threads = 0;  // CPU threads for this rank; 0 = all cores the process may use
+  DeviceChoice device = DeviceChoice::automatic;
 };
 
 struct OutputConfig {

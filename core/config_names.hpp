@@ -61,6 +61,12 @@ struct EnumNames<LrScaling> {
       {{"linear", LrScaling::linear}, {"none", LrScaling::none}}};
 };
 template <>
+struct EnumNames<DeviceChoice> {
+  static constexpr std::array<Choice<DeviceChoice>, 3> choices{{{"auto", DeviceChoice::automatic},
+                                                                {"cpu", DeviceChoice::cpu},
+                                                                {"cuda", DeviceChoice::cuda}}};
+};
+template <>
 struct EnumNames<AllreduceKind> {
   static constexpr std::array<Choice<AllreduceKind>, 3> choices{
       {{"auto", AllreduceKind::automatic},

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/errors.hpp"
+
 #ifdef STRATA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -23,15 +25,46 @@ DeviceReport detect_devices() {
     return r;
   }
   r.cuda_devices = count;
-  r.summary =
-      count > 0 ? fmt::format("CPU ({} CUDA GPU(s) visible; this version's kernels run on the CPU)",
-                              count)
-                : std::string("CPU (no CUDA GPU visible)");
+  if (count == 0) {
+    r.summary = "CPU (no CUDA GPU visible)";
+    r.detail = "the CUDA runtime sees no GPU";
+    return r;
+  }
+  cudaDeviceProp props{};
+  const bool named = cudaGetDeviceProperties(&props, 0) == cudaSuccess;
+  r.detail = fmt::format("{} CUDA GPU(s) visible{}", count,
+                         named ? fmt::format(" ({})", props.name) : std::string());
+  r.summary = fmt::format("CPU ({})", r.detail);
 #else
   r.summary = "CPU (built without CUDA)";
   r.detail = "built without CUDA";
 #endif
   return r;
+}
+
+bool built_with_cuda() {
+#ifdef STRATA_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool trains_on_gpu(DeviceChoice choice, int model_shards, const DeviceReport& devices) {
+  if (choice == DeviceChoice::cpu) return false;
+  const bool gpu_here = devices.cuda_built && devices.cuda_devices > 0;
+  if (choice == DeviceChoice::cuda) {
+    if (!gpu_here)
+      throw ConfigError(
+          fmt::format("run.device: cuda, but this rank has no GPU to train on: {}",
+                      devices.cuda_built ? devices.detail : std::string("built without CUDA")));
+    if (model_shards > 1)
+      throw ConfigError(fmt::format(
+          "run.device: cuda, but the model is split over M = {} ranks, and model-parallel layers "
+          "run on the CPU only; use run.device: auto or cpu, or parallel.model: 1",
+          model_shards));
+  }
+  return gpu_here && model_shards == 1;
 }
 
 }  // namespace strata

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "core/config.hpp"
+
 namespace strata {
 
 struct DeviceReport {
@@ -14,5 +16,15 @@ struct DeviceReport {
 
 // Never fails: a machine without a GPU or driver gets a report that says so.
 DeviceReport detect_devices();
+
+// Whether this build has the CUDA backend.
+bool built_with_cuda();
+
+// Whether a rank trains its forward and backward passes on a GPU: `auto` when `devices` has one
+// and the model is not split (model-parallel layers run on the CPU), `cuda` likewise or a
+// ConfigError that says why not, `cpu` never. Every rank decides for itself; ranks of one group
+// that decide differently still train alike, since the optimizer and the gradient sums stay on
+// the CPU.
+bool trains_on_gpu(DeviceChoice choice, int model_shards, const DeviceReport& devices);
 
 }  // namespace strata

@@ -168,6 +168,14 @@ void Trainer::apply_gradients(double lr, bool reported) {
   });
 }
 
+void Trainer::set_gradient_engine(GradientEngine* engine) {
+  if (engine != nullptr && pool_.size() != 1)
+    throw std::invalid_argument(
+        fmt::format("a gradient engine replaces the worker threads: the trainer must run 1, not {}",
+                    pool_.size()));
+  engine_ = engine;
+}
+
 void Trainer::set_trace(Trace* trace) {
   trace_ = trace;
   for (Model& replica : replicas_) replica.set_trace(trace);
@@ -216,6 +224,14 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
     const TraceSpan read(trace_, "data read", "data");
     gather_batch(data_.train, batch, shard_images_, shard_labels_);
   }
+  if (engine_ != nullptr) {
+    const TraceSpan pass(trace_, "forward and backward", "compute");
+    const auto result = engine_->gradients(
+        shard_images_, shard_labels_, scale, static_cast<std::uint64_t>(position_.global_step),
+        static_cast<std::uint64_t>(first_sample + replica * local));
+    correct += result.correct;
+    return result.loss_sum;
+  }
   const std::int64_t sample = shard_images_.size() / std::max<std::int64_t>(local, 1);
   const int threads = pool_.size();
   pool_.run([&](int i) {
@@ -252,7 +268,8 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
   const auto scale = static_cast<double>(global_batch.size());
   // A single worker without accumulation hands each layer's gradients to sync_ as backward
   // finishes it, so the reduction of late layers overlaps the backward pass of early ones.
-  const bool overlap = sync_ != nullptr && pool_.size() == 1 && accumulate_ == 1;
+  const bool overlap =
+      sync_ != nullptr && pool_.size() == 1 && accumulate_ == 1 && engine_ == nullptr;
   std::function<void(std::size_t)> on_layer_done;
   if (overlap)
     on_layer_done = [this](std::size_t layer) {

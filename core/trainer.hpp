@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/gradient_engine.hpp"
 #include "core/gradient_sync.hpp"
 #include "core/lr_schedule.hpp"
 #include "core/model.hpp"
@@ -106,6 +107,11 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
+  // From now on every step's forward and backward pass runs on `engine` (a GPU), which must
+  // outlive the trainer's use of it; the optimizer, gradient sums, evaluation and checkpoints stay
+  // on the host. Needs one worker thread (std::invalid_argument otherwise).
+  void set_gradient_engine(GradientEngine* engine);
+  const GradientEngine* gradient_engine() const { return engine_; }
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on
   // `trace` (null: off).
   void set_trace(Trace* trace);
@@ -152,6 +158,7 @@ class Trainer {
   const Config& config_;
   const TrainingData& data_;
   GradientSync* sync_;
+  GradientEngine* engine_ = nullptr;
   WorkerPool pool_;
   std::vector<Model> replicas_;
   std::vector<std::vector<Param>> replica_params_;  // replica_params_[r]: replica r's parameters

@@ -238,9 +238,10 @@ const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, st
   return *in;
 }
 
-DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const std::int32_t> labels,
-                                         double grad_divisor, double lr, std::uint64_t step,
-                                         std::uint64_t first_sample) {
+const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
+                                                  std::span<const std::int32_t> labels,
+                                                  double grad_divisor, std::uint64_t step,
+                                                  std::uint64_t first_sample) {
   const std::int64_t batch = images.dim(0);
   if (static_cast<std::int64_t>(labels.size()) != batch)
     throw std::invalid_argument(
@@ -312,7 +313,14 @@ DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const s
         break;
     }
   }
+  return logits;
+}
 
+DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const std::int32_t> labels,
+                                         double grad_divisor, double lr, std::uint64_t step,
+                                         std::uint64_t first_sample) {
+  const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
+  const cudaStream_t stream = context_.stream.get();
   ++steps_;
   const double t = static_cast<double>(steps_);
   for (Parameter& p : params_) {
@@ -336,15 +344,39 @@ DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const s
     }
   }
 
-  std::vector<float> losses(static_cast<std::size_t>(batch));
+  const Result r = batch_result(logits, labels);
+  return {r.loss_sum, r.correct};
+}
+
+GradientEngine::Result DeviceModel::batch_result(const DeviceBuffer& logits,
+                                                 std::span<const std::int32_t> labels) {
+  const auto batch = static_cast<std::int64_t>(labels.size());
+  std::vector<float> losses(labels.size());
   copy_to_host(row_loss_, losses, context_.stream);
-  Tensor host_logits({batch, classes});
+  Tensor host_logits({batch, stages_.back().out_size});
   copy_to_host(logits, host_logits.values(), context_.stream);
   context_.stream.synchronize();
-  DeviceStepResult result;
+  Result result;
   for (float l : losses) result.loss_sum += l;
   result.correct = count_correct(host_logits, labels);
   return result;
+}
+
+GradientEngine::Result DeviceModel::gradients(const Tensor& images,
+                                              std::span<const std::int32_t> labels,
+                                              double grad_divisor, std::uint64_t step,
+                                              std::uint64_t first_sample) {
+  for (Parameter& p : params_) copy_to_device(p.host.value->values(), p.value, context_.stream);
+  const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
+  for (Parameter& p : params_) copy_to_host(p.grad, p.host.grad->values(), context_.stream);
+  return batch_result(logits, labels);  // synchronizes: the host gradients are complete
+}
+
+std::string DeviceModel::where() const {
+  cudaDeviceProp props{};
+  const bool named = cudaGetDeviceProperties(&props, context_.allocator.device()) == cudaSuccess;
+  return fmt::format("GPU {}{}", context_.allocator.device(),
+                     named ? fmt::format(" ({})", props.name) : std::string());
 }
 
 Tensor DeviceModel::predict(const Tensor& images) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/gradient_engine.hpp"
 #include "core/model.hpp"
 #include "cuda/conv_cudnn.hpp"
 #include "cuda/dense_gemm.hpp"
@@ -33,14 +34,14 @@ struct DeviceStepResult {
   std::int64_t correct = 0;
 };
 
-class DeviceModel {
+class DeviceModel final : public GradientEngine {
  public:
   // `host` was built from `specs` without a layer factory; both and `context` must outlive this
   // object. Throws std::invalid_argument for a layer the device cannot run (a model-parallel
   // split). Copies the host parameters to the device.
   DeviceModel(Model& host, const std::vector<LayerSpec>& specs, const OptimizerSpec& optimizer,
               DeviceContext& context);
-  ~DeviceModel();
+  ~DeviceModel() override;
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;
 
@@ -58,6 +59,12 @@ class DeviceModel {
   // The logits [batch, classes] of `images`, without dropout.
   Tensor predict(const Tensor& images);
 
+  // GradientEngine, for the host Trainer: the host parameters in, forward and backward on the
+  // device, the gradients out into the host parameters' gradient tensors.
+  Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
+                   std::uint64_t step, std::uint64_t first_sample) override;
+  std::string where() const override;
+
   std::int64_t steps_taken() const { return steps_; }
 
  private:
@@ -65,6 +72,12 @@ class DeviceModel {
   struct Parameter;
   const DeviceBuffer& forward(const Tensor& images, bool training, std::uint64_t step,
                               std::uint64_t first_sample);
+  // Forward, loss and backward: every parameter's device gradient. Returns the logits.
+  const DeviceBuffer& forward_backward(const Tensor& images, std::span<const std::int32_t> labels,
+                                       double grad_divisor, std::uint64_t step,
+                                       std::uint64_t first_sample);
+  // The batch's summed loss and correct predictions (waits for the stream).
+  Result batch_result(const DeviceBuffer& logits, std::span<const std::int32_t> labels);
 
   DeviceContext& context_;
   OptimizerSpec optimizer_;
@@ -73,6 +86,24 @@ class DeviceModel {
   std::vector<DeviceBuffer> outputs_, grads_;
   DeviceBuffer input_, labels_, row_loss_, grad_logits_;
   std::int64_t batch_ = 0, steps_ = 0;
+};
+
+// A DeviceModel with the context it runs on, as one GradientEngine: what a host Trainer takes.
+class GpuGradients final : public GradientEngine {
+ public:
+  // `device` must be current (bind_rank_to_device); `host` and `specs` as for DeviceModel.
+  GpuGradients(Model& host, const std::vector<LayerSpec>& specs, const OptimizerSpec& optimizer,
+               int device)
+      : context_(device), model_(host, specs, optimizer, context_) {}
+  Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
+                   std::uint64_t step, std::uint64_t first_sample) override {
+    return model_.gradients(images, labels, grad_divisor, step, first_sample);
+  }
+  std::string where() const override { return model_.where(); }
+
+ private:
+  DeviceContext context_;
+  DeviceModel model_;
 };
 
 }  // namespace strata::cuda

@@ -31,7 +31,11 @@ std::string data_line(const TrainingData& data) {
 // What the run computes with, once, before any training starts.
 void print_startup(const StageContext& c, const TrainingData& data, Trainer& trainer) {
   const auto report = kernel_report();
-  fmt::print("[device] {}\n", detect_devices().summary);
+  if (const GradientEngine* gpu = trainer.gradient_engine())
+    fmt::print("[device] forward and backward on {}; optimizer and gradient sums on the CPU\n",
+               gpu->where());
+  else
+    fmt::print("[device] {}\n", detect_devices().summary);
   fmt::print(
       "[kernels] oneDNN {} on {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
       report.onednn_version, report.onednn_isa, report.cpu_best, trainer.threads());

@@ -10,11 +10,16 @@
 
 #include "core/checkpoint_file.hpp"
 #include "core/clock.hpp"
+#include "core/device.hpp"
 #include "core/errors.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/fault_injection.hpp"
 #include "parallel/model_parallel_layers.hpp"
 #include "parallel/state_gather.hpp"
+
+#ifdef STRATA_HAVE_CUDA
+#include "cuda/device_model.hpp"
+#endif
 
 namespace strata {
 
@@ -46,11 +51,21 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   GradientSync* gradients = sync          ? static_cast<GradientSync*>(&*sync)
                             : shared_sync ? static_cast<GradientSync*>(&*shared_sync)
                                           : nullptr;
+  // Each rank decides for itself: the optimizer and the sums stay on the CPU either way.
+  const bool on_gpu = trains_on_gpu(config.run.device, plan.model, detect_devices());
   trainer.emplace(config,
                   build_model(config, data,
                               plan.model > 1 ? model_parallel_factory(topology.model(), config.file)
                                              : LayerFactory{}),
-                  data, plan, threads, gradients);
+                  data, plan, on_gpu ? 1 : threads, gradients);
+#ifdef STRATA_HAVE_CUDA
+  if (on_gpu) {
+    const int device = cuda::bind_rank_to_device(topology.world_rank() % plan.ranks_per_node);
+    gpu = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
+                                               config.training.optimizer, device);
+    trainer->set_gradient_engine(gpu.get());
+  }
+#endif
   if (sync) sync->attach(trainer->model().trainable_params());
   if (shared_sync) shared_sync->attach(trainer->model().trainable_params());
   trainer->set_trace(trace);

@@ -33,6 +33,9 @@ struct GroupTraining {
   // One of them when D > 1, as parallel.allreduce says.
   std::optional<DataParallelSync> sync;
   std::optional<HierarchicalSync> shared_sync;
+  // The forward and backward passes on this rank's GPU, when run.device takes one (declared
+  // before the trainer, which uses it until it is destroyed).
+  std::unique_ptr<GradientEngine> gpu;
   std::optional<Trainer> trainer;
 };
 

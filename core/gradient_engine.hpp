@@ -1,0 +1,31 @@
+// Where a training step's forward and backward passes run when not on this process's CPU worker
+// threads (a GPU: cuda/DeviceModel). The engine writes the gradients of the host model's
+// parameters into their gradient tensors, so that the optimizer step, the gradient sums over
+// replicas and the checkpoints stay on the host, as in a CPU run.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/tensor.hpp"
+
+namespace strata {
+
+class GradientEngine {
+ public:
+  struct Result {
+    double loss_sum = 0.0;  // over the batch's samples
+    std::int64_t correct = 0;
+  };
+  virtual ~GradientEngine() = default;
+  // Copies the host model's parameters in first (they change with every optimizer step and
+  // every loaded checkpoint), then the batch's forward and backward pass; the host gradients are
+  // the summed loss's divided by `grad_divisor`. `step` and `first_sample` place dropout's noise.
+  virtual Result gradients(const Tensor& images, std::span<const std::int32_t> labels,
+                           double grad_divisor, std::uint64_t step, std::uint64_t first_sample) = 0;
+  // Where it runs, for the log: "GPU 0 (NVIDIA H100 80GB HBM3)".
+  virtual std::string where() const = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,51 @@
+// run.device: the config key, and which ranks train on a GPU.
+#include <catch2/catch.hpp>
+
+#include "core/config.hpp"
+#include "core/device.hpp"
+#include "core/errors.hpp"
+
+using strata::DeviceChoice;
+using strata::DeviceReport;
+using strata::trains_on_gpu;
+
+TEST_CASE("run.device parses auto, cpu and cuda, and auto is the default", "[config][device]") {
+  const std::string base =
+      "data: {source: synthetic}\nmodel: {layers: [flatten, {dense: {units: 10}}]}\n";
+  CHECK(strata::parse_config(base, "d.yaml").run.device == DeviceChoice::automatic);
+  CHECK(strata::parse_config("run: {device: cpu}\n" + base, "d.yaml").run.device ==
+        DeviceChoice::cpu);
+  if (strata::built_with_cuda())
+    CHECK(strata::parse_config("run: {device: cuda}\n" + base, "d.yaml").run.device ==
+          DeviceChoice::cuda);
+  else
+    CHECK_THROWS_WITH(
+        strata::parse_config("run: {device: cuda}\n" + base, "d.yaml"),
+        Catch::Contains("d.yaml:1:15: run.device: this strata was built without CUDA"));
+  CHECK_THROWS_WITH(strata::parse_config("run: {device: tpu}\n" + base, "d.yaml"),
+                    Catch::Contains("d.yaml:1:15") && Catch::Contains("tpu"));
+}
+
+TEST_CASE("a rank trains on a GPU when one is there and the model is not split", "[device]") {
+  DeviceReport none;
+  none.cuda_built = true;
+  none.detail = "the CUDA runtime found no usable GPU: 35 CUDA driver version is insufficient";
+  DeviceReport one = none;
+  one.cuda_devices = 1;
+  DeviceReport unbuilt;
+
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::cpu, 1, one));
+  CHECK(trains_on_gpu(DeviceChoice::automatic, 1, one));
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, 2, one));  // model-parallel layers: CPU
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, 1, none));
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, 1, unbuilt));
+  CHECK(trains_on_gpu(DeviceChoice::cuda, 1, one));
+  CHECK_THROWS_AS(trains_on_gpu(DeviceChoice::cuda, 1, none), strata::ConfigError);
+  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 1, none),
+                    Catch::Contains("run.device: cuda, but this rank has no GPU to train on: the "
+                                    "CUDA runtime found no usable GPU: 35"));
+  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 1, unbuilt),
+                    Catch::Contains("built without CUDA"));
+  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 2, one),
+                    Catch::Contains("split over M = 2 ranks"));
+}
