@@ -51,15 +51,15 @@ int as_int(std::int64_t n) {
   return static_cast<int>(n);
 }
 
-// The first result that succeeded, is deterministic and fits the limit: cuDNN lists them
-// fastest first.
+// The first result that succeeded, is deterministic, computes in plain fp32 (CUDNN_FMA_MATH:
+// no TF32, so that it matches the CPU) and fits the limit: cuDNN lists them fastest first.
 template <typename Perf, std::size_t N>
 const Perf& pick(const std::array<Perf, N>& results, int count, std::size_t limit,
                  const char* pass) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
     if (r.status == CUDNN_STATUS_SUCCESS && r.determinism == CUDNN_DETERMINISTIC &&
-        r.memory <= limit)
+        r.mathType == CUDNN_FMA_MATH && r.memory <= limit)
       return r;
   }
   throw CudaError(
@@ -125,7 +125,22 @@ Convolution::Convolution(const CudnnHandle& cudnn, const ConvShape& s, DeviceAll
   d_->forward_algo = f.algo;
   d_->data_algo = b.algo;
   d_->filter_algo = w.algo;
-  const std::size_t bytes = std::max({f.memory, b.memory, w.memory});
+  // The workspace each chosen algorithm needs under this descriptor, as cuDNN states it.
+  std::size_t forward_bytes = 0, data_bytes = 0, filter_bytes = 0;
+  check(cudnnGetConvolutionForwardWorkspaceSize(cudnn.get(), d_->input.get(), d_->filter.get(),
+                                                d_->conv.get(), d_->output.get(), f.algo,
+                                                &forward_bytes),
+        "cudnnGetConvolutionForwardWorkspaceSize");
+  check(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn.get(), d_->filter.get(),
+                                                     d_->output.get(), d_->conv.get(),
+                                                     d_->input.get(), b.algo, &data_bytes),
+        "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  check(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn.get(), d_->input.get(),
+                                                       d_->output.get(), d_->conv.get(),
+                                                       d_->filter.get(), w.algo, &filter_bytes),
+        "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  const std::size_t bytes =
+      std::max({f.memory, b.memory, w.memory, forward_bytes, data_bytes, filter_bytes});
   if (bytes > 0) workspace_ = allocator.allocate((bytes + sizeof(float) - 1) / sizeof(float));
 }
 

@@ -151,10 +151,6 @@ DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
       const auto n = static_cast<std::size_t>(p.value->size());
       param.value = context_.allocator.allocate(n);
       param.grad = context_.allocator.allocate(n);
-      param.first = context_.allocator.allocate(n);
-      param.second = context_.allocator.allocate(optimizer.kind == OptimizerKind::adam ? n : 0);
-      fill_zero(param.first, context_.stream);
-      if (!param.second.empty()) fill_zero(param.second, context_.stream);
       params_.push_back(std::move(param));
     }
     shape = st.out_shape;
@@ -253,9 +249,9 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
 
   // Labels travel as int32 bits in a float buffer: the allocator hands out floats.
   resize(allocator, labels_, batch);
-  std::vector<float> label_bits(static_cast<std::size_t>(batch));
-  std::memcpy(label_bits.data(), labels.data(), labels.size_bytes());
-  copy_to_device(label_bits, labels_, context_.stream);
+  label_bits_.resize(static_cast<std::size_t>(batch));
+  std::memcpy(label_bits_.data(), labels.data(), labels.size_bytes());
+  copy_to_device(label_bits_, labels_, context_.stream);
   resize(allocator, row_loss_, batch);
   resize(allocator, grad_logits_, batch * classes);
   softmax_cross_entropy(logits.data(), reinterpret_cast<const std::int32_t*>(labels_.data()),
@@ -321,6 +317,17 @@ DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const s
                                          std::uint64_t first_sample) {
   const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
   const cudaStream_t stream = context_.stream.get();
+  // The optimizer's state, made at the first step: the host Trainer's path never needs it.
+  if (steps_ == 0)
+    for (Parameter& p : params_) {
+      const std::size_t n = p.value.size();
+      p.first = context_.allocator.allocate(n);
+      fill_zero(p.first, context_.stream);
+      if (optimizer_.kind == OptimizerKind::adam) {
+        p.second = context_.allocator.allocate(n);
+        fill_zero(p.second, context_.stream);
+      }
+    }
   ++steps_;
   const double t = static_cast<double>(steps_);
   for (Parameter& p : params_) {

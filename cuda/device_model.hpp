@@ -85,6 +85,7 @@ class DeviceModel final : public GradientEngine {
   std::vector<Parameter> params_;
   std::vector<DeviceBuffer> outputs_, grads_;
   DeviceBuffer input_, labels_, row_loss_, grad_logits_;
+  std::vector<float> label_bits_;  // the labels as uploaded: alive until the stream has read them
   std::int64_t batch_ = 0, steps_ = 0;
 };
 

@@ -18,6 +18,7 @@
 #include "parallel/state_gather.hpp"
 
 #ifdef STRATA_HAVE_CUDA
+#include "cuda/cuda_check.hpp"
 #include "cuda/device_model.hpp"
 #endif
 
@@ -53,17 +54,34 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                                           : nullptr;
   // Each rank decides for itself: the optimizer and the sums stay on the CPU either way.
   const bool on_gpu = trains_on_gpu(config.run.device, plan.model, detect_devices());
-  trainer.emplace(config,
-                  build_model(config, data,
-                              plan.model > 1 ? model_parallel_factory(topology.model(), config.file)
-                                             : LayerFactory{}),
-                  data, plan, on_gpu ? 1 : threads, gradients);
+  const auto make_trainer = [&](int worker_threads) {
+    trainer.emplace(
+        config,
+        build_model(config, data,
+                    plan.model > 1 ? model_parallel_factory(topology.model(), config.file)
+                                   : LayerFactory{}),
+        data, plan, worker_threads, gradients);
+  };
+  make_trainer(on_gpu ? 1 : threads);
 #ifdef STRATA_HAVE_CUDA
   if (on_gpu) {
-    const int device = cuda::bind_rank_to_device(topology.world_rank() % plan.ranks_per_node);
-    gpu = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
-                                               config.training.optimizer, device);
-    trainer->set_gradient_engine(gpu.get());
+    try {
+      const int device = cuda::bind_rank_to_device(topology.world_rank() % plan.ranks_per_node);
+      gpu = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
+                                                 config.training.optimizer, device);
+      trainer->set_gradient_engine(gpu.get());
+    } catch (const cuda::CudaError& e) {
+      // `auto` asked for a GPU if one would do: one that cannot take the model leaves it on
+      // the CPU, with every worker thread.
+      if (config.run.device == DeviceChoice::cuda) throw;
+      fmt::print(stderr,
+                 "warning: run.device auto: the GPU cannot train this model ({}); "
+                 "training on the CPU\n",
+                 e.what());
+      gpu.reset();
+      trainer.reset();
+      make_trainer(threads);
+    }
   }
 #endif
   if (sync) sync->attach(trainer->model().trainable_params());

@@ -251,3 +251,28 @@ TEST_CASE("max pooling that applies the ReLU's derivative equals pooling then ma
     for (std::int64_t i = 0; i < fused.size(); ++i) CHECK(fused[i] == reference[i]);
   }
 }
+
+TEST_CASE("dropout draws the same mask for an element in either layout", "[layers][dropout]") {
+  Rng rng(31);
+  Tensor plain({3, 32, 4, 5});
+  strata::testing::fill_normal(plain, rng);
+  Tensor blocked;
+  convert_layout(plain, blocked, Layout::channel_blocked16);
+  DropoutLayer a("drop", 0.4f), b("drop", 0.4f);
+  for (DropoutLayer* d : {&a, &b}) {
+    d->build({32, 4, 5});
+    d->reseed_noise(99);
+    d->set_noise_position(7, 64);
+  }
+  Tensor from_plain, from_blocked;
+  a.forward(plain, from_plain, true);
+  b.forward(blocked, from_blocked, true);
+  REQUIRE(from_blocked.layout() == Layout::channel_blocked16);
+  const Tensor back = to_plain(from_blocked);
+  int dropped = 0;
+  for (std::int64_t i = 0; i < plain.size(); ++i) {
+    CHECK(back[i] == from_plain[i]);
+    dropped += from_plain[i] == 0.0f;
+  }
+  CHECK(dropped > plain.size() / 4);  // about 40% dropped: the mask is not trivial
+}
