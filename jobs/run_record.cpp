@@ -152,6 +152,8 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
   int length = 0;
   MPI_Get_processor_name(host, &length);
   const auto hosts = world.allgather_strings(std::string(host, static_cast<std::size_t>(length)));
+  const DeviceReport devices = detect_devices();
+  const auto gpus = world.allgather_strings(std::to_string(devices.cuda_devices));
   if (world.rank() != 0) return;
   // Ranks per host, in the order the hosts first appear.
   nlohmann::json per_host = nlohmann::json::array();
@@ -159,9 +161,14 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
   for (const auto& h : hosts) {
     if (!index.contains(h)) {
       index[h] = per_host.size();
-      per_host.push_back({{"host", h}, {"ranks", 0}});
+      per_host.push_back({{"host", h}, {"ranks", 0}, {"gpus", 0}});
     }
     per_host[index[h]]["ranks"] = per_host[index[h]]["ranks"].get<int>() + 1;
+  }
+  // The GPUs the CUDA runtime shows each host's ranks (0 without CUDA or a GPU).
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    auto& entry = per_host[index[hosts[r]]];
+    entry["gpus"] = std::max(entry["gpus"].get<int>(), std::stoi(gpus[r]));
   }
   nlohmann::json environment = nlohmann::json::object();
   for (const char* name : recorded_environment) {
@@ -191,8 +198,9 @@ RunRecord::RunRecord(const Config& config, const Communicator& world, std::files
                           {{"onednn_isa", kernels.onednn_isa},
                            {"cpu", kernels.cpu_best},
                            {"warning", kernels.warning},
-                           {"device", detect_devices().summary},
-                           {"device_detail", detect_devices().detail}}},
+                           {"device", devices.summary},
+                           {"device_detail", devices.detail},
+                           {"run_device", to_string(config.run.device)}}},
                          {"environment", environment}});
   record_ = {
       {"strata", {{"version", build.version}, {"git_revision", build.git_revision}}},

@@ -39,6 +39,8 @@ checks = {
     "two allocations": len(r["allocations"]) == 2,
     "first: 4 ranks, G 4, ended 0": r["allocations"][0]["world_size"] == 4
         and sum(h["ranks"] for h in r["allocations"][0]["hosts"]) == 4
+        and all(isinstance(h["gpus"], int) and h["gpus"] >= 0 for h in r["allocations"][0]["hosts"])
+        and r["allocations"][0]["kernels"]["run_device"] == "auto"
         and "G 4 member groups" in r["allocations"][0]["plan"]
         and r["allocations"][0]["exit_status"] == 0 and r["allocations"][0]["ended"],
     "second: 2 ranks, ended 0": r["allocations"][1]["world_size"] == 2 and r["allocations"][1]["exit_status"] == 0,
