@@ -49,8 +49,9 @@ MODELS = {"cnn": design_cnn, "mlp": mlp}
 class Run:
     """One model training on a fixed random data set, batches drawn from a shuffled order like strata's epochs."""
 
-    def __init__(self, model_name, batch, samples, lr, momentum):
-        self.model = MODELS[model_name]()
+    def __init__(self, model_name, batch, samples, lr, momentum, device):
+        self.device = torch.device(device)
+        self.model = MODELS[model_name]().to(self.device)
         self.batch = batch
         self.images = torch.randn(samples, 1, 28, 28)
         self.labels = torch.randint(0, 10, (samples,))
@@ -66,7 +67,10 @@ class Run:
         rows = self.order[self.cursor:self.cursor + self.batch]
         self.cursor += self.batch
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss(self.model(self.images[rows]), self.labels[rows])
+        # On a GPU each batch crosses to it, as strata's trainer uploads its shard every step.
+        images = self.images[rows].to(self.device)
+        labels = self.labels[rows].to(self.device)
+        loss = self.loss(self.model(images), labels)
         loss.backward()
         self.optimizer.step()
 
@@ -74,6 +78,8 @@ class Run:
         start = time.perf_counter()
         for _ in range(steps):
             self.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
         return time.perf_counter() - start
 
 
@@ -100,11 +106,15 @@ def main():
     parser.add_argument("--samples", type=int, default=8192, help="size of the random training set")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (tests/bench/run_gpu_bench.sh)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("torch_reference.py: torch sees no CUDA GPU", file=sys.stderr)
+        sys.exit(EXIT_NO_TORCH)
 
     torch.manual_seed(1)
     torch.set_num_threads(args.threads)
-    run = Run(args.model, args.batch, args.samples, args.lr, args.momentum)
+    run = Run(args.model, args.batch, args.samples, args.lr, args.momentum, args.device)
     rates = measure(run, args.warmup_seconds, args.seconds, args.repeats)
     print(json.dumps({
         "model": args.model,
@@ -112,6 +122,7 @@ def main():
         "samples_per_s": statistics.median(rates),
         "repeats": rates,
         "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
         "torch": torch.__version__,
         "parameters": sum(p.numel() for p in run.model.parameters()),
         "env": {k: os.environ.get(k, "") for k in ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY")},
