@@ -1,6 +1,9 @@
 #include "cuda/nccl_collectives.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -18,7 +21,7 @@ void check_nccl(ncclResult_t status, const char* call) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(const Communicator& group)
-    : rank_(group.rank()), size_(group.size()) {
+    : rank_(group.rank()), size_(group.size()), name_(group.name()) {
   // A rank without a current GPU would leave the others waiting inside ncclCommInitRank: agree
   // first, over MPI, and fail alike.
   int device = -1;
@@ -49,6 +52,43 @@ NcclCommunicator::~NcclCommunicator() {
 void NcclCommunicator::abort() noexcept {
   if (comm_ != nullptr) static_cast<void>(ncclCommAbort(comm_));
   comm_ = nullptr;
+}
+
+void NcclCommunicator::wait(cudaStream_t stream, const std::string& op, const NcclWatch& watch) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  double next_report = watch.report_s;
+  for (;;) {
+    const cudaError_t done = cudaStreamQuery(stream);
+    if (done == cudaSuccess) return;
+    if (done != cudaErrorNotReady)
+      check(done, fmt::format("{} on NCCL over {}", op, name_).c_str());
+    ncclResult_t async = ncclSuccess;
+    if (comm_ != nullptr) check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (async != ncclSuccess || (watch.abort_s > 0 && waited >= watch.abort_s)) {
+      const std::string why = async != ncclSuccess
+                                  ? fmt::format("NCCL reported {}", ncclGetErrorString(async))
+                                  : fmt::format("it waited {:.1f} s, past the limit of {:.1f} s",
+                                                waited, watch.abort_s);
+      abort();
+      throw CudaError(
+          fmt::format("rank {} of NCCL over {}: {} did not complete: {}; the NCCL "
+                      "communicator was aborted",
+                      rank_, name_, op, why));
+    }
+    if (watch.report_s > 0 && waited >= next_report) {
+      const std::string line =
+          fmt::format("[watchdog] rank {} of NCCL over {} ({} ranks): waiting {:.1f} s in {}",
+                      rank_, name_, size_, waited, op);
+      if (watch.report)
+        watch.report(line);
+      else
+        std::fprintf(stderr, "%s\n", line.c_str());
+      next_report += watch.report_s;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(waited < 0.001 ? 0 : 100));
+  }
 }
 
 void NcclCommunicator::allreduce_sum(float* values, std::size_t count, cudaStream_t stream) const {

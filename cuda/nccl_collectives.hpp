@@ -7,10 +7,20 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <functional>
+#include <string>
 
 #include "parallel/communicator.hpp"
 
 namespace strata::cuda {
+
+// How long a wait on NCCL work may take: reported every `report_s` (as the MPI watchdog reports
+// a stalled MPI call), ended with ncclCommAbort after `abort_s`. 0 = never.
+struct NcclWatch {
+  double report_s = 0.0;
+  double abort_s = 0.0;
+  std::function<void(const std::string&)> report;  // empty: stderr
+};
 
 class NcclCommunicator {
  public:
@@ -36,6 +46,11 @@ class NcclCommunicator {
   // Root's `count` floats to every rank.
   void broadcast(float* values, std::size_t count, int root, cudaStream_t stream) const;
 
+  // Waits until `stream` has done its work (the NCCL operations enqueued on it): reports a wait
+  // past watch.report_s, naming `op`, and past watch.abort_s aborts the communicator and throws
+  // CudaError. An error NCCL reports asynchronously (a peer gone) also aborts and throws.
+  void wait(cudaStream_t stream, const std::string& op, const NcclWatch& watch);
+
   // Ends every operation in flight on this communicator, a stalled one included, and frees it
   // (ncclCommAbort): what a watchdog does on a stall. It cannot be used afterwards.
   void abort() noexcept;
@@ -43,6 +58,7 @@ class NcclCommunicator {
  private:
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, size_ = 0;
+  std::string name_;
 };
 
 }  // namespace strata::cuda

@@ -63,3 +63,27 @@ TEST_CASE("NCCL allgather, reduce-scatter and broadcast equal MPI's", "[gpu][ncc
   g.world.broadcast(std::span<float>(root_values), 0);
   CHECK(g.gpu.download(d_root) == root_values);
 }
+
+TEST_CASE("a stalled NCCL allreduce is reported, then aborted", "[gpu][nccl][watchdog]") {
+  NcclGroup g;
+  std::vector<std::string> reports;
+  strata::cuda::NcclWatch watch;
+  watch.report_s = 0.5;
+  watch.abort_s = 2.0;
+  watch.report = [&](const std::string& line) { reports.push_back(line); };
+  auto buffer = g.gpu.upload(random_values(1024, 500));
+  if (g.world.rank() == 0) {
+    // Rank 0 alone enters the allreduce: it cannot complete.
+    g.nccl.allreduce_sum(buffer.data(), 1024, g.gpu.stream.get());
+    CHECK_THROWS_WITH(
+        g.nccl.wait(g.gpu.stream.get(), "ncclAllReduce", watch),
+        Catch::Contains("rank 0 of NCCL over world: ncclAllReduce did not complete") &&
+            Catch::Contains("aborted"));
+    CHECK(reports.size() >= 3);
+    if (!reports.empty())
+      CHECK_THAT(reports.front(), Catch::Contains("waiting 0.5 s in ncclAllReduce"));
+  } else {
+    g.nccl.abort();  // the other ranks never join; their communicator goes too
+  }
+  g.world.barrier();
+}
