@@ -1,7 +1,7 @@
-// Where a training step's forward and backward passes run when not on this process's CPU worker
-// threads (a GPU: cuda/DeviceModel). The engine writes the gradients of the host model's
-// parameters into their gradient tensors, so that the optimizer step, the gradient sums over
-// replicas and the checkpoints stay on the host, as in a CPU run.
+// Where a training's forward and backward passes run when not on this process's CPU worker
+// threads (a GPU: cuda/DeviceModel), evaluation's forward passes included. The engine writes the
+// gradients of the host model's parameters into their gradient tensors, so that the optimizer
+// step, the gradient sums over replicas and the checkpoints stay on the host, as in a CPU run.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,10 @@ class GradientEngine {
   // the summed loss's divided by `grad_divisor`. `step` and `first_sample` place dropout's noise.
   virtual Result gradients(const Tensor& images, std::span<const std::int32_t> labels,
                            double grad_divisor, std::uint64_t step, std::uint64_t first_sample) = 0;
+  // Copies the host model's parameters in, for the logits() calls that follow (an evaluation).
+  virtual void load_parameters() = 0;
+  // The logits of `images` without dropout, valid until the next call.
+  virtual const Tensor& logits(const Tensor& images) = 0;
   // Where it runs, for the log: "GPU 0 (NVIDIA H100 80GB HBM3)".
   virtual std::string where() const = 0;
 };

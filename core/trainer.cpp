@@ -373,6 +373,7 @@ void Trainer::for_each_evaluation_chunk(
   const std::int64_t chunks = (count + eval_batch - 1) / eval_batch;
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
   const int threads = pool_.size();
+  if (engine_ != nullptr) engine_->load_parameters();
   pool_.run([&](int i) {
     Worker& w = workers_[static_cast<std::size_t>(i)];
     std::vector<std::int64_t> rows;
@@ -382,7 +383,9 @@ void Trainer::for_each_evaluation_chunk(
       rows.resize(static_cast<std::size_t>(last - first));
       for (std::int64_t r = first; r < last; ++r) rows[static_cast<std::size_t>(r - first)] = r;
       gather_batch(set, rows, w.images, w.labels);
-      visit(w, c, first, replicas_[static_cast<std::size_t>(i)].forward(w.images, false));
+      visit(w, c, first,
+            engine_ != nullptr ? engine_->logits(w.images)
+                               : replicas_[static_cast<std::size_t>(i)].forward(w.images, false));
       if (i == 0 && evaluation_hook_) evaluation_hook_();  // worker 0 is the calling thread
     }
   });

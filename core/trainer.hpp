@@ -107,9 +107,9 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
-  // From now on every step's forward and backward pass runs on `engine` (a GPU), which must
-  // outlive the trainer's use of it; the optimizer, gradient sums, evaluation and checkpoints stay
-  // on the host. Needs one worker thread (std::invalid_argument otherwise).
+  // From now on every step's forward and backward pass, and evaluation's forward passes, run on
+  // `engine` (a GPU), which must outlive the trainer's use of it; the optimizer, gradient sums and
+  // checkpoints stay on the host. Needs one worker thread (std::invalid_argument otherwise).
   void set_gradient_engine(GradientEngine* engine);
   const GradientEngine* gradient_engine() const { return engine_; }
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on

@@ -379,6 +379,14 @@ GradientEngine::Result DeviceModel::gradients(const Tensor& images,
   return batch_result(logits, labels);  // synchronizes: the host gradients are complete
 }
 
+const Tensor& DeviceModel::logits(const Tensor& images) {
+  const DeviceBuffer& logits = forward(images, false, 0, 0);
+  host_logits_.resize({images.dim(0), stages_.back().out_size});
+  copy_to_host(logits, host_logits_.values(), context_.stream);
+  context_.stream.synchronize();
+  return host_logits_;
+}
+
 std::string DeviceModel::where() const {
   cudaDeviceProp props{};
   const bool named = cudaGetDeviceProperties(&props, context_.allocator.device()) == cudaSuccess;

@@ -63,6 +63,8 @@ class DeviceModel final : public GradientEngine {
   // device, the gradients out into the host parameters' gradient tensors.
   Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
                    std::uint64_t step, std::uint64_t first_sample) override;
+  void load_parameters() override { upload_parameters(); }
+  const Tensor& logits(const Tensor& images) override;
   std::string where() const override;
 
   std::int64_t steps_taken() const { return steps_; }
@@ -85,7 +87,9 @@ class DeviceModel final : public GradientEngine {
   std::vector<Parameter> params_;
   std::vector<DeviceBuffer> outputs_, grads_;
   DeviceBuffer input_, labels_, row_loss_, grad_logits_;
-  std::vector<float> label_bits_;  // the labels as uploaded: alive until the stream has read them
+  std::vector<float> label_bits_;
+  Tensor host_logits_;  // what logits() returns  // the labels as uploaded: alive until the stream
+                        // has read them
   std::int64_t batch_ = 0, steps_ = 0;
 };
 
@@ -100,6 +104,8 @@ class GpuGradients final : public GradientEngine {
                    std::uint64_t step, std::uint64_t first_sample) override {
     return model_.gradients(images, labels, grad_divisor, step, first_sample);
   }
+  void load_parameters() override { model_.load_parameters(); }
+  const Tensor& logits(const Tensor& images) override { return model_.logits(images); }
   std::string where() const override { return model_.where(); }
 
  private:
