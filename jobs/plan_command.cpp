@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "core/config_names.hpp"
+#include "core/device.hpp"
 #include "core/errors.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
@@ -17,6 +18,26 @@
 namespace strata {
 
 namespace {
+
+// Where the plan's ranks would train, as run.device decides it (core/device.hpp), and what this
+// node's CUDA runtime sees (the node `strata plan` runs on, often not a compute node).
+std::string device_line(const Config& config, const Plan& plan) {
+  const char* choice = to_string(config.run.device);
+  if (config.run.device == DeviceChoice::cpu)
+    return "device: run.device cpu: every rank trains on the CPU\n";
+  if (plan.model > 1)
+    return fmt::format(
+        "device: run.device {}: the CPU, since the model is split over M = {} ranks and "
+        "model-parallel layers run on the CPU only{}\n",
+        choice, plan.model,
+        config.run.device == DeviceChoice::cuda ? " (so run.device cuda stops the run)" : "");
+  const DeviceReport here = detect_devices();
+  return fmt::format(
+      "device: run.device {}: forward and backward on one GPU per rank{}; this node: {}\n", choice,
+      config.run.device == DeviceChoice::cuda ? " (every rank needs one)"
+                                              : " where a node has them, else the CPU",
+      here.cuda_devices > 0 ? here.detail : here.summary);
+}
 
 void print_plan(const Config& config, int ranks, int ranks_per_node_option) {
   const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
@@ -37,6 +58,7 @@ void print_plan(const Config& config, int ranks, int ranks_per_node_option) {
       search_space(config).empty() ? "model" : "models of search trials, at most", size->parameters,
       static_cast<double>(size->bytes) / (1 << 20),
       static_cast<double>(size->bytes_per_shard(plan.model)) / (1 << 20));
+  fmt::print("{}", device_line(config, plan));
   // Stages with their own parallel block are planned on their own (artifact references are
   // checked here too, as `strata run` does before it starts).
   const auto stages = make_stages(config);
@@ -117,8 +139,7 @@ int print_predictions(const Config& config, const PlanOptions& o) {
       c.config == config.file ? "" : fmt::format(", calibrated for {}", c.config),
       settings.network.name, 1e6 * settings.network.intra_node.latency_s,
       settings.network.intra_node.bytes_per_s / 1e9, 1e6 * settings.network.inter_node.latency_s,
-      settings.network.inter_node.bytes_per_s / 1e9,
-      to_string(settings.allreduce));
+      settings.network.inter_node.bytes_per_s / 1e9, to_string(settings.allreduce));
   fmt::print(
       "| ranks | nodes | G x D x M | global batch | threads | step ms | compute | model-par. | "
       "data-par. | samples/s per group | samples/s all groups | speedup | efficiency per node "
