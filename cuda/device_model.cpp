@@ -312,9 +312,10 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
   return logits;
 }
 
-DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const std::int32_t> labels,
-                                         double grad_divisor, double lr, std::uint64_t step,
-                                         std::uint64_t first_sample) {
+GradientEngine::Result DeviceModel::train_step(const Tensor& images,
+                                               std::span<const std::int32_t> labels,
+                                               double grad_divisor, double lr, std::uint64_t step,
+                                               std::uint64_t first_sample) {
   const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
   const cudaStream_t stream = context_.stream.get();
   // The optimizer's state, made at the first step: the host Trainer's path never needs it.
@@ -351,8 +352,7 @@ DeviceStepResult DeviceModel::train_step(const Tensor& images, std::span<const s
     }
   }
 
-  const Result r = batch_result(logits, labels);
-  return {r.loss_sum, r.correct};
+  return batch_result(logits, labels);
 }
 
 GradientEngine::Result DeviceModel::batch_result(const DeviceBuffer& logits,
@@ -373,7 +373,7 @@ GradientEngine::Result DeviceModel::gradients(const Tensor& images,
                                               std::span<const std::int32_t> labels,
                                               double grad_divisor, std::uint64_t step,
                                               std::uint64_t first_sample) {
-  for (Parameter& p : params_) copy_to_device(p.host.value->values(), p.value, context_.stream);
+  upload_parameters();
   const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
   for (Parameter& p : params_) copy_to_host(p.grad, p.host.grad->values(), context_.stream);
   return batch_result(logits, labels);  // synchronizes: the host gradients are complete
@@ -392,14 +392,6 @@ std::string DeviceModel::where() const {
   const bool named = cudaGetDeviceProperties(&props, context_.allocator.device()) == cudaSuccess;
   return fmt::format("GPU {}{}", context_.allocator.device(),
                      named ? fmt::format(" ({})", props.name) : std::string());
-}
-
-Tensor DeviceModel::predict(const Tensor& images) {
-  const DeviceBuffer& logits = forward(images, false, 0, 0);
-  Tensor host_logits({images.dim(0), stages_.back().out_size});
-  copy_to_host(logits, host_logits.values(), context_.stream);
-  context_.stream.synchronize();
-  return host_logits;
 }
 
 }  // namespace strata::cuda

@@ -29,11 +29,6 @@ struct DeviceContext {
   CudnnHandle cudnn;
 };
 
-struct DeviceStepResult {
-  double loss_sum = 0.0;  // over the batch's samples
-  std::int64_t correct = 0;
-};
-
 class DeviceModel final : public GradientEngine {
  public:
   // `host` was built from `specs` without a layer factory; both and `context` must outlive this
@@ -53,17 +48,15 @@ class DeviceModel final : public GradientEngine {
   // One optimizer step on `images` ([batch, C, H, W] or [batch, features], plain layout) and
   // `labels`: gradients are the batch's summed loss divided by `grad_divisor` (the global batch),
   // as Trainer's. `step` and `first_sample` place dropout's noise as on the CPU.
-  DeviceStepResult train_step(const Tensor& images, std::span<const std::int32_t> labels,
-                              double grad_divisor, double lr, std::uint64_t step,
-                              std::uint64_t first_sample);
-  // The logits [batch, classes] of `images`, without dropout.
-  Tensor predict(const Tensor& images);
+  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
+                    double lr, std::uint64_t step, std::uint64_t first_sample);
 
   // GradientEngine, for the host Trainer: the host parameters in, forward and backward on the
   // device, the gradients out into the host parameters' gradient tensors.
   Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
                    std::uint64_t step, std::uint64_t first_sample) override;
   void load_parameters() override { upload_parameters(); }
+  // The logits [batch, classes] of `images` with the device's parameters, without dropout.
   const Tensor& logits(const Tensor& images) override;
   std::string where() const override;
 

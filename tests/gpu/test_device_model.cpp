@@ -84,7 +84,7 @@ TEST_CASE("a CNN trained on the GPU follows the same CNN trained on the CPU", "[
     }
     // Evaluation (no dropout) gives the CPU's logits from the same weights.
     Tensor images({5, 2, 10, 10}, strata::test::random_values(1000, 70));
-    const Tensor logits = device.predict(images);
+    const Tensor& logits = device.logits(images);
     const Tensor& expected = cpu.forward(images, false);
     CHECK(strata::test::all_close(logits.values(), expected.values()));
   }
