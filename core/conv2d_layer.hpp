@@ -27,6 +27,7 @@ class Conv2DLayer final : public Layer {
   // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),
   // saving one pass over the activations forward and one backward.
   void fuse_relu() { fused_relu_ = true; }
+  bool relu_fused() const { return fused_relu_; }
   // The next layer's backward applies the fused ReLU's derivative (a max pooling that knows its
   // input passed a ReLU), so this layer's backward reads grad_out as it is.
   void leave_relu_derivative_to_next() { relu_derivative_applied_ = true; }

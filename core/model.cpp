@@ -78,7 +78,7 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
     if (auto* pool = dynamic_cast<Pool2DLayer*>(layer.get());
         pool != nullptr && specs[i].kind == LayerKind::maxpool2d && !layers_.empty())
       if (auto* conv = dynamic_cast<Conv2DLayer*>(layers_.back().get());
-          conv != nullptr && std::string_view(conv->kind()) == "conv2d+relu") {
+          conv != nullptr && conv->relu_fused()) {
         pool->apply_relu_derivative();
         conv->leave_relu_derivative_to_next();
       }

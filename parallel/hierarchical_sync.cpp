@@ -55,6 +55,10 @@ void HierarchicalSync::attach(const std::vector<Param>& params) {
     p.grad->bind(mine.subspan(at, size));
     at += size;
   }
+  // This rank's slice of every rank's gradients: fixed while the window lives.
+  const std::size_t first = std::min(static_cast<std::size_t>(node_.rank()) * chunk_, total_);
+  slices_.clear();
+  for (int q = 0; q < node_.size(); ++q) slices_.push_back(window_->segment(q).data() + first);
   expected_ = params.size();
   ready_ = 0;
   trace_name_ = fmt::format("hierarchical allreduce ({:.2f} MiB)",
@@ -79,9 +83,7 @@ void HierarchicalSync::finish() {
   // This rank sums its slice over the node's ranks, in node-rank order (the same on every run),
   // and writes the sum into every rank's gradients in place: one read and one write of each
   // gradient in all, where summing into a buffer and copying it back costs half as much again.
-  std::vector<float*> grads(static_cast<std::size_t>(ranks));
-  for (int q = 0; q < ranks; ++q)
-    grads[static_cast<std::size_t>(q)] = window_->segment(q).data() + first;
+  const std::span<float* const> grads = slices_;
   float* const mine = grads[static_cast<std::size_t>(me)];
   if (across_.size() == 1) {
     if (ranks > 1) sum_slices(grads, grads, count);

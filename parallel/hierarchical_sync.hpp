@@ -44,6 +44,7 @@ class HierarchicalSync final : public GradientSync {
   std::size_t total_ = 0;  // floats of all gradients
   std::size_t chunk_ = 0;  // each node rank's slice: ceil(total / node ranks)
   std::size_t expected_ = 0, ready_ = 0;
+  std::vector<float*> slices_;  // this rank's slice in every node rank's segment, in rank order
   std::string trace_name_;
   Trace* trace_ = nullptr;
 };
