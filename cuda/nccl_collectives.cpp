@@ -31,17 +31,21 @@ NcclCommunicator::NcclCommunicator(const Communicator& group)
     throw CudaError(fmt::format("NCCL over {} ({} ranks): a rank has no GPU current ({})",
                                 group.name(), size_,
                                 has_device ? "another rank" : fmt::format("rank {}", rank_)));
+  // Rank 0 broadcasts the id after a "1", or on failure a "0" and NCCL's error text, so that the
+  // others do not wait for an id that never comes and every rank throws alike.
   ncclUniqueId id{};
   std::string bytes;
   if (rank_ == 0) {
-    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    bytes.assign(reinterpret_cast<const char*>(&id), sizeof(id));
+    const ncclResult_t made = ncclGetUniqueId(&id);
+    bytes = made == ncclSuccess
+                ? "1" + std::string(reinterpret_cast<const char*>(&id), sizeof(id))
+                : "0ncclGetUniqueId failed: " + std::string(ncclGetErrorString(made));
   }
   group.broadcast_string(bytes, 0);
-  if (bytes.size() != sizeof(id))
-    throw CudaError(fmt::format("NCCL over {}: the unique id broadcast has {} bytes, not {}",
-                                group.name(), bytes.size(), sizeof(id)));
-  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(&id));
+  if (bytes.empty() || bytes[0] != '1' || bytes.size() != 1 + sizeof(id))
+    throw CudaError(fmt::format("NCCL over {}: rank 0 has no unique id to share ({})", group.name(),
+                                bytes.empty() ? std::string() : bytes.substr(1)));
+  std::copy(bytes.begin() + 1, bytes.end(), reinterpret_cast<char*>(&id));
   check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank");
 }
 
