@@ -59,21 +59,43 @@ void SgdOptimizer::begin_step(const std::vector<Param>& params) {
   ++steps_;
 }
 
+namespace {
+
+// One SGD pass over [0, n), with the step's options as template arguments so that the loop has no
+// branch and vectorizes (a loop testing them per element ran scalar and cost the MLP about a tenth
+// of its step). The expressions are the same as in the scalar form, so results are bitwise equal.
+template <bool Momentum, bool FirstStep, bool Nesterov>
+void sgd_pass(float* __restrict w, const float* __restrict g, float* __restrict v, std::int64_t n,
+              float mu, float wd, float rate) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    float d = g[i] + wd * w[i];
+    if constexpr (Momentum) {
+      const float vi = FirstStep ? d : mu * v[i] + d;
+      v[i] = vi;
+      d = Nesterov ? d + mu * vi : vi;
+    }
+    w[i] -= rate * d;
+  }
+}
+
+}  // namespace
+
 void SgdOptimizer::update(const Param& param, std::size_t k, std::int64_t begin, std::int64_t end,
                           double lr) {
   const auto mu = static_cast<float>(spec_.momentum), wd = static_cast<float>(spec_.weight_decay),
              rate = static_cast<float>(lr);
-  float* w = param.value->data();
-  const float* g = param.grad->data();
-  float* v = velocity_[k].data();
-  for (std::int64_t i = begin; i < end; ++i) {
-    float d = g[i] + wd * w[i];
-    if (mu != 0.0f) {
-      v[i] = first_step_ ? d : mu * v[i] + d;
-      d = spec_.nesterov ? d + mu * v[i] : v[i];
-    }
-    w[i] -= rate * d;
-  }
+  float* w = param.value->data() + begin;
+  const float* g = param.grad->data() + begin;
+  float* v = velocity_[k].data() + begin;
+  const std::int64_t n = end - begin;
+  if (mu == 0.0f)
+    sgd_pass<false, false, false>(w, g, v, n, mu, wd, rate);
+  else if (first_step_)
+    spec_.nesterov ? sgd_pass<true, true, true>(w, g, v, n, mu, wd, rate)
+                   : sgd_pass<true, true, false>(w, g, v, n, mu, wd, rate);
+  else
+    spec_.nesterov ? sgd_pass<true, false, true>(w, g, v, n, mu, wd, rate)
+                   : sgd_pass<true, false, false>(w, g, v, n, mu, wd, rate);
 }
 
 void AdamOptimizer::begin_step(const std::vector<Param>& params) {
