@@ -26,8 +26,8 @@
 
 #include "core/config_names.hpp"
 #include "core/config_reader.hpp"
-#include "core/device.hpp"
 #include "core/config_tree.hpp"
+#include "core/device.hpp"
 #include "core/errors.hpp"
 #include "core/search_config.hpp"
 #include "core/stage_config.hpp"
@@ -414,6 +414,11 @@ ParallelConfig config_reader::parse_parallel(const MapReader& m, ParallelConfig 
   read(m, "watchdog_s", p.watchdog_s, non_negative);
   read(m, "layout", p.layout, EnumNames<RankLayout>::choices, "layout");
   read(m, "allreduce", p.allreduce, EnumNames<AllreduceKind>::choices, "allreduce");
+  if (p.allreduce == AllreduceKind::nccl && !built_with_cuda())
+    m.require("allreduce")
+        .fail(
+            "this strata was built without CUDA (no CUDA toolkit, cuDNN or NCCL at build time): "
+            "parallel.allreduce must be auto, mpi or hierarchical");
   return p;
 }
 
@@ -522,6 +527,10 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   if (auto p = top.get("parallel")) {
     config.parallel = parse_parallel(MapReader(*p), {});
     config.parallel.mark = p->mark();
+    if (config.parallel.allreduce == AllreduceKind::nccl && config.run.device == DeviceChoice::cpu)
+      MapReader(*p)
+          .require("allreduce")
+          .fail("nccl sums on the replicas' GPUs, and run.device is cpu");
   }
   if (auto o = top.get("output")) config.output = parse_output(MapReader(*o));
   if (auto c = top.get("checkpoint")) config.checkpoint = parse_checkpoint(MapReader(*c));

@@ -176,9 +176,10 @@ enum class LrScaling { none, linear };
 enum class RankLayout { members, data };
 
 // How data-parallel replicas sum their gradients: MPI's allreduce in buckets that overlap
-// backward, or through a shared-memory window per node (parallel/hierarchical_sync.hpp); auto
-// takes mpi.
-enum class AllreduceKind { automatic, mpi, hierarchical };
+// backward, through a shared-memory window per node (parallel/hierarchical_sync.hpp), or NCCL on
+// the replicas' GPUs (cuda/replica_sum.hpp). auto takes NCCL when every replica trains on a GPU,
+// else the window when every node holds the same number of replicas, at least 2, else MPI.
+enum class AllreduceKind { automatic, mpi, hierarchical, nccl };
 
 // How ranks are laid out and how a member group trains together (docs/parallelism.md).
 struct ParallelConfig {

@@ -68,10 +68,11 @@ struct EnumNames<DeviceChoice> {
 };
 template <>
 struct EnumNames<AllreduceKind> {
-  static constexpr std::array<Choice<AllreduceKind>, 3> choices{
+  static constexpr std::array<Choice<AllreduceKind>, 4> choices{
       {{"auto", AllreduceKind::automatic},
        {"mpi", AllreduceKind::mpi},
-       {"hierarchical", AllreduceKind::hierarchical}}};
+       {"hierarchical", AllreduceKind::hierarchical},
+       {"nccl", AllreduceKind::nccl}}};
 };
 template <>
 struct EnumNames<RankLayout> {

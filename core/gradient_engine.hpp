@@ -1,7 +1,8 @@
 // Where a training's forward and backward passes run when not on this process's CPU worker
 // threads (a GPU: cuda/DeviceModel), evaluation's forward passes included. The engine writes the
 // gradients of the host model's parameters into their gradient tensors, so that the optimizer
-// step, the gradient sums over replicas and the checkpoints stay on the host, as in a CPU run.
+// step and the checkpoints stay on the host, as in a CPU run; the gradient sums over replicas too,
+// unless the engine makes them itself (sums_over_replicas).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,9 @@ class GradientEngine {
   virtual const Tensor& logits(const Tensor& images) = 0;
   // Where it runs, for the log: "GPU 0 (NVIDIA H100 80GB HBM3)".
   virtual std::string where() const = 0;
+  // Whether gradients() returns the gradients already summed over the data-parallel replicas
+  // (over NCCL, on the device), so that the trainer's GradientSync must not sum them again.
+  virtual bool sums_over_replicas() const { return false; }
 };
 
 }  // namespace strata

@@ -137,14 +137,16 @@ void Trainer::sum_worker_gradients() {
 void Trainer::apply_gradients(double lr, bool reported) {
   const auto& total = replica_params_.front();
   // The workers' sum must be complete before the processes reduce it, unless a single worker
-  // already handed each layer to sync_ during backward.
+  // already handed each layer to sync_ during backward. An engine that sums over the replicas
+  // itself returned the sums.
   bool workers_summed = replicas_.size() == 1 || accumulate_ > 1;
-  if (sync_ != nullptr && !reported) {
+  const bool host_sums = sync_ != nullptr && (engine_ == nullptr || !engine_->sums_over_replicas());
+  if (host_sums && !reported) {
     if (!workers_summed) sum_worker_gradients();
     workers_summed = true;
     for (std::size_t k = total.size(); k-- > 0;) sync_->gradients_ready(std::span(&total[k], 1));
   }
-  if (sync_ != nullptr) sync_->finish();
+  if (host_sums) sync_->finish();
   const TraceSpan step(trace_, "optimizer step", "compute");
   optimizer_->begin_step(total);
   const int threads = pool_.size();

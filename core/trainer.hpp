@@ -108,8 +108,10 @@ class Trainer {
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
   // From now on every step's forward and backward pass, and evaluation's forward passes, run on
-  // `engine` (a GPU), which must outlive the trainer's use of it; the optimizer, gradient sums and
-  // checkpoints stay on the host. Needs one worker thread (std::invalid_argument otherwise).
+  // `engine` (a GPU), which must outlive the trainer's use of it; the optimizer and checkpoints
+  // stay on the host, and the gradient sums over replicas too unless the engine makes them
+  // (GradientEngine::sums_over_replicas). Needs one worker thread (std::invalid_argument
+  // otherwise).
   void set_gradient_engine(GradientEngine* engine);
   const GradientEngine* gradient_engine() const { return engine_; }
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on

@@ -95,6 +95,19 @@ void Stream::synchronize() const {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
+Event::Event() {
+  check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreate");
+}
+
+Event::~Event() {
+  if (event_ != nullptr) static_cast<void>(cudaEventDestroy(event_));
+}
+
+void Event::order(const Stream& from, const Stream& to) {
+  check(cudaEventRecord(event_, from.get()), "cudaEventRecord");
+  check(cudaStreamWaitEvent(to.get(), event_, 0), "cudaStreamWaitEvent");
+}
+
 namespace {
 
 void check_sizes(std::size_t host, std::size_t device, const char* what) {

@@ -84,6 +84,20 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// A CUDA event without timing, for ordering one stream's work after another's.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  // Marks the work enqueued on `from` so far; `to` then runs nothing enqueued later before it.
+  void order(const Stream& from, const Stream& to);
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 // Copies on `stream`; the host side must stay alive until the stream is synchronized.
 void copy_to_device(std::span<const float> host, const DeviceBuffer& device, const Stream& stream);
 void copy_to_host(const DeviceBuffer& device, std::span<float> host, const Stream& stream);

@@ -1,6 +1,7 @@
 #include "cuda/device_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -258,6 +259,12 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
                         row_loss_.data(), grad_logits_.data(), batch, classes,
                         static_cast<float>(grad_divisor), stream);
 
+  const auto gradients_ready = [&](const Parameter& w, const Parameter& b) {
+    if (replica_sum_ == nullptr || !w.host.trainable) return;
+    const std::array<DeviceGradient, 2> grads{DeviceGradient{w.grad.data(), w.grad.size()},
+                                              DeviceGradient{b.grad.data(), b.grad.size()}};
+    replica_sum_->layer_ready(grads, context_.stream);
+  };
   for (std::size_t i = stages_.size(); i-- > 0;) {
     Stage& st = stages_[i];
     const DeviceBuffer& in = i == 0 ? input_ : outputs_[i - 1];
@@ -272,6 +279,7 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         Parameter& b = params_[static_cast<std::size_t>(st.bias)];
         dense_backward(context_.blas, {batch, st.in_size, st.out_size}, in.data(), w.value.data(),
                        grad_out.data(), w.grad.data(), b.grad.data(), dx, stream);
+        gradients_ready(w, b);
         break;
       }
       case Stage::Kind::conv: {
@@ -286,6 +294,7 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         Parameter& w = params_[static_cast<std::size_t>(st.weight)];
         Parameter& b = params_[static_cast<std::size_t>(st.bias)];
         st.convolution->backward(in.data(), w.value.data(), dy, w.grad.data(), b.grad.data(), dx);
+        gradients_ready(w, b);
         break;
       }
       case Stage::Kind::pool:
@@ -309,6 +318,7 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         break;
     }
   }
+  if (replica_sum_ != nullptr) replica_sum_->finish(context_.stream);
   return logits;
 }
 

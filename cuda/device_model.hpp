@@ -29,6 +29,24 @@ struct DeviceContext {
   CudnnHandle cudnn;
 };
 
+// A parameter's gradient on the device.
+struct DeviceGradient {
+  float* values = nullptr;
+  std::size_t count = 0;
+};
+
+// Sums a DeviceModel's gradients over the data-parallel replicas (cuda/replica_sum.hpp does it
+// with NCCL). Backward hands it each layer's gradients as soon as they are enqueued on the compute
+// stream, so that the sums of late layers overlap the backward pass of early ones; finish() comes
+// before anything reads them.
+class ReplicaGradientSum {
+ public:
+  virtual ~ReplicaGradientSum() = default;
+  virtual void layer_ready(std::span<const DeviceGradient> grads, const Stream& compute) = 0;
+  // Returns when every sum is complete; work enqueued on `compute` afterwards sees the sums.
+  virtual void finish(const Stream& compute) = 0;
+};
+
 class DeviceModel final : public GradientEngine {
  public:
   // `host` was built from `specs` without a layer factory; both and `context` must outlive this
@@ -62,6 +80,11 @@ class DeviceModel final : public GradientEngine {
 
   std::int64_t steps_taken() const { return steps_; }
 
+  // From now on every step's gradients are summed over the replicas by `sum` (which must outlive
+  // this object, or be unset with nullptr) before gradients() returns them or train_step() applies
+  // them.
+  void set_replica_sum(ReplicaGradientSum* sum) { replica_sum_ = sum; }
+
  private:
   struct Stage;
   struct Parameter;
@@ -76,6 +99,7 @@ class DeviceModel final : public GradientEngine {
 
   DeviceContext& context_;
   OptimizerSpec optimizer_;
+  ReplicaGradientSum* replica_sum_ = nullptr;
   std::vector<Stage> stages_;
   std::vector<Parameter> params_;
   std::vector<DeviceBuffer> outputs_, grads_;
@@ -100,10 +124,18 @@ class GpuGradients final : public GradientEngine {
   void load_parameters() override { model_.load_parameters(); }
   const Tensor& logits(const Tensor& images) override { return model_.logits(images); }
   std::string where() const override { return model_.where(); }
+  bool sums_over_replicas() const override { return replica_sum_ != nullptr; }
+
+  // The gradients are summed over the replicas by `sum` from now on (see DeviceModel).
+  void sum_over_replicas(std::unique_ptr<ReplicaGradientSum> sum) {
+    replica_sum_ = std::move(sum);
+    model_.set_replica_sum(replica_sum_.get());
+  }
 
  private:
   DeviceContext context_;
   DeviceModel model_;
+  std::unique_ptr<ReplicaGradientSum> replica_sum_;
 };
 
 }  // namespace strata::cuda

@@ -10,6 +10,7 @@
 
 #include "core/checkpoint_file.hpp"
 #include "core/clock.hpp"
+#include "core/config_names.hpp"
 #include "core/device.hpp"
 #include "core/errors.hpp"
 #include "core/weights_io.hpp"
@@ -20,6 +21,7 @@
 #ifdef STRATA_HAVE_CUDA
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_model.hpp"
+#include "cuda/replica_sum.hpp"
 #endif
 
 namespace strata {
@@ -33,6 +35,36 @@ std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps
   return fmt::format("epoch {}/{} step {}/{} (global step {})", p.epoch, epochs, p.epoch_step,
                      steps_per_epoch, p.global_step);
 }
+
+// Whether the group's replicas sum their gradients with NCCL on their GPUs: under
+// parallel.allreduce auto when every replica trains on a GPU, and always under nccl, where a
+// replica on the CPU is an error. Collective over the group's replicas when D > 1, so that all
+// decide alike.
+bool sums_over_nccl(const Config& config, const Topology& topology, const Plan& plan,
+                    bool this_rank_on_gpu) {
+  const AllreduceKind kind = config.parallel.allreduce;
+  if (plan.data < 2 || (kind != AllreduceKind::automatic && kind != AllreduceKind::nccl))
+    return false;
+  const auto on_gpu = topology.data().allreduce_sum_int64(this_rank_on_gpu ? 1 : 0);
+  if (kind == AllreduceKind::nccl && on_gpu < plan.data)
+    throw ConfigError(fmt::format(
+        "parallel.allreduce: nccl needs every data-parallel replica on a GPU, but {} of the "
+        "group's {} train on the CPU (run.device {}); use auto or mpi",
+        plan.data - on_gpu, plan.data, to_string(config.run.device)));
+  return on_gpu == plan.data;
+}
+
+#ifdef STRATA_HAVE_CUDA
+// A stalled gradient sum is reported as a stalled MPI call is, every parallel.watchdog_s, and
+// ended at three times that with ncclCommAbort: the rank then fails like one whose MPI call
+// failed, where MPI could only go on waiting.
+cuda::NcclWatch nccl_watch(const Config& config) {
+  cuda::NcclWatch watch;
+  watch.report_s = config.parallel.watchdog_s;
+  watch.abort_s = 3.0 * config.parallel.watchdog_s;
+  return watch;
+}
+#endif
 
 }  // namespace
 
@@ -63,13 +95,15 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
         data, plan, worker_threads, gradients);
   };
   make_trainer(on_gpu ? 1 : threads);
+  bool nccl_sums = false;
 #ifdef STRATA_HAVE_CUDA
+  std::unique_ptr<cuda::GpuGradients> on_device;
   if (on_gpu) {
     try {
       const int device = cuda::bind_rank_to_device(topology.world_rank() % plan.ranks_per_node);
-      gpu = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
-                                                 config.training.optimizer, device);
-      trainer->set_gradient_engine(gpu.get());
+      on_device = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
+                                                       config.training.optimizer, device);
+      trainer->set_gradient_engine(on_device.get());
     } catch (const cuda::CudaError& e) {
       // `auto` asked for a GPU if one would do: one that cannot take the model leaves it on
       // the CPU, with every worker thread.
@@ -78,14 +112,24 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                  "warning: run.device auto: the GPU cannot train this model ({}); "
                  "training on the CPU\n",
                  e.what());
-      gpu.reset();
+      on_device.reset();
       trainer.reset();
       make_trainer(threads);
     }
   }
+  nccl_sums = sums_over_nccl(config, topology, plan, on_device != nullptr);
+  if (nccl_sums)
+    on_device->sum_over_replicas(
+        std::make_unique<cuda::NcclReplicaSum>(topology.data(), nccl_watch(config)));
+  gpu = std::move(on_device);
+#else
+  sums_over_nccl(config, topology, plan, false);
 #endif
-  if (sync) sync->attach(trainer->model().trainable_params());
-  if (shared_sync) shared_sync->attach(trainer->model().trainable_params());
+  // Under NCCL the host sync only sums the step's loss and accuracy: its gradients stay unbound.
+  if (!nccl_sums) {
+    if (sync) sync->attach(trainer->model().trainable_params());
+    if (shared_sync) shared_sync->attach(trainer->model().trainable_params());
+  }
   trainer->set_trace(trace);
   if (sync) sync->set_trace(trace);
   if (shared_sync) shared_sync->set_trace(trace);

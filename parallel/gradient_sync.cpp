@@ -14,9 +14,14 @@ constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
 
 bool sums_through_window(AllreduceKind kind, int fewest, int most) {
   switch (kind) {
-    case AllreduceKind::mpi: return false;
-    case AllreduceKind::hierarchical: return true;
-    case AllreduceKind::automatic: return fewest == most && fewest >= 2;
+    case AllreduceKind::mpi:
+      return false;
+    case AllreduceKind::nccl:
+      return false;  // on the GPUs; the host sync only sums statistics
+    case AllreduceKind::hierarchical:
+      return true;
+    case AllreduceKind::automatic:
+      return fewest == most && fewest >= 2;
   }
   return false;
 }

@@ -26,6 +26,25 @@ TEST_CASE("run.device parses auto, cpu and cuda, and auto is the default", "[con
                     Catch::Contains("d.yaml:1:15") && Catch::Contains("tpu"));
 }
 
+TEST_CASE("parallel.allreduce nccl needs GPUs: refused with run.device cpu or without CUDA",
+          "[config][device]") {
+  const std::string base =
+      "data: {source: synthetic}\nmodel: {layers: [flatten, {dense: {units: 10}}]}\n";
+  const std::string nccl = "parallel: {allreduce: nccl}\n";
+  if (strata::built_with_cuda()) {
+    CHECK(strata::parse_config(nccl + base, "d.yaml").parallel.allreduce ==
+          strata::AllreduceKind::nccl);
+    CHECK_THROWS_WITH(
+        strata::parse_config("run: {device: cpu}\n" + nccl + base, "d.yaml"),
+        Catch::Contains("d.yaml:2:23: parallel.allreduce: nccl sums on the replicas' GPUs, and "
+                        "run.device is cpu"));
+  } else {
+    CHECK_THROWS_WITH(strata::parse_config(nccl + base, "d.yaml"),
+                      Catch::Contains("d.yaml:1:23: parallel.allreduce: this strata was built "
+                                      "without CUDA"));
+  }
+}
+
 TEST_CASE("a rank trains on a GPU when one is there and the model is not split", "[device]") {
   DeviceReport none;
   none.cuda_built = true;
