@@ -23,37 +23,14 @@
 #include "parallel/communicator.hpp"
 #include "parallel/gradient_sync.hpp"
 #include "parallel/hierarchical_sync.hpp"
-#include "tests/bench/bench_util.hpp"
+#include "tests/bench/gradient_payloads.hpp"
 
 using namespace strata;
 
 namespace {
 
-using strata::bench::median;
-
-struct Payload {
-  std::string name;
-  std::vector<Shape> shapes;  // in forward order
-};
-
-// Median seconds of each operation over `repeats` rounds. The operations take turns within every
-// round, so that the machine's drift (these machines are noisy) touches all of them alike. Each run
-// starts together on every rank and counts the slowest rank's time.
-std::vector<double> time_interleaved(const Communicator& world, int repeats,
-                                     const std::vector<std::function<void()>>& ops) {
-  std::vector<std::vector<double>> seconds(ops.size());
-  for (int round = 0; round < repeats + 3; ++round)
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      world.barrier();
-      const double t0 = MPI_Wtime();
-      ops[k]();
-      const double t = world.allreduce_max(static_cast<int>((MPI_Wtime() - t0) * 1e9)) * 1e-9;
-      if (round >= 3) seconds[k].push_back(t);
-    }
-  std::vector<double> medians;
-  for (auto& s : seconds) medians.push_back(median(s));
-  return medians;
-}
+using strata::bench::Payload;
+using strata::bench::time_interleaved;
 
 // One full sync: every gradient handed over in backward order, then finish().
 std::function<void()> full_sync(GradientSync& sync, std::vector<Param>& params) {
@@ -106,13 +83,7 @@ int main(int argc, char** argv) {
     const int repeats = argc > 1 ? std::atoi(argv[1]) : 50;
     const double watchdog_s = argc > 2 ? std::atof(argv[2]) : 300.0;
     const Communicator world = Communicator::world(watchdog_s);
-    const std::vector<Payload> payloads = {
-        {"CNN parameters (317 066 floats)",
-         {{32, 1, 5, 5}, {32}, {64, 32, 5, 5}, {64}, {256, 1024}, {256}, {10, 256}, {10}}},
-        {"MLP parameters (535 818 floats)",
-         {{512, 784}, {512}, {256, 512}, {256}, {10, 256}, {10}}},
-        {"one 16 MiB tensor", {{4 << 20}}},
-    };
+    const std::vector<Payload> payloads = strata::bench::gradient_payloads();
     std::string table = fmt::format(
         "{} ranks, watchdog {} s, median of {} interleaved rounds; bus bandwidth = 2(n-1)/n x "
         "bytes / time; ratio = raw "
