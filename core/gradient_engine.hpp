@@ -9,6 +9,9 @@
 #include <span>
 #include <string>
 
+#include <vector>
+
+#include "core/optimizer.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
@@ -34,6 +37,22 @@ class GradientEngine {
   // Whether gradients() returns the gradients already summed over the data-parallel replicas
   // (over NCCL, on the device), so that the trainer's GradientSync must not sum them again.
   virtual bool sums_over_replicas() const { return false; }
+
+  // Whether the engine can take whole optimizer steps (train_step), so that the parameters and
+  // the optimizer's state stay on it between steps. The trainer then copies them in
+  // (upload_state) after the host's copy changed, and out (download_state) before the host's copy
+  // is read: the host keeps the state that checkpoints save. The defaults throw std::logic_error.
+  virtual bool steps_on_device() const { return false; }
+  // Forward, backward, the sums over replicas when sums_over_replicas(), and the optimizer's step
+  // at rate `lr` times each parameter's lr_scale, with the state uploaded last.
+  virtual Result train_step(const Tensor& images, std::span<const std::int32_t> labels,
+                            double grad_divisor, double lr, std::uint64_t step,
+                            std::uint64_t first_sample);
+  // `params`: the host model's trainable parameters in the optimizer's order; `optimizer`: the
+  // host optimizer, whose moments and step count travel with them. Every parameter's value goes,
+  // frozen ones included.
+  virtual void upload_state(const std::vector<Param>& params, Optimizer& optimizer);
+  virtual void download_state(const std::vector<Param>& params, Optimizer& optimizer);
 };
 
 }  // namespace strata

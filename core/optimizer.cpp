@@ -24,6 +24,15 @@ void Optimizer::step(const std::vector<Param>& params, double lr) {
     update(params[k], k, 0, params[k].value->size(), lr);
 }
 
+std::vector<std::vector<Tensor>*> Optimizer::moments(const std::vector<Param>& params) {
+  std::vector<std::vector<Tensor>*> out;
+  for (auto [name, list] : buffers()) {
+    ensure_buffers(*list, params);
+    out.push_back(list);
+  }
+  return out;
+}
+
 void Optimizer::save_state(StateDict& out, const std::string& prefix,
                            const std::vector<Param>& params) {
   out.put_text(prefix + "/kind", kind());

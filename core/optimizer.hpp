@@ -28,6 +28,12 @@ class Optimizer {
   void step(const std::vector<Param>& params, double lr);
   std::int64_t steps_taken() const { return steps_; }
 
+  // The moving buffers (SGD: the momentum; Adam: the first and second moments), each indexed like
+  // `params` and sized for them, and the step count: what an optimizer that steps elsewhere (on a
+  // GPU) copies in and out, so that the state saved here stays the whole state.
+  std::vector<std::vector<Tensor>*> moments(const std::vector<Param>& params);
+  void set_steps_taken(std::int64_t steps) { steps_ = steps; }
+
   // The step count and every moving buffer, "<prefix>/<buffer>/<parameter name>", each a slice of
   // the whole tensor as its parameter is. Before the first step the buffers are saved as zeros.
   // load_state throws DataError when the checkpoint holds another optimizer's state.

@@ -109,6 +109,8 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
 }
 
 void Trainer::broadcast_weights() {
+  settle_host();
+  host_changed_ = true;
   // Every parameter, frozen ones included: they were loaded into replica 0 alone.
   const auto source = replicas_.front().params();
   for (std::size_t r = 1; r < replicas_.size(); ++r) {
@@ -180,7 +182,28 @@ void Trainer::set_gradient_engine(GradientEngine* engine) {
     throw std::invalid_argument(
         fmt::format("a gradient engine replaces the worker threads: the trainer must run 1, not {}",
                     pool_.size()));
+  settle_host();
   engine_ = engine;
+  host_changed_ = true;
+}
+
+bool Trainer::steps_on_engine() const {
+  // One micro-batch per step, and no sum over replicas left for the host to make.
+  return engine_ != nullptr && engine_->steps_on_device() && accumulate_ == 1 &&
+         (sync_ == nullptr || engine_->sums_over_replicas());
+}
+
+void Trainer::settle_host() {
+  if (!engine_ahead_) return;
+  engine_->download_state(replica_params_.front(), *optimizer_);
+  engine_ahead_ = false;
+}
+
+Model& Trainer::model() {
+  // The caller may read the weights or change them.
+  settle_host();
+  host_changed_ = true;
+  return replicas_.front();
 }
 
 void Trainer::set_trace(Trace* trace) {
@@ -217,9 +240,7 @@ void Trainer::sum_over_replicas(std::span<double> values) {
   if (sync_ != nullptr) sync_->sum(values);
 }
 
-double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64_t first_sample,
-                           double scale, const std::function<void(std::size_t)>& on_layer_done,
-                           std::int64_t& correct) {
+std::int64_t Trainer::read_shard(std::span<const std::int64_t> micro_batch) {
   // This process's shard of the micro-batch; its workers split the shard again.
   const auto local = static_cast<std::int64_t>(local_batch_);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
@@ -227,10 +248,16 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
                                          static_cast<std::size_t>(local));
   // The shard is read on this thread (a file-backed set must not be read concurrently); the
   // workers then copy their parts of it.
-  {
-    const TraceSpan read(trace_, "data read", "data");
-    gather_batch(data_.train, batch, shard_images_, shard_labels_);
-  }
+  const TraceSpan read(trace_, "data read", "data");
+  gather_batch(data_.train, batch, shard_images_, shard_labels_);
+  return local;
+}
+
+double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64_t first_sample,
+                           double scale, const std::function<void(std::size_t)>& on_layer_done,
+                           std::int64_t& correct) {
+  const std::int64_t local = read_shard(micro_batch);
+  const int replica = sync_ != nullptr ? sync_->replica() : 0;
   if (engine_ != nullptr) {
     const TraceSpan pass(trace_, "forward and backward", "compute");
     const auto result = engine_->gradients(
@@ -271,8 +298,22 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
 
 double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr,
                            std::int64_t& correct) {
-  const auto micro_size = global_batch.size() / static_cast<std::size_t>(accumulate_);
   const auto scale = static_cast<double>(global_batch.size());
+  if (steps_on_engine()) {
+    const std::int64_t local = read_shard(global_batch);
+    if (host_changed_) engine_->upload_state(replica_params_.front(), *optimizer_);
+    host_changed_ = false;
+    const TraceSpan pass(trace_, "forward, backward and optimizer step", "compute");
+    const int replica = sync_ != nullptr ? sync_->replica() : 0;
+    const auto result = engine_->train_step(shard_images_, shard_labels_, scale, lr,
+                                            static_cast<std::uint64_t>(position_.global_step),
+                                            static_cast<std::uint64_t>(replica * local));
+    engine_ahead_ = true;
+    ++position_.global_step;
+    correct += result.correct;
+    return result.loss_sum;
+  }
+  const auto micro_size = global_batch.size() / static_cast<std::size_t>(accumulate_);
   // A single worker without accumulation hands each layer's gradients to sync_ as backward
   // finishes it, so the reduction of late layers overlaps the backward pass of early ones.
   const bool overlap =
@@ -380,7 +421,8 @@ void Trainer::for_each_evaluation_chunk(
   const std::int64_t chunks = (count + eval_batch - 1) / eval_batch;
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
   const int threads = pool_.size();
-  if (engine_ != nullptr) engine_->load_parameters();
+  // The engine's parameters are the newest after its own steps; otherwise the host's go in.
+  if (engine_ != nullptr && !engine_ahead_) engine_->load_parameters();
   pool_.run([&](int i) {
     Worker& w = workers_[static_cast<std::size_t>(i)];
     std::vector<std::int64_t> rows;
@@ -424,7 +466,7 @@ Evaluation Trainer::evaluate(const SampleSet& set) {
 }
 
 std::vector<float> Trainer::predict(const SampleSet& set) {
-  const std::int64_t classes = model().num_classes();
+  const std::int64_t classes = replicas_.front().num_classes();
   // Each row is this replica's or zero; the sum over replicas assembles them (adding zeros is
   // exact).
   std::vector<double> probabilities(static_cast<std::size_t>(set.count() * classes), 0.0);

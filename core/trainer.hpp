@@ -89,7 +89,10 @@ class Trainer {
   // replica: the same to the bit on any number of replicas and threads.
   std::vector<float> predict(const SampleSet& set);
 
-  Model& model() { return replicas_.front(); }
+  // The host model (replica 0), with the newest weights: after steps on a gradient engine that
+  // steps on its device, they are copied back first, and go to the device again before its next
+  // step (the caller may have changed them).
+  Model& model();
   const TrainingData& data() const { return data_; }
   const TrainPosition& position() const { return position_; }
   // The metrics of the last epoch that ended (saved with the state, so that a training resumed
@@ -108,10 +111,13 @@ class Trainer {
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
   // From now on every step's forward and backward pass, and evaluation's forward passes, run on
-  // `engine` (a GPU), which must outlive the trainer's use of it; the optimizer and checkpoints
-  // stay on the host, and the gradient sums over replicas too unless the engine makes them
-  // (GradientEngine::sums_over_replicas). Needs one worker thread (std::invalid_argument
-  // otherwise).
+  // `engine` (a GPU), which must outlive the trainer's use of it. The gradient sums over
+  // replicas stay on the host unless the engine makes them (sums_over_replicas). When the engine
+  // steps on its device and nothing is left for the host between backward and the update (one
+  // micro-batch per step; one replica, or sums on the engine), the optimizer step runs there too
+  // and the parameters and optimizer state stay on the device: copied in after the host's copy
+  // changed, out before it is read (model(), save_state) and never per step. Needs one worker
+  // thread (std::invalid_argument otherwise).
   void set_gradient_engine(GradientEngine* engine);
   const GradientEngine* gradient_engine() const { return engine_; }
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on
@@ -147,6 +153,13 @@ class Trainer {
                     double scale, const std::function<void(std::size_t)>& on_layer_done,
                     std::int64_t& correct);
   void accumulate_gradients(bool first, bool last);
+  // Reads this process's shard of `micro_batch` into shard_images_ and shard_labels_; returns its
+  // size (the local batch).
+  std::int64_t read_shard(std::span<const std::int64_t> micro_batch);
+  // Whether optimizer steps run on engine_ (see set_gradient_engine).
+  bool steps_on_engine() const;
+  // Copies the engine's parameters and optimizer state to the host when its steps made them newer.
+  void settle_host();
   void sum_worker_gradients();
   // Runs the model over `set` in fixed chunks shared out over replicas and worker threads, calling
   // `visit` with each chunk's logits (w.labels holds its labels) on the worker that ran it.
@@ -161,6 +174,11 @@ class Trainer {
   const TrainingData& data_;
   GradientSync* sync_;
   GradientEngine* engine_ = nullptr;
+  // engine_ took steps the host's parameters and optimizer do not have yet.
+  bool engine_ahead_ = false;
+  // The host's parameters or optimizer state may differ from the engine's: they go to it before
+  // its next step.
+  bool host_changed_ = true;
   WorkerPool pool_;
   std::vector<Model> replicas_;
   std::vector<std::vector<Param>> replica_params_;  // replica_params_[r]: replica r's parameters

@@ -8,7 +8,8 @@
 namespace strata {
 
 void Trainer::save_state(StateDict& out) {
-  model().save_state(out, "weights");
+  settle_host();
+  replicas_.front().save_state(out, "weights");
   optimizer_->save_state(out, "optimizer", replica_params_.front());
   const TrainPosition& p = position_;
   out.put_int("trainer/epoch", p.epoch);
@@ -56,6 +57,9 @@ void Trainer::load_state(const StateDict& in) {
     throw DataError("the checkpoint was written with another run.seed");
   for (auto& replica : replicas_) replica.load_state(in, "weights");
   optimizer_->load_state(in, "optimizer", replica_params_.front());
+  // What an engine held is stale now: it takes the loaded state before its next step.
+  engine_ahead_ = false;
+  host_changed_ = true;
   TrainPosition p;
   p.epoch = static_cast<int>(in.get_int("trainer/epoch"));
   p.epoch_step = in.get_int("trainer/epoch_step");

@@ -328,17 +328,7 @@ GradientEngine::Result DeviceModel::train_step(const Tensor& images,
                                                std::uint64_t first_sample) {
   const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
   const cudaStream_t stream = context_.stream.get();
-  // The optimizer's state, made at the first step: the host Trainer's path never needs it.
-  if (steps_ == 0)
-    for (Parameter& p : params_) {
-      const std::size_t n = p.value.size();
-      p.first = context_.allocator.allocate(n);
-      fill_zero(p.first, context_.stream);
-      if (optimizer_.kind == OptimizerKind::adam) {
-        p.second = context_.allocator.allocate(n);
-        fill_zero(p.second, context_.stream);
-      }
-    }
+  ensure_moments();
   ++steps_;
   const double t = static_cast<double>(steps_);
   for (Parameter& p : params_) {
@@ -363,6 +353,57 @@ GradientEngine::Result DeviceModel::train_step(const Tensor& images,
   }
 
   return batch_result(logits, labels);
+}
+
+void DeviceModel::ensure_moments() {
+  // Made at the first step or upload: the host Trainer's gradient-only path never needs them.
+  for (Parameter& p : params_) {
+    const std::size_t n = p.value.size();
+    if (p.first.empty()) {
+      p.first = context_.allocator.allocate(n);
+      fill_zero(p.first, context_.stream);
+    }
+    if (optimizer_.kind == OptimizerKind::adam && p.second.empty()) {
+      p.second = context_.allocator.allocate(n);
+      fill_zero(p.second, context_.stream);
+    }
+  }
+}
+
+DeviceModel::Parameter& DeviceModel::bound_to(const Tensor* value) {
+  for (Parameter& p : params_)
+    if (p.host.value == value) return p;
+  throw std::invalid_argument("DeviceModel: a parameter of the optimizer is not this model's");
+}
+
+void DeviceModel::upload_state(const std::vector<Param>& params, Optimizer& optimizer) {
+  const auto moments = optimizer.moments(params);
+  if (moments.size() != (optimizer_.kind == OptimizerKind::adam ? 2u : 1u))
+    throw std::invalid_argument("DeviceModel: the host optimizer is not of this model's kind");
+  ensure_moments();
+  for (Parameter& p : params_) copy_to_device(p.host.value->values(), p.value, context_.stream);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Parameter& p = bound_to(params[k].value);
+    copy_to_device((*moments[0])[k].values(), p.first, context_.stream);
+    if (moments.size() > 1) copy_to_device((*moments[1])[k].values(), p.second, context_.stream);
+  }
+  steps_ = optimizer.steps_taken();
+  context_.stream.synchronize();
+}
+
+void DeviceModel::download_state(const std::vector<Param>& params, Optimizer& optimizer) {
+  const auto moments = optimizer.moments(params);
+  if (moments.size() != (optimizer_.kind == OptimizerKind::adam ? 2u : 1u))
+    throw std::invalid_argument("DeviceModel: the host optimizer is not of this model's kind");
+  ensure_moments();
+  for (Parameter& p : params_) copy_to_host(p.value, p.host.value->values(), context_.stream);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Parameter& p = bound_to(params[k].value);
+    copy_to_host(p.first, (*moments[0])[k].values(), context_.stream);
+    if (moments.size() > 1) copy_to_host(p.second, (*moments[1])[k].values(), context_.stream);
+  }
+  optimizer.set_steps_taken(steps_);
+  context_.stream.synchronize();
 }
 
 GradientEngine::Result DeviceModel::batch_result(const DeviceBuffer& logits,

@@ -67,7 +67,12 @@ class DeviceModel final : public GradientEngine {
   // `labels`: gradients are the batch's summed loss divided by `grad_divisor` (the global batch),
   // as Trainer's. `step` and `first_sample` place dropout's noise as on the CPU.
   Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
-                    double lr, std::uint64_t step, std::uint64_t first_sample);
+                    double lr, std::uint64_t step, std::uint64_t first_sample) override;
+  bool steps_on_device() const override { return true; }
+  // The host's parameter values (all), optimizer moments and step count to the device, and back
+  // (GradientEngine's contract). The optimizer must be of the kind this model was made with.
+  void upload_state(const std::vector<Param>& params, Optimizer& optimizer) override;
+  void download_state(const std::vector<Param>& params, Optimizer& optimizer) override;
 
   // GradientEngine, for the host Trainer: the host parameters in, forward and backward on the
   // device, the gradients out into the host parameters' gradient tensors.
@@ -96,6 +101,10 @@ class DeviceModel final : public GradientEngine {
                                        std::uint64_t first_sample);
   // The batch's summed loss and correct predictions (waits for the stream).
   Result batch_result(const DeviceBuffer& logits, std::span<const std::int32_t> labels);
+  // The optimizer's buffers on the device, made (zero) where missing.
+  void ensure_moments();
+  // The device parameter bound to the host tensor `value`; throws std::invalid_argument if none.
+  Parameter& bound_to(const Tensor* value);
 
   DeviceContext& context_;
   OptimizerSpec optimizer_;
@@ -125,6 +134,17 @@ class GpuGradients final : public GradientEngine {
   const Tensor& logits(const Tensor& images) override { return model_.logits(images); }
   std::string where() const override { return model_.where(); }
   bool sums_over_replicas() const override { return replica_sum_ != nullptr; }
+  bool steps_on_device() const override { return true; }
+  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
+                    double lr, std::uint64_t step, std::uint64_t first_sample) override {
+    return model_.train_step(images, labels, grad_divisor, lr, step, first_sample);
+  }
+  void upload_state(const std::vector<Param>& params, Optimizer& optimizer) override {
+    model_.upload_state(params, optimizer);
+  }
+  void download_state(const std::vector<Param>& params, Optimizer& optimizer) override {
+    model_.download_state(params, optimizer);
+  }
 
   // The gradients are summed over the replicas by `sum` from now on (see DeviceModel).
   void sum_over_replicas(std::unique_ptr<ReplicaGradientSum> sum) {

@@ -20,81 +20,15 @@
 #include "core/training_data.hpp"
 #include "tests/core/layer_specs.hpp"
 #include "tests/core/temp_dir.hpp"
+#include "tests/core/trainer_states.hpp"
 
 using namespace strata;
 using Catch::Matchers::Contains;
 
-namespace {
-
-using testing::layer;
-
-// A small MLP with dropout, Adam and a cosine schedule: every kind of state the trainer has.
-Config state_config(OptimizerKind optimizer) {
-  Config c;
-  c.file = "state_test.yaml";
-  c.run.seed = 23;
-  c.data.source = DataSource::synthetic;
-  c.data.synthetic = SyntheticSpec{600, 128, 4, 1, 6, 6};
-  c.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 16),
-              layer(LayerKind::dropout, "drop"), layer(LayerKind::relu, "relu"),
-              layer(LayerKind::dense, "fc2", 4)};
-  c.layers[2].rate = 0.25f;
-  c.training.epochs = 3;
-  c.training.local_batch = 16;
-  c.training.optimizer.kind = optimizer;
-  c.training.optimizer.lr = optimizer == OptimizerKind::adam ? 0.01 : 0.05;
-  c.training.optimizer.momentum = optimizer == OptimizerKind::adam ? 0.0 : 0.9;
-  c.training.schedule.kind = ScheduleKind::cosine;
-  c.stages = {StageSpec{}};
-  return c;
-}
-
-// Stops a training after `steps` optimizer steps, at a step boundary.
-struct StopHere {};
-
-void train_steps(Trainer& trainer, std::int64_t steps) {
-  trainer.set_step_hook([&] {
-    if (trainer.position().global_step == steps) throw StopHere{};
-  });
-  try {
-    while (true) trainer.run_epoch({});
-  } catch (const StopHere&) {
-  }
-  trainer.set_step_hook({});
-}
-
-// Wall-clock fields (seconds, samples/s) are state too, but two trainings never share them.
-bool timing(const std::string& key) {
-  return key.find("seconds") != std::string::npos || key.find("samples_per_s") != std::string::npos;
-}
-
-void require_same(const StateDict& a, const StateDict& b, bool except_timing = false) {
-  REQUIRE(a.tensors().size() == b.tensors().size());
-  for (const auto& [key, t] : a.tensors()) {
-    INFO(key);
-    REQUIRE(b.has_tensor(key));
-    CHECK(b.tensor(key).shard == t.shard);
-    CHECK(b.tensor(key).local_shape == t.local_shape);
-    CHECK(b.tensor(key).values == t.values);
-  }
-  REQUIRE(a.scalars().size() == b.scalars().size());
-  for (const auto& [key, v] : a.scalars()) {
-    INFO(key);
-    REQUIRE(b.has_scalar(key));
-    if (!(except_timing && timing(key))) CHECK((b.scalars().at(key) == v));
-  }
-}
-
-// Whether the two states differ in some tensor value and some scalar.
-bool differ_everywhere(const StateDict& a, const StateDict& b) {
-  bool tensor = false, scalar = false;
-  for (const auto& [key, t] : a.tensors()) tensor = tensor || b.tensor(key).values != t.values;
-  for (const auto& [key, v] : a.scalars())
-    scalar = scalar || !b.has_scalar(key) || b.scalars().at(key) != v;
-  return tensor && scalar;
-}
-
-}  // namespace
+using strata::testing::differ_everywhere;
+using strata::testing::require_same;
+using strata::testing::state_config;
+using strata::testing::train_steps;
 
 TEST_CASE("a state dict reads slices of whole tensors along any axis", "[state]") {
   StateDict state;

@@ -1,0 +1,163 @@
+// The trainer's side of device-resident training, without a GPU: an engine that "steps on its
+// device" in a second copy of the model and optimizer in host memory. Its steps are the plain
+// trainer's, so a trainer that uses it must end bit-identical to one that does not, which holds
+// only if the trainer copies the state in and out at the right moments.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "core/gradient_engine.hpp"
+#include "core/loss.hpp"
+#include "core/optimizer.hpp"
+#include "core/trainer.hpp"
+#include "core/training_data.hpp"
+#include "tests/core/trainer_states.hpp"
+
+using namespace strata;
+using strata::testing::require_same;
+using strata::testing::state_config;
+using strata::testing::train_steps;
+
+namespace {
+
+class CopyEngine final : public GradientEngine {
+ public:
+  CopyEngine(Model& host, const OptimizerSpec& spec)
+      : host_(host), own_(host.replicate()), optimizer_(make_optimizer(spec)) {}
+
+  int uploads = 0, downloads = 0, parameter_loads = 0;
+
+  Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double divisor,
+                   std::uint64_t step, std::uint64_t first_sample) override {
+    copy_values(host_.params(), own_.params());
+    const Result r = forward_backward(images, labels, divisor, step, first_sample);
+    auto from = own_.params(), to = host_.params();
+    for (std::size_t k = 0; k < from.size(); ++k) *to[k].grad = *from[k].grad;
+    return r;
+  }
+  void load_parameters() override {
+    ++parameter_loads;
+    copy_values(host_.params(), own_.params());
+  }
+  const Tensor& logits(const Tensor& images) override { return own_.forward(images, false); }
+  std::string where() const override { return "a copy in host memory"; }
+
+  bool steps_on_device() const override { return true; }
+  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double divisor,
+                    double lr, std::uint64_t step, std::uint64_t first_sample) override {
+    const Result r = forward_backward(images, labels, divisor, step, first_sample);
+    const auto params = own_.trainable_params();
+    optimizer_->begin_step(params);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      optimizer_->update(params[k], k, 0, params[k].value->size(), lr * params[k].lr_scale);
+    return r;
+  }
+  void upload_state(const std::vector<Param>& params, Optimizer& optimizer) override {
+    ++uploads;
+    copy_values(host_.params(), own_.params());
+    copy_moments(optimizer.moments(params), optimizer_->moments(own_.trainable_params()));
+    optimizer_->set_steps_taken(optimizer.steps_taken());
+  }
+  void download_state(const std::vector<Param>& params, Optimizer& optimizer) override {
+    ++downloads;
+    copy_values(own_.params(), host_.params());
+    copy_moments(optimizer_->moments(own_.trainable_params()), optimizer.moments(params));
+    optimizer.set_steps_taken(optimizer_->steps_taken());
+  }
+
+ private:
+  static void copy_values(const std::vector<Param>& from, const std::vector<Param>& to) {
+    REQUIRE(from.size() == to.size());
+    for (std::size_t k = 0; k < from.size(); ++k) *to[k].value = *from[k].value;
+  }
+  static void copy_moments(const std::vector<std::vector<Tensor>*>& from,
+                           const std::vector<std::vector<Tensor>*>& to) {
+    REQUIRE(from.size() == to.size());
+    for (std::size_t b = 0; b < from.size(); ++b) *to[b] = *from[b];
+  }
+  Result forward_backward(const Tensor& images, std::span<const std::int32_t> labels,
+                          double divisor, std::uint64_t step, std::uint64_t first_sample) {
+    own_.set_noise_position(step, first_sample);
+    const Tensor& logits = own_.forward(images, true);
+    Result r;
+    r.loss_sum = softmax_cross_entropy(logits, labels, grad_logits_, divisor) *
+                 static_cast<double>(labels.size());
+    r.correct = count_correct(logits, labels);
+    own_.backward(images, grad_logits_);
+    return r;
+  }
+
+  Model& host_;
+  Model own_;
+  std::unique_ptr<Optimizer> optimizer_;
+  Tensor grad_logits_;
+};
+
+StateDict state_of(Trainer& trainer) {
+  StateDict out;
+  trainer.save_state(out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a trainer stepping on its engine ends bit-identical to one stepping on the host",
+          "[trainer][engine]") {
+  for (const auto optimizer : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    INFO((optimizer == OptimizerKind::adam ? "adam" : "sgd"));
+    const Config config = state_config(optimizer);
+    const TrainingData data = load_training_data(config);
+    Trainer host(config, build_model(config, data), data, standalone_plan(config), 1),
+        device(config, build_model(config, data), data, standalone_plan(config), 1);
+    CopyEngine engine(device.model(), config.training.optimizer);
+    device.set_gradient_engine(&engine);
+
+    const EpochMetrics a1 = host.run_epoch({}), b1 = device.run_epoch({});
+    // One upload before the first step; evaluation reads the engine's newer weights in place, and
+    // nothing came back to the host yet.
+    CHECK(engine.uploads == 1);
+    CHECK(engine.downloads == 0);
+    CHECK(engine.parameter_loads == 0);
+    CHECK(a1.train_loss == b1.train_loss);
+    CHECK(a1.val_accuracy == b1.val_accuracy);
+    CHECK(a1.test_loss == b1.test_loss);
+    const EpochMetrics a2 = host.run_epoch({}), b2 = device.run_epoch({});
+    CHECK(a2.test_loss == b2.test_loss);
+    CHECK(engine.uploads == 1);
+    // save_state takes the engine's weights, moments and step count first.
+    require_same(state_of(host), state_of(device), true);
+    CHECK(engine.downloads == 1);
+  }
+}
+
+TEST_CASE("a trainer on an engine takes a loaded state and changed weights before its next step",
+          "[trainer][engine]") {
+  const Config config = state_config(OptimizerKind::sgd);
+  const TrainingData data = load_training_data(config);
+  Trainer host(config, build_model(config, data), data, standalone_plan(config), 1),
+      device(config, build_model(config, data), data, standalone_plan(config), 1);
+  CopyEngine engine(device.model(), config.training.optimizer);
+  device.set_gradient_engine(&engine);
+  train_steps(device, 5);  // the engine is ahead of the host, and its state must be dropped
+
+  // Resume mid-epoch from the host trainer's state: momentum and step count must reach the
+  // engine, or the next steps differ.
+  train_steps(host, host.steps_per_epoch() + 3);
+  device.load_state(state_of(host));
+  const int uploads = engine.uploads;
+  train_steps(host, host.steps_per_epoch() + 9);
+  train_steps(device, device.steps_per_epoch() + 9);
+  CHECK(engine.uploads == uploads + 1);
+  require_same(state_of(host), state_of(device), true);
+
+  // Weights changed through model() (as loading pretrained weights does) reach the engine too.
+  for (Trainer* t : {&host, &device}) {
+    Tensor& bias = *t->model().params().back().value;
+    for (float& v : bias.values()) v += 0.5f;
+  }
+  host.run_epoch({});
+  device.run_epoch({});
+  require_same(state_of(host), state_of(device), true);
+}
