@@ -1,5 +1,7 @@
 #include "core/device.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
@@ -40,6 +42,18 @@ DeviceReport detect_devices() {
   r.detail = "built without CUDA";
 #endif
   return r;
+}
+
+int node_local_rank(int fallback) {
+  for (const char* name :
+       {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID", "SLURM_LOCALID"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0) return static_cast<int>(rank);
+  }
+  return fallback;
 }
 
 bool built_with_cuda() {

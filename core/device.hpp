@@ -20,11 +20,14 @@ DeviceReport detect_devices();
 // Whether this build has the CUDA backend.
 bool built_with_cuda();
 
+// This rank's index among the ranks of its node, as the launcher numbers them (MPICH's hydra,
+// Open MPI, Cray PALS, Slurm's srun set it in the environment); `fallback` where none does.
+int node_local_rank(int fallback);
+
 // Whether a rank trains its forward and backward passes on a GPU: `auto` when `devices` has one
 // and the model is not split (model-parallel layers run on the CPU), `cuda` likewise or a
 // ConfigError that says why not, `cpu` never. Every rank decides for itself; ranks of one group
-// that decide differently still train alike, since the optimizer and the gradient sums stay on
-// the CPU.
+// that decide differently still train alike (their gradients are then summed on the host).
 bool trains_on_gpu(DeviceChoice choice, int model_shards, const DeviceReport& devices);
 
 }  // namespace strata

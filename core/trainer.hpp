@@ -120,6 +120,8 @@ class Trainer {
   // thread (std::invalid_argument otherwise).
   void set_gradient_engine(GradientEngine* engine);
   const GradientEngine* gradient_engine() const { return engine_; }
+  // Whether the optimizer steps run on the engine (see set_gradient_engine).
+  bool steps_on_engine() const;
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on
   // `trace` (null: off).
   void set_trace(Trace* trace);
@@ -156,8 +158,6 @@ class Trainer {
   // Reads this process's shard of `micro_batch` into shard_images_ and shard_labels_; returns its
   // size (the local batch).
   std::int64_t read_shard(std::span<const std::int64_t> micro_batch);
-  // Whether optimizer steps run on engine_ (see set_gradient_engine).
-  bool steps_on_engine() const;
   // Copies the engine's parameters and optimizer state to the host when its steps made them newer.
   void settle_host();
   void sum_worker_gradients();

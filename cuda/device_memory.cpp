@@ -1,5 +1,9 @@
 #include "cuda/device_memory.hpp"
 
+#include <unistd.h>
+
+#include <array>
+
 #include <fmt/format.h>
 
 #include "cuda/cuda_check.hpp"
@@ -130,6 +134,15 @@ void copy_to_host(const DeviceBuffer& device, std::span<float> host, const Strea
   check(cudaMemcpyAsync(host.data(), device.data(), host.size_bytes(), cudaMemcpyDeviceToHost,
                         stream.get()),
         "cudaMemcpyAsync to the host");
+}
+
+std::string device_identity(int device) {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::array<char, 64> bus{};
+  check(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device),
+        "cudaDeviceGetPCIBusId");
+  return std::string(host.data()) + " " + bus.data();
 }
 
 int visible_devices() {

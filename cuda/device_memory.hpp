@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <span>
+#include <string>
 
 namespace strata::cuda {
 
@@ -101,6 +102,10 @@ class Event {
 // Copies on `stream`; the host side must stay alive until the stream is synchronized.
 void copy_to_device(std::span<const float> host, const DeviceBuffer& device, const Stream& stream);
 void copy_to_host(const DeviceBuffer& device, std::span<float> host, const Stream& stream);
+
+// Which physical GPU `device` is, across the job: this host's name and the GPU's PCI address.
+// Two ranks with the same identity share a GPU, which NCCL refuses.
+std::string device_identity(int device);
 
 // GPUs the CUDA runtime can use here; 0 when it finds none (no GPU, or no driver).
 int visible_devices();

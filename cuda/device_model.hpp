@@ -133,6 +133,7 @@ class GpuGradients final : public GradientEngine {
   void load_parameters() override { model_.load_parameters(); }
   const Tensor& logits(const Tensor& images) override { return model_.logits(images); }
   std::string where() const override { return model_.where(); }
+  int device() const { return context_.allocator.device(); }
   bool sums_over_replicas() const override { return replica_sum_ != nullptr; }
   bool steps_on_device() const override { return true; }
   Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,

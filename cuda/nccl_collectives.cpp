@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <thread>
 
@@ -50,6 +51,7 @@ NcclCommunicator::NcclCommunicator(const Communicator& group)
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (std::uncaught_exceptions() > 0) abort();
   if (comm_ != nullptr) static_cast<void>(ncclCommDestroy(comm_));
 }
 
@@ -98,6 +100,15 @@ void NcclCommunicator::wait(cudaStream_t stream, const std::string& op, const Nc
 void NcclCommunicator::allreduce_sum(float* values, std::size_t count, cudaStream_t stream) const {
   check_nccl(ncclAllReduce(values, values, count, ncclFloat32, ncclSum, comm_, stream),
              "ncclAllReduce");
+}
+
+void NcclCommunicator::allreduce_sum_group(std::span<const std::pair<float*, std::size_t>> buffers,
+                                           cudaStream_t stream) const {
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (const auto& [values, count] : buffers)
+    if (ncclAllReduce(values, values, count, ncclFloat32, ncclSum, comm_, stream) != ncclSuccess)
+      break;  // ncclGroupEnd reports it
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd (allreduce)");
 }
 
 void NcclCommunicator::allgather(const float* mine, float* all, std::size_t count,

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "parallel/communicator.hpp"
 
@@ -27,7 +29,8 @@ class NcclCommunicator {
   // Collective over `group`. Every rank must have made its own GPU current (bind_rank_to_device):
   // the ranks first agree over MPI that each has one, and throw CudaError alike if any has none.
   explicit NcclCommunicator(const Communicator& group);
-  // Frees the communicator (nothing to free after abort()).
+  // Frees the communicator (nothing to free after abort()); aborts it instead while an exception
+  // unwinds, since operations may still be in flight then.
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -38,6 +41,10 @@ class NcclCommunicator {
   // Each enqueues on `stream` and returns at once; the stream orders what follows.
   // Sums `count` floats over the ranks, in place.
   void allreduce_sum(float* values, std::size_t count, cudaStream_t stream) const;
+  // Sums each buffer (pointer, floats) in place, as one NCCL group: small ones (biases) share
+  // their launches instead of paying one each.
+  void allreduce_sum_group(std::span<const std::pair<float*, std::size_t>> buffers,
+                           cudaStream_t stream) const;
   // Rank r's `count` floats of `mine` land in all[r * count, (r + 1) * count).
   void allgather(const float* mine, float* all, std::size_t count, cudaStream_t stream) const;
   // Sums `in` (count x size floats) and keeps this rank's block of `count` in `out`.

@@ -32,8 +32,9 @@ std::string data_line(const TrainingData& data) {
 void print_startup(const StageContext& c, const TrainingData& data, Trainer& trainer) {
   const auto report = kernel_report();
   if (const GradientEngine* gpu = trainer.gradient_engine())
-    fmt::print("[device] forward and backward on {}; optimizer and gradient sums on the CPU\n",
-               gpu->where());
+    fmt::print("[device] forward and backward on {}; optimizer {}; gradient sums {}\n",
+               gpu->where(), trainer.steps_on_engine() ? "on the GPU" : "on the CPU",
+               gpu->sums_over_replicas() ? "on the GPUs (NCCL)" : "on the CPU");
   else
     fmt::print("[device] {}\n", detect_devices().summary);
   fmt::print(

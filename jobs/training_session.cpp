@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <ctime>
 #include <thread>
@@ -37,21 +38,32 @@ std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps
 }
 
 // Whether the group's replicas sum their gradients with NCCL on their GPUs: under
-// parallel.allreduce auto when every replica trains on a GPU, and always under nccl, where a
-// replica on the CPU is an error. Collective over the group's replicas when D > 1, so that all
-// decide alike.
+// parallel.allreduce auto when every replica trains on a GPU of its own, and always under nccl,
+// where a replica on the CPU or two on one GPU (which NCCL refuses) is an error. `gpu` is this
+// rank's device_identity, empty on the CPU. Collective over the group's replicas when D > 1 in a
+// build with CUDA, so that all decide alike.
 bool sums_over_nccl(const Config& config, const Topology& topology, const Plan& plan,
-                    bool this_rank_on_gpu) {
+                    const std::string& gpu) {
   const AllreduceKind kind = config.parallel.allreduce;
-  if (plan.data < 2 || (kind != AllreduceKind::automatic && kind != AllreduceKind::nccl))
+  if (plan.data < 2 || !built_with_cuda() || config.run.device == DeviceChoice::cpu ||
+      (kind != AllreduceKind::automatic && kind != AllreduceKind::nccl))
     return false;
-  const auto on_gpu = topology.data().allreduce_sum_int64(this_rank_on_gpu ? 1 : 0);
-  if (kind == AllreduceKind::nccl && on_gpu < plan.data)
+  auto gpus = topology.data().allgather_strings(gpu);
+  const auto on_cpu = std::count(gpus.begin(), gpus.end(), std::string());
+  std::sort(gpus.begin(), gpus.end());
+  const auto shared = std::adjacent_find(
+      gpus.begin(), gpus.end(), [](const auto& a, const auto& b) { return !a.empty() && a == b; });
+  if (kind == AllreduceKind::nccl && on_cpu > 0)
     throw ConfigError(fmt::format(
         "parallel.allreduce: nccl needs every data-parallel replica on a GPU, but {} of the "
         "group's {} train on the CPU (run.device {}); use auto or mpi",
-        plan.data - on_gpu, plan.data, to_string(config.run.device)));
-  return on_gpu == plan.data;
+        on_cpu, plan.data, to_string(config.run.device)));
+  if (kind == AllreduceKind::nccl && shared != gpus.end())
+    throw ConfigError(fmt::format(
+        "parallel.allreduce: nccl needs a GPU of its own for every data-parallel replica, but "
+        "two of the group's {} share GPU {} (more ranks on a node than GPUs?); use auto or mpi",
+        plan.data, *shared));
+  return on_cpu == 0 && shared == gpus.end();
 }
 
 #ifdef STRATA_HAVE_CUDA
@@ -100,7 +112,8 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   std::unique_ptr<cuda::GpuGradients> on_device;
   if (on_gpu) {
     try {
-      const int device = cuda::bind_rank_to_device(topology.world_rank() % plan.ranks_per_node);
+      const int device =
+          cuda::bind_rank_to_device(node_local_rank(topology.world_rank() % plan.ranks_per_node));
       on_device = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
                                                        config.training.optimizer, device);
       trainer->set_gradient_engine(on_device.get());
@@ -117,13 +130,15 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
       make_trainer(threads);
     }
   }
-  nccl_sums = sums_over_nccl(config, topology, plan, on_device != nullptr);
+  nccl_sums = sums_over_nccl(
+      config, topology, plan,
+      on_device != nullptr ? cuda::device_identity(on_device->device()) : std::string());
   if (nccl_sums)
     on_device->sum_over_replicas(
         std::make_unique<cuda::NcclReplicaSum>(topology.data(), nccl_watch(config)));
   gpu = std::move(on_device);
 #else
-  sums_over_nccl(config, topology, plan, false);
+  sums_over_nccl(config, topology, plan, std::string());
 #endif
   // Under NCCL the host sync only sums the step's loss and accuracy: its gradients stay unbound.
   if (!nccl_sums) {

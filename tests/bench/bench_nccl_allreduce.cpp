@@ -13,6 +13,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -84,8 +85,10 @@ std::string row(const Bench& b, const Payload& payload) {
   }
   const cuda::Stream stream, compute;
   cuda::DeviceBuffer flat = b.allocator.allocate(static_cast<std::size_t>(floats));
-  const std::vector<float> ones(static_cast<std::size_t>(floats), 1.0f);
-  cuda::copy_to_device(ones, flat, stream);
+  // Zeros stay zeros however many rounds sum them in place.
+  const std::vector<float> zeros(static_cast<std::size_t>(floats), 0.0f);
+  cuda::copy_to_device(zeros, flat, stream);
+  for (const auto& g : grads) cuda::copy_to_device(std::span(zeros).first(g.size()), g, stream);
   stream.synchronize();
   const auto count = static_cast<std::size_t>(floats);
   const cuda::NcclWatch unwatched;
@@ -118,7 +121,7 @@ std::string row(const Bench& b, const Payload& payload) {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int code = 0;
-  {
+  try {
     const int repeats = argc > 1 ? std::atoi(argv[1]) : 20;
     const Communicator world = Communicator::world();
     const Communicator node = world.split_shared("node");
@@ -153,6 +156,10 @@ int main(int argc, char** argv) {
       for (const Payload& payload : payloads) table += row(bench, payload);
       if (world.rank() == 0) fmt::print("{}", table);
     }
+  } catch (const std::exception& e) {
+    // The other ranks may be inside a collective: end them all.
+    std::fprintf(stderr, "strata_bench_nccl_allreduce: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
   return code;

@@ -1,6 +1,12 @@
 // run.device: the config key, and which ranks train on a GPU.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/config.hpp"
 #include "core/device.hpp"
 #include "core/errors.hpp"
@@ -67,4 +73,28 @@ TEST_CASE("a rank trains on a GPU when one is there and the model is not split",
                     Catch::Contains("built without CUDA"));
   CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 2, one),
                     Catch::Contains("split over M = 2 ranks"));
+}
+
+TEST_CASE("a rank's index on its node comes from the launcher's environment", "[device]") {
+  const char* names[] = {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID",
+                         "SLURM_LOCALID"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* name : names) {
+    const char* value = std::getenv(name);
+    saved.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+    unsetenv(name);
+  }
+  CHECK(strata::node_local_rank(5) == 5);
+  setenv("SLURM_LOCALID", "2", 1);
+  CHECK(strata::node_local_rank(5) == 2);
+  setenv("MPI_LOCALRANKID", "3", 1);  // the launcher's own number comes before Slurm's
+  CHECK(strata::node_local_rank(5) == 3);
+  setenv("MPI_LOCALRANKID", "x", 1);  // not a number: the next one
+  CHECK(strata::node_local_rank(5) == 2);
+  for (const auto& [name, value] : saved) {
+    if (value)
+      setenv(name.c_str(), value->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
 }
