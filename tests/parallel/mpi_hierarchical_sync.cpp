@@ -112,29 +112,9 @@ TEST_CASE("a D=2 training on the hierarchical sum ends bit-identical to one on M
   const Communicator world = Communicator::world();
   const Communicator pair = world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "pair");
   if (world.rank() < 2) {
-    Config config = parse_config(R"(run: {name: h, seed: 4}
-data:
-  source: synthetic
-  validation_fraction: 0.0
-  synthetic: {train: 256, test: 32, classes: 4, channels: 1, height: 8, width: 8}
-model:
-  layers:
-    - conv2d: {filters: 8, kernel: 3, init: glorot}
-    - relu
-    - flatten
-    - dense: {units: 16, init: glorot}
-    - relu
-    - dense: {units: 4, init: glorot}
-training: {epochs: 1, local_batch: 16, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
-parallel: {data: 2, max_global_batch: 32}
-)",
-                                 "h.yaml");
+    Config config = strata::testing::two_replica_config();
     const TrainingData data = load_training_data(config);
-    PlanRequest request;
-    request.world_size = 2;
-    request.local_batch = 16;
-    request.max_global_batch = 32;
-    const Plan plan = make_plan(request);
+    const Plan plan = strata::testing::two_replica_plan();
     REQUIRE(plan.data == 2);
     const Topology topology(pair, plan);
     std::vector<StateDict> states;
