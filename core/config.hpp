@@ -237,11 +237,12 @@ struct HpoSpec {
   PruneSettings prune;  // rule none: every training runs all its epochs
   int max_epochs = 0;   // epochs trained by all trials together; 0 = no limit
   bool has_target = false;
-  double target = 0.0;      // stop on reaching this fitness
-  int max_trainings = 0;    // 0 = no limit
-  int trials = 16;          // random and tpe search
-  int startup_trials = 10;  // tpe: random trials before the model
-  int grid_points = 3;      // grid search: points per real parameter
+  double target = 0.0;        // stop on reaching this fitness
+  int max_trainings = 0;      // 0 = no limit
+  int trials = 16;            // random and tpe search
+  int startup_trials = 10;    // tpe: random trials before the model
+  bool multivariate = false;  // tpe: one density over whole genomes, not one per parameter
+  int grid_points = 3;        // grid search: points per real parameter
   // Population-based training: every `interval` epochs the worst `quantile` of the members copy a
   // best-quantile member's training state and perturb its values (each real by 0.8 or 1.2, each
   // choice or integer a step), or draw a value afresh with `resample_probability`.

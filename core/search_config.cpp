@@ -130,23 +130,13 @@ HpoSpec parse_hpo(const MapReader& m) {
                                                       "patience",
                                                       "schedule",
                                                       "surrogate_candidates"};
-  static constexpr std::string_view other_keys[] = {"algorithm",
-                                                    "space",
-                                                    "prune",
-                                                    "max_epochs",
-                                                    "target",
-                                                    "max_trainings",
-                                                    "trials",
-                                                    "startup_trials",
-                                                    "grid_points",
-                                                    "fitness",
-                                                    "direction",
-                                                    "trial_timeout_s",
-                                                    "keep_top",
-                                                    "parallel",
-                                                    "interval",
-                                                    "quantile",
-                                                    "resample_probability"};
+  static constexpr std::string_view other_keys[] = {
+      "algorithm",       "space",          "prune",
+      "max_epochs",      "target",         "max_trainings",
+      "trials",          "startup_trials", "multivariate",
+      "grid_points",     "fitness",        "direction",
+      "trial_timeout_s", "keep_top",       "parallel",
+      "interval",        "quantile",       "resample_probability"};
   static const std::vector<std::string_view> known = [] {
     std::vector<std::string_view> keys(std::begin(other_keys), std::end(other_keys));
     keys.insert(keys.end(), std::begin(genetic_only), std::end(genetic_only));
@@ -183,6 +173,7 @@ HpoSpec parse_hpo(const MapReader& m) {
   read(m, "max_trainings", h.max_trainings, at_least_0);
   read(m, "trials", h.trials, at_least_1);
   read(m, "startup_trials", h.startup_trials, at_least_1);
+  read(m, "multivariate", h.multivariate);
   read(m, "grid_points", h.grid_points, IntRange{2});
   static constexpr std::array<Choice<bool>, 2> fitness_choices{
       {{"val_accuracy", true}, {"val_loss", false}}};
@@ -222,6 +213,7 @@ HpoSpec parse_hpo(const MapReader& m) {
       h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe;
   only_for("trials", counts_trials, "random or tpe");
   only_for("startup_trials", h.algorithm == SearchAlgorithm::tpe, "tpe");
+  only_for("multivariate", h.algorithm == SearchAlgorithm::tpe, "tpe");
   only_for("grid_points", h.algorithm == SearchAlgorithm::grid, "grid");
   only_for("max_trainings", !counts_trials && !pbt,
            "genetic or grid (random and tpe search run `trials`, pbt its population)");

@@ -16,14 +16,6 @@ double normal_cdf(double z) {
   return 0.5 * std::erfc(-z / std::numbers::sqrt2);
 }
 
-// log of the truncated Gaussian's density at x.
-double log_truncated_normal(double x, double mu, double sigma, double lo, double hi) {
-  const double z = (x - mu) / sigma;
-  const double mass = normal_cdf((hi - mu) / sigma) - normal_cdf((lo - mu) / sigma);
-  return -0.5 * z * z - std::log(sigma * std::sqrt(2.0 * std::numbers::pi)) -
-         std::log(std::max(mass, 1e-300));
-}
-
 }  // namespace
 
 std::size_t good_count(std::size_t n, double gamma, std::size_t max_good) {
@@ -72,12 +64,23 @@ double Parzen::sample(Rng& rng) const {
   double u = rng.uniform_double();
   std::size_t i = 0;
   while (i + 1 < weights_.size() && u >= weights_[i]) u -= weights_[i++];
+  return sample_truncated_normal(mus_[i], sigmas_[i], lo_, hi_, rng);
+}
+
+double log_truncated_normal(double x, double mu, double sigma, double lo, double hi) {
+  const double z = (x - mu) / sigma;
+  const double mass = normal_cdf((hi - mu) / sigma) - normal_cdf((lo - mu) / sigma);
+  return -0.5 * z * z - std::log(sigma * std::sqrt(2.0 * std::numbers::pi)) -
+         std::log(std::max(mass, 1e-300));
+}
+
+double sample_truncated_normal(double mu, double sigma, double lo, double hi, Rng& rng) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    const double x = mus_[i] + sigmas_[i] * normal_double(rng);
-    if (x >= lo_ && x <= hi_) return x;
+    const double x = mu + sigma * normal_double(rng);
+    if (x >= lo && x <= hi) return x;
   }
   // Only a component far outside the interval gets here: its nearest end.
-  return std::clamp(mus_[i], lo_, hi_);
+  return std::clamp(mu, lo, hi);
 }
 
 std::vector<double> categorical_weights(std::span<const std::size_t> observations, std::size_t k,

@@ -44,4 +44,9 @@ std::vector<double> categorical_weights(std::span<const std::size_t> observation
 // A draw from the normal distribution in double precision (Box-Muller).
 double normal_double(Rng& rng);
 
+// log of the density at x of the Gaussian (mu, sigma) truncated to [lo, hi].
+double log_truncated_normal(double x, double mu, double sigma, double lo, double hi);
+// A draw from it, by rejection; mu clamped to [lo, hi] if a thousand draws all miss.
+double sample_truncated_normal(double mu, double sigma, double lo, double hi, Rng& rng);
+
 }  // namespace strata

@@ -44,6 +44,38 @@ double interval_hi(const ParamSpec& spec) {
   return spec.kind == ParamKind::integer ? spec.hi + 0.5 : to_search_scale(spec, spec.hi);
 }
 
+// A genome as a point of the joint density: each gene in its parameter's search scale (a choice's
+// index as it is), and back.
+std::vector<JointDim> joint_dims(const std::vector<ParamSpec>& specs) {
+  std::vector<JointDim> dims;
+  for (const ParamSpec& p : specs)
+    dims.push_back(p.kind == ParamKind::choice ? JointDim{0.0, 0.0, p.choices.size()}
+                                               : JointDim{interval_lo(p), interval_hi(p), 0});
+  return dims;
+}
+
+std::vector<double> joint_point(const std::vector<ParamSpec>& specs, const Genome& genome) {
+  std::vector<double> x;
+  for (std::size_t k = 0; k < specs.size(); ++k)
+    x.push_back(specs[k].kind == ParamKind::integer || specs[k].kind == ParamKind::choice
+                    ? genome[k]
+                    : to_search_scale(specs[k], genome[k]));
+  return x;
+}
+
+Genome joint_genome(const std::vector<ParamSpec>& specs, const std::vector<double>& x) {
+  Genome genome;
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    const ParamSpec& p = specs[k];
+    if (p.kind == ParamKind::choice)
+      genome.push_back(x[k]);
+    else
+      genome.push_back(clamp_value(
+          p, p.kind == ParamKind::integer ? std::round(x[k]) : from_search_scale(p, x[k])));
+  }
+  return genome;
+}
+
 }  // namespace
 
 ParamDensities::ParamDensities(const ParamSpec& spec, std::span<const double> good,
@@ -115,6 +147,16 @@ TpeModel::TpeModel(const SearchSpace& space, std::span<const Trial> trials, Dire
       std::min(ranked.size(),
                std::max<std::size_t>(
                    1, good_count(n, config.gamma, static_cast<std::size_t>(config.max_good))));
+  if (config.multivariate) {
+    specs_ = space.params;
+    std::vector<std::vector<double>> good_rows, bad_rows;
+    for (std::size_t i = 0; i < ranked.size(); ++i)
+      (i < good ? good_rows : bad_rows).push_back(joint_point(specs_, ranked[i]->genome));
+    for (const Trial* t : rest) bad_rows.push_back(joint_point(specs_, t->genome));
+    good_joint_.emplace(joint_dims(specs_), good_rows, config.prior_weight);
+    bad_joint_.emplace(joint_dims(specs_), bad_rows, config.prior_weight);
+    return;
+  }
   for (std::size_t k = 0; k < space.params.size(); ++k) {
     std::vector<double> good_genes, bad_genes;
     for (std::size_t i = 0; i < ranked.size(); ++i)
@@ -126,11 +168,24 @@ TpeModel::TpeModel(const SearchSpace& space, std::span<const Trial> trials, Dire
 
 Genome TpeModel::propose(int candidates, Rng& rng) const {
   Genome genome;
+  if (good_joint_) {
+    double best_score = -INFINITY;
+    for (int i = 0; i < candidates; ++i) {
+      const Genome candidate = joint_genome(specs_, good_joint_->sample(rng));
+      const double s = score(candidate);
+      if (s > best_score) genome = candidate, best_score = s;
+    }
+    return genome;
+  }
   for (const ParamDensities& p : params_) genome.push_back(choose(p, candidates, rng));
   return genome;
 }
 
 double TpeModel::score(const Genome& genome) const {
+  if (good_joint_) {
+    const std::vector<double> x = joint_point(specs_, genome);
+    return good_joint_->log_pdf(x) - bad_joint_->log_pdf(x);
+  }
   double sum = 0.0;
   for (std::size_t k = 0; k < params_.size(); ++k) sum += params_[k].log_ratio(genome[k]);
   return sum;

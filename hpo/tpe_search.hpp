@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hpo/joint_parzen.hpp"
 #include "hpo/parzen.hpp"
 #include "hpo/search.hpp"
 
@@ -20,7 +21,9 @@ struct TpeConfig {
   double gamma = 0.1;         // the good fraction of the observations
   int max_good = 25;          // at most this many good observations
   double prior_weight = 1.0;  // of the wide prior component
-  int slots = 1;              // trainings in flight, one per member group
+  // One density over whole genomes (JointParzen) instead of one per parameter.
+  bool multivariate = false;
+  int slots = 1;  // trainings in flight, one per member group
   std::optional<double> target;
   Direction direction = Direction::maximize;
   std::uint64_t seed = 0;
@@ -57,17 +60,21 @@ double tpe_choose(const ParamSpec& spec, std::span<const double> good, std::span
 // best good_count(n) successful trials and the rest (failures and trials in flight included).
 class TpeModel {
  public:
-  // Empty (scores nothing) while there is no successful trial.
+  // Empty (scores nothing) while there is no successful trial. With config.multivariate the
+  // densities are over whole genomes (JointParzen), else one per parameter.
   TpeModel(const SearchSpace& space, std::span<const Trial> trials, Direction direction,
            const TpeConfig& config);
-  bool empty() const { return params_.empty(); }
+  bool empty() const { return params_.empty() && !good_joint_; }
   // The sum over parameters of log l - log g: larger where good results lie and bad ones do not.
   double score(const Genome& genome) const;
-  // TPE's proposal: each parameter chosen by `candidates` draws from its l (tpe_choose's rule).
+  // TPE's proposal: each parameter chosen by `candidates` draws from its l (tpe_choose's rule);
+  // multivariate, the best of `candidates` whole genomes drawn from l.
   Genome propose(int candidates, Rng& rng) const;
 
  private:
   std::vector<ParamDensities> params_;
+  std::vector<ParamSpec> specs_;                       // multivariate
+  std::optional<JointParzen> good_joint_, bad_joint_;  // multivariate
 };
 
 // Univariate TPE in the steady state: the first `startup` trials are random; after them each free

@@ -95,6 +95,7 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
       TpeConfig t;
       t.trials = spec.trials;
       t.startup = spec.startup_trials;
+      t.multivariate = spec.multivariate;
       t.slots = std::max(groups, 1);
       t.target = target_of(spec);
       t.direction = direction;

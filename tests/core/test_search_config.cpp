@@ -297,6 +297,13 @@ TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
   CHECK(h.algorithm == SearchAlgorithm::tpe);
   CHECK(h.trials == 30);
   CHECK(h.startup_trials == 7);
+  CHECK_FALSE(h.multivariate);
+  const Config joint =
+      parse_config(replace(tpe, "trials: 30", "trials: 30\n      multivariate: true"), "s.yaml");
+  CHECK(std::get<HpoSpec>(joint.stages.front().settings).multivariate);
+  CHECK_THAT(
+      error_of(replace(search_yaml, "population: 6", "population: 6\n      multivariate: true")),
+      Contains("multivariate is a setting of algorithm tpe, not of genetic"));
   CHECK_THAT(error_of(replace(tpe, "trials: 30", "trials: 30\n      population: 4")),
              Contains("population is a setting of algorithm genetic or pbt, not of tpe"));
   CHECK_THAT(
@@ -307,8 +314,8 @@ TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
 TEST_CASE("a search without algorithm is tpe, and a genetic setting there says what to add",
           "[config][hpo]") {
   const std::string genetic_keys = replace(search_yaml, "      algorithm: genetic\n", "");
-  const std::string plain = replace(replace(genetic_keys, "      population: 6\n", ""),
-                                    "      generations: 3\n", "");
+  const std::string plain =
+      replace(replace(genetic_keys, "      population: 6\n", ""), "      generations: 3\n", "");
   const Config c = parse_config(plain, "s.yaml");
   CHECK(std::get<HpoSpec>(c.stages.front().settings).algorithm == SearchAlgorithm::tpe);
   CHECK_THAT(error_of(genetic_keys),

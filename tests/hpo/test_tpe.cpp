@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
+#include "hpo/joint_parzen.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/parzen.hpp"
 #include "hpo/tpe_search.hpp"
@@ -80,6 +81,56 @@ TEST_CASE("categorical weights are counts plus a spread prior", "[hpo][tpe]") {
   CHECK(w[2] == Approx((1.0 + 1.0 / 3) / 4.0));
 }
 
+TEST_CASE("a joint Parzen density is a mixture of products of the univariate kernels",
+          "[hpo][tpe]") {
+  // One real dimension and one choice of 3; two observations.
+  const std::vector<JointDim> dims{{0.0, 1.0, 0}, {0.0, 0.0, 3}};
+  const std::vector<std::vector<double>> obs{{0.2, 0.0}, {0.5, 2.0}};
+  const JointParzen joint(dims, obs, 1.0);
+  const std::vector<double> real_obs{0.2, 0.5};
+  const Parzen real(real_obs, 0.0, 1.0, 1.0);   // the real dimension's kernels
+  auto kernel = [&](std::size_t i, double x) {  // component i's real kernel, by hand
+    const double mu = real.mus()[i], sigma = real.sigmas()[i];
+    const double z = (x - mu) / sigma;
+    const double mass = 0.5 * (std::erfc(-(1.0 - mu) / sigma / std::sqrt(2.0)) -
+                               std::erfc(-(0.0 - mu) / sigma / std::sqrt(2.0)));
+    return std::exp(-0.5 * z * z) / (sigma * std::sqrt(2.0 * M_PI)) / mass;
+  };
+  // An observation keeps its index with weight 1 and spreads the prior weight 1 over 3.
+  const double keep = (1.0 + 1.0 / 3.0) / 2.0, other = (1.0 / 3.0) / 2.0;
+  for (const double x : {0.1, 0.3, 0.8})
+    for (const double c : {0.0, 1.0, 2.0}) {
+      INFO("x " << x << ", choice " << c);
+      const double expected = (kernel(0, x) * (c == 0.0 ? keep : other) +
+                               kernel(1, x) * (c == 2.0 ? keep : other) + kernel(2, x) / 3.0) /
+                              3.0;
+      CHECK(std::exp(joint.log_pdf(std::vector<double>{x, c})) == Approx(expected));
+    }
+  // A joint density of one real dimension is the univariate one.
+  const JointParzen alone({{0.0, 1.0, 0}}, {{0.2}, {0.5}}, 1.0);
+  CHECK(alone.log_pdf(std::vector<double>{0.37}) == Approx(real.log_pdf(0.37)));
+  // It keeps what occurred together, which a product of marginals loses: (0.2, 0) and (0.5, 2)
+  // were seen, (0.2, 2) was not.
+  CHECK(joint.log_pdf(std::vector<double>{0.2, 0.0}) >
+        joint.log_pdf(std::vector<double>{0.2, 2.0}));
+  // Draws stay in the space, and pairs follow the observations: the odds of choice 0 against 2
+  // are higher with a low x than with a high one (independent draws: an odds ratio of 1).
+  Rng rng(9);
+  int seen[2][3] = {};  // [x above 0.35][choice]
+  for (int i = 0; i < 4000; ++i) {
+    const auto x = joint.sample(rng);
+    REQUIRE(x.size() == 2);
+    REQUIRE(x[0] >= 0.0);
+    REQUIRE(x[0] <= 1.0);
+    REQUIRE((x[1] == 0.0 || x[1] == 1.0 || x[1] == 2.0));
+    ++seen[x[0] > 0.35 ? 1 : 0][static_cast<int>(x[1])];
+  }
+  INFO("low x: " << seen[0][0] << " " << seen[0][2] << ", high x: " << seen[1][0] << " "
+                 << seen[1][2]);
+  CHECK(static_cast<double>(seen[0][0]) * seen[1][2] >
+        1.25 * static_cast<double>(seen[0][2]) * seen[1][0]);
+}
+
 TEST_CASE("TPE chooses where the good observations are and the bad are not", "[hpo][tpe]") {
   TpeConfig c;
   Rng rng(5);
@@ -135,6 +186,31 @@ TEST_CASE("the TPE search beats random search on a smooth function", "[hpo][tpe]
   }
   std::sort(ratios.begin(), ratios.end());
   CHECK(ratios[2] < 0.2);  // the median: about 8x better
+}
+
+TEST_CASE("multivariate TPE beats random search on a function whose best values go together",
+          "[hpo][tpe]") {
+  // Rosenbrock's valley is diagonal: good x1 depends on x0.
+  const SearchSpace space = objective_space("rosenbrock", 2);
+  const Objective f = [](const Trial& t) { return rosenbrock(t.genome); };
+  int better = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    TpeConfig c;
+    c.trials = 60;
+    c.slots = 2;
+    c.direction = Direction::minimize;
+    c.seed = seed;
+    c.multivariate = true;
+    TpeSearch tpe(space, c);
+    drive(tpe, seed, f);
+    RandomSearch random(space, RandomConfig{60, 2, std::nullopt, Direction::minimize, seed});
+    drive(random, seed, f);
+    INFO("seed " << seed << ": tpe " << tpe.best()->fitness << ", random "
+                 << random.best()->fitness);
+    CHECK(tpe.trials().size() == 60);
+    better += tpe.best()->fitness < random.best()->fitness;
+  }
+  CHECK(better >= 4);
 }
 
 TEST_CASE("TPE's trials in flight are bad (constant liar), and a replay rebuilds it",
