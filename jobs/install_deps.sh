@@ -64,6 +64,11 @@ fi
 if [ $want_torch = 1 ] && ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   missing+=(python3-torch)
 fi
+# Debian's torch calls whatever libblas.so.3 the alternatives give; with nothing else installed that
+# is the reference BLAS (8 GFLOP/s), and the benchmark's PyTorch side would run 20-60x too slow.
+if [ $want_torch = 1 ] && [ ! -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ]; then
+  missing+=(libopenblas0-pthread)
+fi
 # DEAP: the genetic-search benchmark's peer (tests/bench/run_ga_suite_bench.sh).
 if [ $want_deap = 1 ] && ! /usr/bin/python3 -c 'import deap' 2>/dev/null; then
   missing+=(python3-deap)

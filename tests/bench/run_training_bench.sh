@@ -39,7 +39,16 @@ if [ -f "$root/jobs/env.sh" ]; then
   # shellcheck source=../../jobs/env.sh
   . "$root/jobs/env.sh"
 fi
-if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
+# The peer gets its best kernels: on an AVX-512 CPU OpenBLAS's SkylakeX ones, also over a weaker
+# preset (these machines export Haswell, which runs torch's sgemm at 60% of SkylakeX's rate).
+if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
+# Debian's torch calls libblas.so.3; the reference BLAS there would make PyTorch 20-60x slower.
+blas="$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)"
+if [[ "$python" == /usr/bin/python3 && "$blas" != *openblas* ]]; then
+  echo "run_training_bench.sh: libblas.so.3 is ${blas:-missing}, not OpenBLAS: PyTorch would run on the reference BLAS." >&2
+  echo "  Install it with: jobs/install_deps.sh --with-torch" >&2
+  exit 1
+fi
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 exec "$build/strata_bench_training" "$@"
