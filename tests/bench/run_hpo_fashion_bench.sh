@@ -15,7 +15,8 @@
 # random search with 5 times the budget, so that its median is a number where random search
 # reaches a target in fewer than half the seeds within the budget. Kinds genetic9,
 # median9 and asha9 measure pruning on 9-epoch trainings (rungs after epochs 1, 3 and 9). Its baseline
-# (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs.
+# (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs. Kind
+# tpe_multivariate is strata's TPE with `multivariate: true` (not in the default kinds).
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
@@ -69,6 +70,8 @@ for seed in $seeds; do
     # strata's TPE: the same space and budget, without the genetic settings.
     [ "$kind" = tpe ] && sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget/" \
       -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
+    [ "$kind" = tpe_multivariate ] && sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget\n      multivariate: true/" \
+      -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
     # Pruning needs epochs to stop early: 3-epoch trainings, the rule after the first.
     case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; *9) sed -i -e 's/^  epochs: 1$/  epochs: 9/' "$cfg" ;; esac
     [ "$kind" = median9 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
@@ -101,6 +104,7 @@ work, budget, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 seeds, targets = sys.argv[4].split(), [float(t) for t in sys.argv[5].split()]
 names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
          "surrogate": "GA with TPE surrogate (8 candidates)", "tpe": "strata TPE",
+         "tpe_multivariate": "strata TPE, multivariate",
          "random": "random", "random5x": f"random, {5 * budget} trainings", "optuna": "Optuna 3.1 TPE (sequential)",
          "genetic3": "GA, 3 epochs", "median3": "GA, 3 epochs, median pruning",
          "asha3": "GA, 3 epochs, ASHA pruning",
