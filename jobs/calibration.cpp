@@ -193,6 +193,18 @@ void measure_split_step(const Config& config, const Communicator& world,
   std::fflush(stdout);
 }
 
+// A one-thread step on every calibrating rank while all of them step, on rank 0 the mean. Only the
+// whole launch: MPICH polls differently once a node holds more ranks than cores, so a subset of
+// a larger launch would not see what a launch of that size does.
+double shared_step_seconds(const Config& config, const Communicator& world,
+                           const CalibrationOptions& options) {
+  const Config timed = timed_config(config, options);
+  const TrainingData data = load_training_data(timed);
+  Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), 1);
+  world.barrier();
+  return world.allreduce_sum_double(step_seconds(trainer, options.repeats)) / world.size();
+}
+
 }  // namespace
 
 Calibration measure_calibration(const Config& config, const Communicator& world,
@@ -219,6 +231,14 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       if (l.split == SplitKind::column && size % 2 != 0) halves = false;
     }
     if (splits && halves) measure_split_step(config, world, options, c);
+    world.barrier();
+    const double shared = shared_step_seconds(config, world, options);
+    if (world.rank() == 0) {
+      c.shared_step_s = shared;
+      fmt::print("[calibrate] all {} ranks stepping at once: {:.3f} ms per one-thread step\n",
+                 world.size(), 1e3 * shared);
+      std::fflush(stdout);
+    }
     if (splits && !halves && world.rank() == 0)
       fmt::print(
           "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "

@@ -131,13 +131,20 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   cost.oversubscription =
       std::max(1.0, static_cast<double>(ranks_on_node) * cost.threads / settings.cores_per_node);
 
+  // This node's ranks measured stepping together, one thread each: their slowdown against one
+  // rank alone replaces the division of the cores.
+  const bool shared = settings.calibrated_node && c.shared_step_s > 0.0 &&
+                      ranks_on_node == c.intra_node_ranks && cost.threads == 1;
+  const double sharing = shared ? c.shared_step_s / c.one_thread_step_s() : cost.oversubscription;
+  NetworkCost network = settings.network;
+
   // K micro-batches of forward, backward and reads, then one optimizer step.
   const OneThreadCompute one = one_thread_compute(c, plan.model);
-  cost.compute_s = (plan.accumulate * one.micro_s + one.optimizer_s) /
-                   thread_speedup(c, cost.threads) * cost.oversubscription;
+  cost.compute_s =
+      (plan.accumulate * one.micro_s + one.optimizer_s) / thread_speedup(c, cost.threads) * sharing;
 
-  const LinkCost& shard_link =
-      plan.model_groups_within_nodes() ? settings.network.intra_node : settings.network.inter_node;
+  const LinkCost shard_link =
+      plan.model_groups_within_nodes() ? network.intra_node : network.inter_node;
   cost.model_parallel_s = plan.accumulate * model_parallel_seconds(c, plan.model, shard_link);
 
   if (plan.data > 1) {
@@ -149,7 +156,6 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
     const int shards_on_node = std::clamp(plan.ranks_per_node, 1, plan.model);
     const bool window =
         sums_through_window(settings.allreduce, plan.data - (nodes - 1) * per_node, per_node);
-    NetworkCost network = settings.network;
     network.inter_node.bytes_per_s /= shards_on_node * (window ? 1 : per_node);
     const LinkCost& link = nodes > 1 ? network.inter_node : network.intra_node;
     if (window) {
@@ -205,6 +211,7 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                          {"bytes_per_s", c.intra_node->bytes_per_s}};
   if (c.split_step_s > 0.0)
     out["split_over_2"] = {{"step_s", c.split_step_s}, {"optimizer_s", c.split_optimizer_s}};
+  if (c.shared_step_s > 0.0) out["intra_node"]["shared_step_s"] = c.shared_step_s;
   return out;
 }
 
@@ -241,6 +248,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
       c.intra_node =
           LinkCost{link.at("latency_s").get<double>(), link.at("bytes_per_s").get<double>()};
       c.intra_node_ranks = link.at("ranks").get<int>();
+      c.shared_step_s = link.value("shared_step_s", 0.0);
     }
     if (j.contains("split_over_2")) {
       c.split_step_s = j.at("split_over_2").at("step_s").get<double>();

@@ -57,6 +57,10 @@ struct Calibration {
   // copies and collectives included), and its optimizer part; 0 when not measured (one rank, or
   // no split layers).
   double split_step_s = 0.0, split_optimizer_s = 0.0;
+  // A one-thread step on each of the intra_node_ranks ranks while all of them step; 0 when not
+  // measured. It carries what sharing the node costs (memory bandwidth, and past one rank per core
+  // the time slicing), which dividing the cores among the ranks does not show.
+  double shared_step_s = 0.0;
 
   std::int64_t parameters() const;
   // A whole step on one thread, communication excluded.
@@ -71,6 +75,9 @@ Calibration calibration_from_json(const nlohmann::json& json, const std::string&
 
 struct PredictionSettings {
   NetworkCost network;
+  // The network is this node's, as calibrated (--network local): where the calibration ran as many
+  // ranks as the plan puts on the node, their shared step replaces the division of the cores.
+  bool calibrated_node = false;
   int cores_per_node = 1;
   int threads = 0;  // worker threads per rank; 0 = as strata run chooses (its share of the cores)
   AllreduceKind allreduce = AllreduceKind::mpi;  // parallel.allreduce

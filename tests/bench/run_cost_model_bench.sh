@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The cost model against measured step times on this machine: strata calibrate (under mpiexec -n 2,
-# so that it times MPI between two local ranks too), then, for layouts of 1, 2 and 4 local ranks,
+# The cost model against measured step times on this machine: strata calibrate under mpiexec -n 2
+# and -n 4 (each times MPI between its ranks and a one-thread step on all of them at once), then,
+# for layouts of 1, 2 and 4 local ranks, with the calibration of as many ranks (1: the 2-rank one),
 # the step time `strata plan --predict --network local` gives and the one `strata run` measures
 # (training samples/s of the epochs after the first, global batch / samples/s; the median over
 # epochs and members). Prints a Markdown table with each ratio; goal: within 15%.
@@ -26,7 +27,10 @@ trap 'rm -rf "$work"' EXIT
 # enough for 100 steps of the largest global batch per epoch.
 common=(--set run.threads=0 --set data.train_subset=7200 --set data.test_subset=500
         --set data.validation_fraction=0.1)
-"$mpiexec" -n 2 "$strata" calibrate "$config" "${common[@]}" --repeats 5 --out "$work/calibration.json" >&2
+for n in 2 4; do
+  "$mpiexec" -n "$n" "$strata" calibrate "$config" "${common[@]}" --repeats 5 \
+    --out "$work/calibration_$n.json" >&2
+done
 
 # name | ranks | overrides
 cases=(
@@ -44,7 +48,7 @@ for entry in "${cases[@]}"; do
   sets=("${common[@]}")
   for o in $overrides; do sets+=(--set "$o"); done
   predicted="$("$strata" plan "$config" --ranks "$ranks" --ranks-per-node "$ranks" --predict \
-    --network local --calibration "$work/calibration.json" "${sets[@]}" |
+    --network local --calibration "$work/calibration_$((ranks < 2 ? 2 : ranks)).json" "${sets[@]}" |
     awk -F'|' -v r="$ranks" '$2 + 0 == r && $3 + 0 >= 1 {gsub(/ /, "", $7); print $7}')"
   out="$work/run_${ranks}_${#rows[@]}"
   "$mpiexec" -n "$ranks" "$strata" run "$config" --fresh "${sets[@]}" --set training.epochs=4 \
@@ -66,17 +70,20 @@ PY
   echo "[bench] $name: predicted $predicted ms, measured at $measured samples/s (batch $batch)" >&2
 done
 
-/usr/bin/python3 - "$config" "$work/calibration.json" "${rows[@]}" <<'PY'
+/usr/bin/python3 - "$config" "$work/calibration_2.json" "$work/calibration_4.json" "${rows[@]}" <<'PY'
 import json, sys
-config, calibration = sys.argv[1], json.load(open(sys.argv[2]))
+config, calibration, four = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 print(f"strata plan --predict --network local against strata run, {config.split('/')[-1]}, local "
       f"batch {calibration['local_batch']}, on {calibration['cpu']} ({calibration['cores']} cores); "
-      f"calibrated MPI: {calibration['intra_node']['latency_s'] * 1e6:.2f} us, "
-      f"{calibration['intra_node']['bytes_per_s'] / 1e9:.1f} GB/s.\n")
+      f"one-thread step alone {calibration['steps'][0]['step_s'] * 1e3:.2f} ms; calibrated on "
+      + "; ".join(f"{c['intra_node']['ranks']} ranks: MPI {c['intra_node']['latency_s'] * 1e6:.2f} us, "
+                  f"{c['intra_node']['bytes_per_s'] / 1e9:.1f} GB/s, one-thread step with all "
+                  f"stepping {c['intra_node']['shared_step_s'] * 1e3:.2f} ms" for c in (calibration, four))
+      + ".\n")
 print("| ranks | predicted step ms | measured step ms | predicted / measured | within 15% |")
 print("| --- | --- | --- | --- | --- |")
 worst = 0.0
-for row in sys.argv[3:]:
+for row in sys.argv[4:]:
     name, predicted, batch, rate = row.split("|")
     measured = 1e3 * int(batch) / float(rate)
     ratio = float(predicted) / measured

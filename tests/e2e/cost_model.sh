@@ -25,7 +25,8 @@ assert all(l["forward_s"] > 0 for l in c["layers"] if l["tensors"]), c["layers"]
 assert c["steps"][0]["threads"] == 1 and c["steps"][0]["step_s"] > 0, c["steps"]
 assert c["intra_node"]["ranks"] == 2 and c["intra_node"]["bytes_per_s"] > 0, c.get("intra_node")
 assert c["split_over_2"]["step_s"] > 0, c.get("split_over_2")
-print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures and a step split over 2 ranks")
+assert c["intra_node"]["shared_step_s"] > 0, c["intra_node"]
+print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks and 2 ranks stepping at once")
 PY
 
 plan=("$STRATA" plan "$config" --predict --set run.threads=0)

@@ -189,8 +189,7 @@ TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's 
   automatic.allreduce = AllreduceKind::automatic;
   CHECK(predict_step(c, plan(1, 4, 1, 2), automatic).data_parallel_s ==
         Approx(predict_step(c, plan(1, 4, 1, 2), h).data_parallel_s));
-  CHECK(predict_step(c, plan(1, 4, 1, 1), automatic).data_parallel_s ==
-        Approx(d4.data_parallel_s));
+  CHECK(predict_step(c, plan(1, 4, 1, 1), automatic).data_parallel_s == Approx(d4.data_parallel_s));
   CHECK(predict_step(c, plan(1, 3, 1, 2), automatic).data_parallel_s ==
         Approx(predict_step(c, plan(1, 3, 1, 2), settings(4)).data_parallel_s));
   CHECK(sums_through_window(AllreduceKind::automatic, 2, 2));
@@ -208,6 +207,34 @@ TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's 
                allreduce_seconds(16.0, 2, intra)));
 }
 
+TEST_CASE("ranks measured sharing the node replace the division of its cores", "[cost]") {
+  Calibration c = mlp();  // one thread: 0.060 s a step
+  c.intra_node = LinkCost{1e-4, 5e8};
+  c.intra_node_ranks = 8;
+  c.shared_step_s = 0.150;
+  PredictionSettings local = settings(4);
+  local.network.intra_node = *c.intra_node;
+  local.calibrated_node = true;
+  // 8 ranks of members on 4 cores: the step measured with 8 stepping (2.5x alone), not 2x.
+  const StepCost over = predict_step(c, plan(8, 1, 1, 8), local);
+  CHECK(over.oversubscription == Approx(2.0));
+  CHECK(over.compute_s == Approx(0.150));
+  // Replicas of 4 ranks, 8 on the node: the same step, and the calibrated link for the sums (one
+  // bucket of all 46 gradients, and the step's sums).
+  const StepCost data = predict_step(c, plan(2, 4, 1, 8), local);
+  CHECK(data.compute_s == Approx(0.150));
+  CHECK(data.data_parallel_s == Approx(allreduce_seconds(184.0, 4, *c.intra_node) +
+                                       allreduce_seconds(16.0, 4, *c.intra_node)));
+  // 4 ranks on the node were not measured: the division of the cores.
+  CHECK(predict_step(c, plan(4, 1, 1, 4), local).compute_s == Approx(0.060));
+  // A preset network is not this node: the measurement does not apply.
+  CHECK(predict_step(c, plan(8, 1, 1, 8), settings(4)).compute_s == Approx(0.120));
+  // The measured steps are one-thread ones: 8 ranks of 2 threads on 16 cores do not use it.
+  PredictionSettings wide = local;
+  wide.cores_per_node = 16;
+  CHECK(predict_step(c, plan(8, 1, 1, 8), wide).compute_s == Approx(0.040));
+}
+
 TEST_CASE("a calibration of another local batch is refused", "[cost]") {
   CHECK_THROWS_AS(predict_step(mlp(), plan(1, 1, 1, 1, 32), settings(4)), ConfigError);
 }
@@ -218,12 +245,14 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   written.intra_node_ranks = 2;
   written.split_step_s = 0.05;
   written.split_optimizer_s = 0.004;
+  written.shared_step_s = 0.07;
   const Calibration fresh;
   REQUIRE_FALSE(fresh == written);
   const Calibration read = calibration_from_json(calibration_to_json(written), "test");
   CHECK(read == written);
   CHECK(read.layers[1].split == SplitKind::column);
   CHECK(read.intra_node->bytes_per_s == 5e9);
+  CHECK(read.shared_step_s == 0.07);
 
   nlohmann::json other = calibration_to_json(written);
   other["format"] = "something else";
