@@ -12,7 +12,11 @@
 //              G/2 each, global batch G;
 //   half:      a diagnostic: rank 0 alone trains batch G/2 with no sync, rank 1 idle. Its step
 //              time is the parallel step's compute with neither communication nor a busy
-//              neighbour core, so parallel step - half step is what running together costs.
+//              neighbour core, so parallel step - half step is what running together costs;
+//   both halves: a diagnostic: both ranks train batch G/2 at once with no sync (the slower rank
+//              counts): the parallel step's compute on a shared machine, so that running
+//              together splits into sharing the machine (both - half) and the sync (parallel -
+//              both).
 // Samples/s count training steps only (EpochMetrics::samples_per_s, evaluation excluded); the
 // parallel side counts the slower rank. Progress goes to stderr; rank 0 prints a Markdown table.
 #include <mpi.h>
@@ -60,7 +64,7 @@ struct Options {
   double warmup_seconds = 1.0;  // per batch size and side, before the repeats
   int repeats = 5;
   int train_samples = 4096;
-  double bucket_mib = 25.0;   // parallel.bucket_mib's default
+  double bucket_mib = 25.0;  // parallel.bucket_mib's default
   // The shared-window sum: what parallel.allreduce: auto takes for 2 replicas on one node.
   bool hierarchical = true;
   std::vector<int> batches{64, 256};
@@ -70,6 +74,10 @@ struct Options {
 struct Row {
   int batch = 0;
   double one_rank = 0.0, two_ranks = 0.0, half = 0.0;  // median samples/s
+  // Both ranks training G/2 at once with no sync, the slower rank's rate: the parallel step's
+  // compute with the machine shared as the 2-rank run shares it.
+  double both_halves = 0.0;
+  std::vector<double> both_halves_repeats;
   std::vector<double> one_rank_repeats, two_ranks_repeats, half_repeats;
   std::size_t buckets = 0;
 };
@@ -115,13 +123,13 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   const strata::Config reference_config = bench_config(layers, batch);
   const strata::Config parallel_config = bench_config(layers, batch / 2);
 
-  std::optional<strata::Trainer> reference, half;  // rank 0 only
-  if (root) {
+  std::optional<strata::Trainer> reference;  // rank 0 only
+  if (root)
     reference.emplace(reference_config, strata::build_model(reference_config, data), data,
                       strata::standalone_plan(reference_config), 1);
-    half.emplace(parallel_config, strata::build_model(parallel_config, data), data,
-                 strata::standalone_plan(parallel_config), 1);
-  }
+  // G/2 with no sync: on rank 0 alone, and on both ranks at once.
+  strata::Trainer half(parallel_config, strata::build_model(parallel_config, data), data,
+                       strata::standalone_plan(parallel_config), 1);
   std::optional<strata::DataParallelSync> mpi_sync;
   std::optional<strata::HierarchicalSync> shared_sync;
   strata::GradientSync* sync = nullptr;
@@ -153,7 +161,7 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     for (double warm = 0.0; warm < o.warmup_seconds || reference_epoch < 1;)
       warm += reference_last = epoch_train_seconds(*reference, ++reference_epoch);
     for (double warm = 0.0; warm < o.warmup_seconds || half_epoch < 1;)
-      warm += half_last = epoch_train_seconds(*half, ++half_epoch);
+      warm += half_last = epoch_train_seconds(half, ++half_epoch);
   }
   idle_barrier(world);
   for (double warm = 0.0; warm < o.warmup_seconds || parallel_epoch < 1;) {
@@ -161,6 +169,8 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     warm = allreduce_max(world,
                          warm + (parallel_last = epoch_train_seconds(parallel, ++parallel_epoch)));
   }
+  idle_barrier(world);
+  epoch_train_seconds(half, ++half_epoch);  // rank 1's warm-up of it, both at once
   parallel_last = allreduce_max(world, parallel_last);
   reference_last = allreduce_max(world, reference_last);  // rank 1 contributes 0
   half_last = allreduce_max(world, half_last);
@@ -178,9 +188,14 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
         seconds += epoch_train_seconds(*reference, ++reference_epoch);
       row.one_rank_repeats.push_back(samples * reference_epochs / seconds);
       seconds = 0.0;
-      for (int e = 0; e < half_epochs; ++e) seconds += epoch_train_seconds(*half, ++half_epoch);
+      for (int e = 0; e < half_epochs; ++e) seconds += epoch_train_seconds(half, ++half_epoch);
       row.half_repeats.push_back(samples * half_epochs / seconds);  // G/2 x twice the steps
     }
+    idle_barrier(world);
+    seconds = 0.0;
+    for (int e = 0; e < half_epochs; ++e) seconds += epoch_train_seconds(half, ++half_epoch);
+    seconds = allreduce_max(world, seconds);
+    row.both_halves_repeats.push_back(samples * half_epochs / seconds);
     idle_barrier(world);  // rank 1 sleeps here while rank 0 trains alone
     seconds = 0.0;
     for (int e = 0; e < parallel_epochs; ++e)
@@ -189,15 +204,16 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     row.two_ranks_repeats.push_back(samples * parallel_epochs / seconds);
     if (root)
       fmt::print(stderr,
-                 "[bench] batch {} repeat {}: 1 rank {:.0f}, 2 ranks {:.0f}, 1 rank at G/2 {:.0f} "
-                 "samples/s\n",
+                 "[bench] batch {} repeat {}: 1 rank {:.0f}, 2 ranks {:.0f}, 1 rank at G/2 {:.0f}, "
+                 "both at G/2 {:.0f} samples/s\n",
                  batch, r + 1, row.one_rank_repeats.back(), row.two_ranks_repeats.back(),
-                 row.half_repeats.back());
+                 row.half_repeats.back(), row.both_halves_repeats.back());
   }
   if (root) {
     row.one_rank = median(row.one_rank_repeats);
     row.half = median(row.half_repeats);
   }
+  row.both_halves = median(row.both_halves_repeats);
   row.two_ranks = median(row.two_ranks_repeats);
   return row;
 }
@@ -263,14 +279,18 @@ int run(const Communicator& world, const Options& o) {
   fmt::print(
       "\nStep times (medians): 1 rank at G; 1 rank alone at G/2 (rank 1 idle, no sync: the "
       "parallel step's compute); 2 ranks at G/2 each; overhead = 2-rank step - G/2 step "
-      "(gradient allreduce, statistics sum, and the two ranks sharing the machine).\n\n"
-      "| global batch | 1 rank step ms | 1 rank, G/2, step ms | 2 ranks step ms | overhead ms |\n"
-      "| --- | --- | --- | --- | --- |\n");
+      "(gradient allreduce, statistics sum, and the two ranks sharing the machine), split into "
+      "sharing = both ranks at G/2 at once with no sync (the slower one) - G/2 step, and sync = "
+      "2-rank step - both at once; sync efficiency = both at once / 2-rank step.\n\n"
+      "| global batch | 1 rank step ms | 1 rank, G/2, step ms | both at G/2, no sync, step ms | 2 "
+      "ranks step ms | overhead ms | sharing ms | sync ms | sync efficiency |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const auto& r : rows) {
     const double g = r.batch;
     const double one = 1e3 * g / r.one_rank, half = 1e3 * 0.5 * g / r.half,
-                 two = 1e3 * g / r.two_ranks;
-    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", r.batch, one, half, two, two - half);
+                 both = 1e3 * 0.5 * g / r.both_halves, two = 1e3 * g / r.two_ranks;
+    fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+               r.batch, one, half, both, two, two - half, both - half, two - both, both / two);
   }
   return 0;
 }
@@ -294,7 +314,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mib", o.bucket_mib, "gradient allreduce bucket size (0: one per tensor)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batches", o.batches, "global batch sizes (even)")->delimiter(',');
-  app.add_option("--allreduce", o.hierarchical, "the gradient sum: hierarchical (what auto takes on one node) or mpi")
+  app.add_option("--allreduce", o.hierarchical,
+                 "the gradient sum: hierarchical (what auto takes on one node) or mpi")
       ->transform(CLI::CheckedTransformer(
           std::map<std::string, bool>{{"mpi", false}, {"hierarchical", true}}));
   app.add_option("--cnn-config", o.cnn_config, "config whose layers are the CNN")
