@@ -134,7 +134,8 @@ int dispatch(int argc, char** argv, int world_size) {
       "calibrate",
       "Time CONFIG's model on this machine (each layer's forward and backward, data reads, the "
       "optimizer, whole steps on 1..all cores; under mpiexec -n R also MPI_Allreduce between the "
-      "R ranks) and write the JSON strata plan --predict reads");
+      "R ranks and a one-thread step on each while all R step: launch as many ranks per node as "
+      "the job will) and write the JSON strata plan --predict reads");
   calibrate_cmd->add_option("config", calibrate.config_path, "YAML run configuration")->required();
   calibrate_cmd->add_option("--set", calibrate.overrides,
                             "Override a config value, as strata run --set");
