@@ -136,15 +136,14 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   const bool shared = settings.calibrated_node && c.shared_step_s > 0.0 &&
                       ranks_on_node == c.intra_node_ranks && cost.threads == 1;
   const double sharing = shared ? c.shared_step_s / c.one_thread_step_s() : cost.oversubscription;
-  NetworkCost network = settings.network;
 
   // K micro-batches of forward, backward and reads, then one optimizer step.
   const OneThreadCompute one = one_thread_compute(c, plan.model);
   cost.compute_s =
       (plan.accumulate * one.micro_s + one.optimizer_s) / thread_speedup(c, cost.threads) * sharing;
 
-  const LinkCost shard_link =
-      plan.model_groups_within_nodes() ? network.intra_node : network.inter_node;
+  const LinkCost& shard_link =
+      plan.model_groups_within_nodes() ? settings.network.intra_node : settings.network.inter_node;
   cost.model_parallel_s = plan.accumulate * model_parallel_seconds(c, plan.model, shard_link);
 
   if (plan.data > 1) {
@@ -156,6 +155,7 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
     const int shards_on_node = std::clamp(plan.ranks_per_node, 1, plan.model);
     const bool window =
         sums_through_window(settings.allreduce, plan.data - (nodes - 1) * per_node, per_node);
+    NetworkCost network = settings.network;
     network.inter_node.bytes_per_s /= shards_on_node * (window ? 1 : per_node);
     const LinkCost& link = nodes > 1 ? network.inter_node : network.intra_node;
     if (window) {
