@@ -4,13 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/measurement.hpp"
 #include "core/trace.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
@@ -21,19 +21,6 @@
 namespace strata {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 // The config to time: a search's largest trial, trained alone for `steps` steps per epoch, with
 // small evaluation sets (evaluation is not part of a step).
@@ -140,7 +127,7 @@ Calibration measure_compute(const Config& config, const CalibrationOptions& opti
   const TrainingData data = load_training_data(timed);
   Calibration c;
   c.config = config.file;
-  c.cpu = cpu_name();
+  c.cpu = cpu_model_name();
   c.cores = options.max_threads > 0 ? options.max_threads : resolve_threads(0);
   c.local_batch = timed.training.local_batch;
   c.bucket_mib = timed.parallel.bucket_mib;

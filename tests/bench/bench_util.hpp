@@ -13,13 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "core/measurement.hpp"
+
 namespace strata::bench {
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using strata::median;
 
 // 12345.6 -> "12 346", as the README writes figures.
 inline std::string grouped(double value) {
@@ -42,10 +40,7 @@ inline std::string repeats_string(const std::vector<double>& v) {
 }
 
 inline std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
+  return strata::cpu_model_name();
 }
 
 inline const char* env_or(const char* name, const char* fallback) {
