@@ -173,7 +173,7 @@ Genome TpeModel::propose(int candidates, Rng& rng) const {
     for (int i = 0; i < candidates; ++i) {
       const Genome candidate = joint_genome(specs_, good_joint_->sample(rng));
       const double s = score(candidate);
-      if (s > best_score) genome = candidate, best_score = s;
+      if (i == 0 || s > best_score) genome = candidate, best_score = s;
     }
     return genome;
   }

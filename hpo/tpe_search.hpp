@@ -65,7 +65,8 @@ class TpeModel {
   TpeModel(const SearchSpace& space, std::span<const Trial> trials, Direction direction,
            const TpeConfig& config);
   bool empty() const { return params_.empty() && !good_joint_; }
-  // The sum over parameters of log l - log g: larger where good results lie and bad ones do not.
+  // log l - log g (univariate: its sum over the parameters): larger where good results lie and bad
+  // ones do not.
   double score(const Genome& genome) const;
   // TPE's proposal: each parameter chosen by `candidates` draws from its l (tpe_choose's rule);
   // multivariate, the best of `candidates` whole genomes drawn from l.

@@ -156,7 +156,10 @@ int print_predictions(const Config& config, const PlanOptions& o) {
         "{:.0f} "
         "| {:.1f} | {:.2f} |\n",
         ranks, nodes, plan.groups, plan.data, plan.model, plan.global_batch(), cost.threads,
-        cost.oversubscription > 1.0 ? fmt::format(" ({:.1f}x over)", cost.oversubscription) : "",
+        cost.slowdown_measured
+            ? fmt::format(" ({:.2f}x shared, measured)", cost.compute_slowdown)
+            : (cost.oversubscription > 1.0 ? fmt::format(" ({:.1f}x over)", cost.oversubscription)
+                                           : ""),
         1e3 * cost.step_s, 1e3 * cost.compute_s, 1e3 * cost.model_parallel_s,
         1e3 * cost.data_parallel_s, cost.samples_per_s, cost.total_samples_per_s, speedup,
         speedup / nodes);

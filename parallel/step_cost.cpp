@@ -134,8 +134,11 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   // This node's ranks measured stepping together, one thread each: their slowdown against one
   // rank alone replaces the division of the cores.
   const bool shared = settings.calibrated_node && c.shared_step_s > 0.0 &&
+                      c.one_thread_step_s() > 0.0 && settings.cores_per_node == c.cores &&
                       ranks_on_node == c.intra_node_ranks && cost.threads == 1;
-  const double sharing = shared ? c.shared_step_s / c.one_thread_step_s() : cost.oversubscription;
+  cost.compute_slowdown = shared ? c.shared_step_s / c.one_thread_step_s() : cost.oversubscription;
+  cost.slowdown_measured = shared;
+  const double sharing = cost.compute_slowdown;
 
   // K micro-batches of forward, backward and reads, then one optimizer step.
   const OneThreadCompute one = one_thread_compute(c, plan.model);
@@ -211,7 +214,7 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                          {"bytes_per_s", c.intra_node->bytes_per_s}};
   if (c.split_step_s > 0.0)
     out["split_over_2"] = {{"step_s", c.split_step_s}, {"optimizer_s", c.split_optimizer_s}};
-  if (c.shared_step_s > 0.0) out["intra_node"]["shared_step_s"] = c.shared_step_s;
+  if (c.intra_node && c.shared_step_s > 0.0) out["intra_node"]["shared_step_s"] = c.shared_step_s;
   return out;
 }
 

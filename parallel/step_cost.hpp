@@ -87,6 +87,10 @@ struct PredictionSettings {
 struct StepCost {
   int threads = 1;
   double oversubscription = 1.0;  // ranks x threads over the node's cores, when above 1
+  // What compute was slowed by: the oversubscription, or as measured with the calibrated node's
+  // ranks all stepping (slowdown_measured).
+  double compute_slowdown = 1.0;
+  bool slowdown_measured = false;
   double compute_s = 0.0;         // K micro-batches forward and backward, data reads, optimizer
   double model_parallel_s = 0.0;  // activations gathered and summed over the M shards
   double data_parallel_s = 0.0;   // the part of the gradient allreduce backward does not hide

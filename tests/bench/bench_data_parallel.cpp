@@ -191,12 +191,12 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
       for (int e = 0; e < half_epochs; ++e) seconds += epoch_train_seconds(half, ++half_epoch);
       row.half_repeats.push_back(samples * half_epochs / seconds);  // G/2 x twice the steps
     }
-    idle_barrier(world);
+    idle_barrier(world);  // rank 1 sleeps here while rank 0 trains alone
     seconds = 0.0;
     for (int e = 0; e < half_epochs; ++e) seconds += epoch_train_seconds(half, ++half_epoch);
     seconds = allreduce_max(world, seconds);
     row.both_halves_repeats.push_back(samples * half_epochs / seconds);
-    idle_barrier(world);  // rank 1 sleeps here while rank 0 trains alone
+    idle_barrier(world);
     seconds = 0.0;
     for (int e = 0; e < parallel_epochs; ++e)
       seconds += epoch_train_seconds(parallel, ++parallel_epoch);

@@ -342,6 +342,7 @@ int run(const Options& o) {
   for (const auto& r : rows)
     fmt::print("| {} | {} | {} | {} | {:.2f} |\n", r.model, r.batch, grouped(r.strata),
                grouped(r.torch), r.strata / r.torch);
+  if (rows.empty()) return 0;
   const auto [low_t, high_t] = std::minmax_element(
       rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.sgemm_t < b.sgemm_t; });
   fmt::print("\nsgemm (n={}), measured around each row: {:.0f}-{:.0f} GFLOP/s on {} threads. ",

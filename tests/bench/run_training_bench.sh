@@ -24,6 +24,15 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
   exit 1
 fi
 
+# Debian's torch calls libblas.so.3; the reference BLAS there would make PyTorch 20-60x slower.
+blas="$(ldconfig -p 2>/dev/null | awk '$1 == "libblas.so.3" {print $NF; exit}')"
+blas="$(readlink -f "${blas:-/nonexistent}" 2>/dev/null || true)"
+if [[ "$python" == /usr/bin/python3 && "$blas" != *openblas* ]]; then
+  echo "run_training_bench.sh: libblas.so.3 is ${blas:-missing}, not OpenBLAS: PyTorch would run on the reference BLAS." >&2
+  echo "  Install it with: jobs/install_deps.sh --with-torch" >&2
+  exit 1
+fi
+
 if [ ! -f "$build/CMakeCache.txt" ]; then
   echo "run_training_bench.sh: $build is not a configured build directory; configure it first, e.g." >&2
   echo "  cmake -S $root -B $build -DMPI_CXX_COMPILER=mpicxx.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich" >&2
@@ -42,13 +51,6 @@ fi
 # The peer gets its best kernels: on an AVX-512 CPU OpenBLAS's SkylakeX ones, also over a weaker
 # preset (these machines export Haswell, which runs torch's sgemm at 60% of SkylakeX's rate).
 if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
-# Debian's torch calls libblas.so.3; the reference BLAS there would make PyTorch 20-60x slower.
-blas="$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)"
-if [[ "$python" == /usr/bin/python3 && "$blas" != *openblas* ]]; then
-  echo "run_training_bench.sh: libblas.so.3 is ${blas:-missing}, not OpenBLAS: PyTorch would run on the reference BLAS." >&2
-  echo "  Install it with: jobs/install_deps.sh --with-torch" >&2
-  exit 1
-fi
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 exec "$build/strata_bench_training" "$@"

@@ -218,6 +218,8 @@ TEST_CASE("ranks measured sharing the node replace the division of its cores", "
   // 8 ranks of members on 4 cores: the step measured with 8 stepping (2.5x alone), not 2x.
   const StepCost over = predict_step(c, plan(8, 1, 1, 8), local);
   CHECK(over.oversubscription == Approx(2.0));
+  CHECK(over.slowdown_measured);
+  CHECK(over.compute_slowdown == Approx(2.5));
   CHECK(over.compute_s == Approx(0.150));
   // Replicas of 4 ranks, 8 on the node: the same step, and the calibrated link for the sums (one
   // bucket of all 46 gradients, and the step's sums).
@@ -227,6 +229,12 @@ TEST_CASE("ranks measured sharing the node replace the division of its cores", "
                                        allreduce_seconds(16.0, 4, *c.intra_node)));
   // 4 ranks on the node were not measured: the division of the cores.
   CHECK(predict_step(c, plan(4, 1, 1, 4), local).compute_s == Approx(0.060));
+  // A node of other cores than the calibrated one: the measurement does not apply.
+  PredictionSettings other_node = local;
+  other_node.cores_per_node = 2;
+  const StepCost elsewhere = predict_step(c, plan(8, 1, 1, 8), other_node);
+  CHECK_FALSE(elsewhere.slowdown_measured);
+  CHECK(elsewhere.compute_s == Approx(0.240));
   // A preset network is not this node: the measurement does not apply.
   CHECK(predict_step(c, plan(8, 1, 1, 8), settings(4)).compute_s == Approx(0.120));
   // The measured steps are one-thread ones: 8 ranks of 2 threads on 16 cores do not use it.
