@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <csignal>
 #include <ctime>
-#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -118,13 +117,10 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
       on_device = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
                                                        config.training.optimizer, device);
       trainer->set_gradient_engine(on_device.get());
-    } catch (const std::exception& e) {
-      // `auto` asked for a GPU if one would do: one that cannot take the model (out of memory,
-      // or a layer DeviceModel has no mapping for) leaves it on the CPU, with every worker
-      // thread. Only the CUDA errors and a refused layer, not a bug elsewhere.
-      const bool refused = dynamic_cast<const cuda::CudaError*>(&e) != nullptr ||
-                           dynamic_cast<const std::invalid_argument*>(&e) != nullptr;
-      if (config.run.device == DeviceChoice::cuda || !refused) throw;
+    } catch (const cuda::CudaError& e) {
+      // `auto` asked for a GPU if one would do: one that cannot take the model leaves it on
+      // the CPU, with every worker thread.
+      if (config.run.device == DeviceChoice::cuda) throw;
       fmt::print(stderr,
                  "warning: run.device auto: the GPU cannot train this model ({}); "
                  "training on the CPU\n",
