@@ -218,7 +218,10 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       if (l.split == SplitKind::column && size % 2 != 0) halves = false;
     }
     if (splits && halves) measure_split_step(config, world, options, c);
-    world.barrier();
+    if (splits && !halves && world.rank() == 0)
+      fmt::print(
+          "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "
+          "from the unsplit layer times\n");
     const double shared = shared_step_seconds(config, world, options);
     if (world.rank() == 0) {
       c.shared_step_s = shared;
@@ -226,10 +229,6 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
                  world.size(), 1e3 * shared);
       std::fflush(stdout);
     }
-    if (splits && !halves && world.rank() == 0)
-      fmt::print(
-          "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "
-          "from the unsplit layer times\n");
     world.barrier();
   }
   return c;

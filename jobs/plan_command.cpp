@@ -100,7 +100,7 @@ PredictionSettings prediction_settings(const PlanOptions& o, const Calibration& 
           o.calibration_path));
     const LinkCost node = c.intra_node ? *c.intra_node : LinkCost{};
     s.network = NetworkCost{"local", node, node};  // one node: nothing crosses a network
-    s.calibrated_node = !given;
+    s.calibrated_node = true;
   } else {
     s.network = network_preset(o.network);
   }

@@ -138,12 +138,11 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
                       ranks_on_node == c.intra_node_ranks && cost.threads == 1;
   cost.compute_slowdown = shared ? c.shared_step_s / c.one_thread_step_s() : cost.oversubscription;
   cost.slowdown_measured = shared;
-  const double sharing = cost.compute_slowdown;
 
   // K micro-batches of forward, backward and reads, then one optimizer step.
   const OneThreadCompute one = one_thread_compute(c, plan.model);
-  cost.compute_s =
-      (plan.accumulate * one.micro_s + one.optimizer_s) / thread_speedup(c, cost.threads) * sharing;
+  cost.compute_s = (plan.accumulate * one.micro_s + one.optimizer_s) /
+                   thread_speedup(c, cost.threads) * cost.compute_slowdown;
 
   const LinkCost& shard_link =
       plan.model_groups_within_nodes() ? settings.network.intra_node : settings.network.inter_node;

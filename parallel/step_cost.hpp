@@ -75,8 +75,9 @@ Calibration calibration_from_json(const nlohmann::json& json, const std::string&
 
 struct PredictionSettings {
   NetworkCost network;
-  // The network is this node's, as calibrated (--network local): where the calibration ran as many
-  // ranks as the plan puts on the node, their shared step replaces the division of the cores.
+  // The plan runs on the calibrated node (--network local): where the calibration ran as many ranks
+  // as the plan puts on the node, on as many cores, their shared step replaces the division of the
+  // cores.
   bool calibrated_node = false;
   int cores_per_node = 1;
   int threads = 0;  // worker threads per rank; 0 = as strata run chooses (its share of the cores)

@@ -68,10 +68,11 @@ for seed in $seeds; do
     [ "$kind" = asynchronous ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      schedule: asynchronous/' "$cfg"
     [ "$kind" = surrogate ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      surrogate_candidates: 8/' "$cfg"
     # strata's TPE: the same space and budget, without the genetic settings.
-    [ "$kind" = tpe ] && sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget/" \
-      -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
-    [ "$kind" = tpe_multivariate ] && sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget\n      multivariate: true/" \
-      -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
+    case "$kind" in tpe | tpe_multivariate)
+      joint=""; [ "$kind" = tpe_multivariate ] && joint="\n      multivariate: true"
+      sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget$joint/" \
+        -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg" ;;
+    esac
     # Pruning needs epochs to stop early: 3-epoch trainings, the rule after the first.
     case "$kind" in *3) sed -i -e 's/^  epochs: 1$/  epochs: 3/' "$cfg" ;; *9) sed -i -e 's/^  epochs: 1$/  epochs: 9/' "$cfg" ;; esac
     [ "$kind" = median9 ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      prune: {rule: median, after_epochs: 1}/' "$cfg"
