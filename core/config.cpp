@@ -608,7 +608,7 @@ void check_pbt(const HpoSpec& hpo, const Config& config, const Reader& root,
   if (config.objective)
     throw ConfigError(where +
                       ": pbt trains models and copies their weights; a function objective has "
-                      "none (use genetic, random, tpe or grid)");
+                      "none (use genetic, random, tpe, gp or grid)");
   if (hpo.interval >= config.training.epochs)
     throw ConfigError(fmt::format(
         "{}: interval is {} epoch(s), but training.epochs is {}: the members would never exploit "

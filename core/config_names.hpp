@@ -81,11 +81,12 @@ struct EnumNames<RankLayout> {
 };
 template <>
 struct EnumNames<SearchAlgorithm> {
-  static constexpr std::array<Choice<SearchAlgorithm>, 5> choices{
+  static constexpr std::array<Choice<SearchAlgorithm>, 6> choices{
       {{"genetic", SearchAlgorithm::genetic},
        {"random", SearchAlgorithm::random},
        {"grid", SearchAlgorithm::grid},
        {"tpe", SearchAlgorithm::tpe},
+       {"gp", SearchAlgorithm::gp},
        {"pbt", SearchAlgorithm::pbt}}};
 };
 template <>

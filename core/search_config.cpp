@@ -209,18 +209,20 @@ HpoSpec parse_hpo(const MapReader& m) {
     else
       only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
   }
-  const bool counts_trials =
-      h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe;
-  only_for("trials", counts_trials, "random or tpe");
-  only_for("startup_trials", h.algorithm == SearchAlgorithm::tpe, "tpe");
+  const bool counts_trials = h.algorithm == SearchAlgorithm::random ||
+                             h.algorithm == SearchAlgorithm::tpe ||
+                             h.algorithm == SearchAlgorithm::gp;
+  only_for("trials", counts_trials, "random, tpe or gp");
+  only_for("startup_trials",
+           h.algorithm == SearchAlgorithm::tpe || h.algorithm == SearchAlgorithm::gp, "tpe or gp");
   only_for("multivariate", h.algorithm == SearchAlgorithm::tpe, "tpe");
   only_for("grid_points", h.algorithm == SearchAlgorithm::grid, "grid");
   only_for("max_trainings", !counts_trials && !pbt,
-           "genetic or grid (random and tpe search run `trials`, pbt its population)");
+           "genetic or grid (random, tpe and gp search run `trials`, pbt its population)");
   for (auto key : {"interval", "quantile", "resample_probability"}) only_for(key, pbt, "pbt");
   // A PBT member trains once, whole: there is no other training to give its epochs to.
   for (auto key : {"prune", "max_epochs", "trial_timeout_s", "target"})
-    only_for(key, !pbt, "genetic, random, tpe or grid");
+    only_for(key, !pbt, "genetic, random, tpe, gp or grid");
   if (pbt && h.keep_top > h.population)
     m.require("keep_top")
         .fail(

@@ -23,7 +23,8 @@ enum HpoStream : std::uint64_t {
   hpo_eval_time = 3,
   hpo_steady_state = 4,
   hpo_tpe = 5,
-  hpo_pbt = 6
+  hpo_pbt = 6,
+  hpo_gp = 7
 };
 
 // One evaluation of one genome. Trial ids count from 0 in the order trials are proposed. A trial

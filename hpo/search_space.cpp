@@ -106,6 +106,37 @@ Genome sample(const SearchSpace& space, Rng& rng) {
   return g;
 }
 
+double value_at(const ParamSpec& spec, double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  switch (spec.kind) {
+    case ParamKind::uniform:
+      return clamp_value(spec, spec.lo + (spec.hi - spec.lo) * u);
+    case ParamKind::log_uniform: {
+      const double a = std::log(spec.lo), b = std::log(spec.hi);
+      return clamp_value(spec, std::exp(a + (b - a) * u));
+    }
+    case ParamKind::integer:
+      return clamp_value(spec, spec.lo + std::floor(u * cardinality(spec)));
+    case ParamKind::choice:
+      return clamp_value(spec, std::floor(u * static_cast<double>(spec.choices.size())));
+  }
+  return spec.lo;
+}
+
+std::vector<Genome> latin_hypercube(const SearchSpace& space, int n, Rng& rng) {
+  std::vector<Genome> design(static_cast<std::size_t>(std::max(n, 0)));
+  for (const ParamSpec& p : space.params) {
+    // A random permutation of the n strata (Fisher-Yates), one point in each.
+    std::vector<int> strata(design.size());
+    for (std::size_t i = 0; i < strata.size(); ++i) strata[i] = static_cast<int>(i);
+    for (std::size_t i = strata.size(); i > 1; --i) std::swap(strata[i - 1], strata[rng.below(i)]);
+    for (std::size_t i = 0; i < design.size(); ++i)
+      design[i].push_back(
+          value_at(p, (strata[i] + rng.uniform_double()) / static_cast<double>(design.size())));
+  }
+  return design;
+}
+
 bool within(const ParamSpec& spec, double gene) {
   switch (spec.kind) {
     case ParamKind::uniform:

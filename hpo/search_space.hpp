@@ -28,6 +28,15 @@ double cardinality(const ParamSpec& spec);
 double sample_value(const ParamSpec& spec, Rng& rng);
 Genome sample(const SearchSpace& space, Rng& rng);
 
+// The gene at fraction u of the parameter's range in its own scale: u in [0, 1] maps linearly
+// onto a real's interval (its logarithm for log_uniform), and onto equal shares of the values of
+// an integer or a choice.
+double value_at(const ParamSpec& spec, double u);
+// n genomes that split each parameter's range into n equal strata and take one point from each,
+// paired at random across parameters (a Latin hypercube): spread out better than n independent
+// samples, for a model's first look at the space.
+std::vector<Genome> latin_hypercube(const SearchSpace& space, int n, Rng& rng);
+
 bool within(const ParamSpec& spec, double gene);
 // True if the genome has one gene per parameter and each is a legal value of its parameter.
 bool within(const SearchSpace& space, const Genome& genome);

@@ -201,42 +201,13 @@ SearchLimits tpe_limits(const TpeConfig& c) {
 }  // namespace
 
 TpeSearch::TpeSearch(SearchSpace space, TpeConfig config)
-    : Search(std::move(space), config.direction, tpe_limits(config)), config_(config) {}
+    : ModelSearch(std::move(space), config.direction, tpe_limits(config),
+                  {config.trials, config.startup, config.slots, hpo_tpe, config.seed}),
+      config_(config) {}
 
 Genome TpeSearch::model_proposal(Rng& rng) const {
   const TpeModel model(space(), trials(), direction(), config_);
   return model.propose(config_.candidates, rng);
-}
-
-std::vector<Search::Proposal> TpeSearch::propose(int max_count) {
-  if (max_count < 1 || !finished_reason().empty()) return {};
-  Rng rng(derive_seed(config_.seed, {seed_hpo, hpo_tpe, static_cast<std::uint64_t>(proposed_)}));
-  ++proposed_;
-  const int generation = read_ / config_.slots;
-  // The model needs a success to call good.
-  const bool model =
-      read_ >= config_.startup && std::any_of(trials().begin(), trials().end(), [](const Trial& t) {
-        return t.reported && !t.failed && !t.cached();
-      });
-  return {{model ? model_proposal(rng) : sample(space(), rng), generation, 0, 1.0}};
-}
-
-void TpeSearch::absorb(std::span<const Trial> batch) {
-  for (const Trial& t : batch) {
-    ++read_;
-    since_line_.push_back(t);
-  }
-  const bool last = outstanding() == 0 && (limits_reached() || !finished_reason().empty());
-  if (static_cast<int>(since_line_.size()) >= config_.slots || (last && !since_line_.empty())) {
-    std::vector<double> fitness;
-    for (const Trial& t : since_line_) fitness.push_back(t.fitness);
-    record_generation(static_cast<int>(history().size()), fitness, since_line_);
-    since_line_.clear();
-  }
-}
-
-std::string TpeSearch::finished_reason() const {
-  return proposed_ >= config_.trials ? "exhausted" : "";
 }
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hpo/joint_parzen.hpp"
+#include "hpo/model_search.hpp"
 #include "hpo/parzen.hpp"
 #include "hpo/search.hpp"
 
@@ -78,30 +79,20 @@ class TpeModel {
   std::optional<JointParzen> good_joint_, bad_joint_;  // multivariate
 };
 
-// Univariate TPE in the steady state: the first `startup` trials are random; after them each free
-// slot gets a proposal from the densities of the good (the best gamma fraction, at most max_good)
-// and the bad results so far. Trials still in flight count as bad (Optuna's constant liar), so
-// that the groups given proposals at the same time do not all get the same one; failed trials are
-// bad too. Like the asynchronous genetic search, what it proposes depends on the order results
-// come in, which the journal keeps. History lines come every `slots` results.
-class TpeSearch : public Search {
+// TPE in the steady state (ModelSearch): each proposal comes from the densities of the good (the
+// best gamma fraction, at most max_good) and the bad results so far. Trials still in flight count
+// as bad (Optuna's constant liar), so that the groups given proposals at the same time do not all
+// get the same one; failed trials are bad too.
+class TpeSearch : public ModelSearch {
  public:
   TpeSearch(SearchSpace space, TpeConfig config);
 
   const TpeConfig& config() const { return config_; }
 
  private:
-  int concurrent_trainings() const override { return config_.slots; }
-  std::vector<Proposal> propose(int max_count) override;
-  void absorb(std::span<const Trial> batch) override;
-  std::string finished_reason() const override;
-
-  Genome model_proposal(Rng& rng) const;
+  Genome model_proposal(Rng& rng) const override;
 
   TpeConfig config_;
-  int proposed_ = 0;
-  int read_ = 0;
-  std::vector<Trial> since_line_;
 };
 
 }  // namespace strata

@@ -17,6 +17,7 @@
 #include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "core/rng.hpp"
+#include "hpo/gp_search.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/pruning.hpp"
 #include "hpo/steady_state_search.hpp"
@@ -102,6 +103,17 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
       t.seed = seed;
       t.max_epochs = spec.max_epochs;
       return std::make_unique<TpeSearch>(std::move(space), t);
+    }
+    case SearchAlgorithm::gp: {
+      GpConfig g;
+      g.trials = spec.trials;
+      g.startup = spec.startup_trials;
+      g.slots = std::max(groups, 1);
+      g.target = target_of(spec);
+      g.direction = direction;
+      g.seed = seed;
+      g.max_epochs = spec.max_epochs;
+      return std::make_unique<GpSearch>(std::move(space), g);
     }
     case SearchAlgorithm::genetic:
     case SearchAlgorithm::pbt:  // pbt_stage runs it: no search of trials
@@ -195,6 +207,7 @@ int planned_trainings(const HpoSpec& spec, const SearchSpace& space) {
   switch (spec.algorithm) {
     case SearchAlgorithm::random:
     case SearchAlgorithm::tpe:
+    case SearchAlgorithm::gp:
       return spec.trials;
     case SearchAlgorithm::pbt:
       return spec.population;

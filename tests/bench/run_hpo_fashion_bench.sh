@@ -68,9 +68,10 @@ for seed in $seeds; do
     [ "$kind" = asynchronous ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      schedule: asynchronous/' "$cfg"
     [ "$kind" = surrogate ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      surrogate_candidates: 8/' "$cfg"
     # strata's TPE: the same space and budget, without the genetic settings.
-    case "$kind" in tpe | tpe_multivariate)
+    case "$kind" in tpe | tpe_multivariate | gp)
+      algorithm=tpe; [ "$kind" = gp ] && algorithm=gp
       joint=""; [ "$kind" = tpe_multivariate ] && joint="\n      multivariate: true"
-      sed -i -e "s/algorithm: genetic/algorithm: tpe\n      trials: $budget$joint/" \
+      sed -i -e "s/algorithm: genetic/algorithm: $algorithm\n      trials: $budget$joint/" \
         -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg" ;;
     esac
     # Pruning needs epochs to stop early: 3-epoch trainings, the rule after the first.
@@ -106,6 +107,7 @@ seeds, targets = sys.argv[4].split(), [float(t) for t in sys.argv[5].split()]
 names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
          "surrogate": "GA with TPE surrogate (8 candidates)", "tpe": "strata TPE",
          "tpe_multivariate": "strata TPE, multivariate",
+         "gp": "strata GP (Bayesian optimisation)",
          "random": "random", "random5x": f"random, {5 * budget} trainings", "optuna": "Optuna 3.1 TPE (sequential)",
          "genetic3": "GA, 3 epochs", "median3": "GA, 3 epochs, median pruning",
          "asha3": "GA, 3 epochs, ASHA pruning",

@@ -179,10 +179,10 @@ TEST_CASE("a setting of another search algorithm is an error at its place", "[co
                                            "      generations: 3\n", "      trials: 5\n");
   CHECK(parse_config(plain_random, "s.yaml").stages.size() == 1);
   CHECK_THAT(error_of(replace(plain_random, "trials: 5", "trials: 5\n      max_trainings: 3")),
-             Contains("max_trainings is a setting of algorithm genetic or grid (random and tpe "
+             Contains("max_trainings is a setting of algorithm genetic or grid (random, tpe and gp "
                       "search run `trials`, pbt its population), not of random"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      trials: 9")),
-             Contains("trials is a setting of algorithm random or tpe, not of genetic"));
+             Contains("trials is a setting of algorithm random, tpe or gp, not of genetic"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      grid_points: 3")),
              Contains("grid_points is a setting of algorithm grid, not of genetic"));
 }
@@ -308,19 +308,36 @@ TEST_CASE("algorithm tpe takes trials and startup_trials", "[config][hpo]") {
              Contains("population is a setting of algorithm genetic or pbt, not of tpe"));
   CHECK_THAT(
       error_of(replace(search_yaml, "population: 6", "population: 6\n      startup_trials: 3")),
-      Contains("startup_trials is a setting of algorithm tpe, not of genetic"));
+      Contains("startup_trials is a setting of algorithm tpe or gp, not of genetic"));
 }
 
-TEST_CASE("a search without algorithm is tpe, and a genetic setting there says what to add",
+TEST_CASE("algorithm gp takes trials and startup_trials, not multivariate", "[config][hpo]") {
+  const std::string gp =
+      replace(replace(replace(search_yaml, "algorithm: genetic", "algorithm: gp"),
+                      "      population: 6\n", "      trials: 30\n      startup_trials: 4\n"),
+              "      generations: 3\n", "");
+  const Config c = parse_config(gp, "s.yaml");
+  const auto& h = std::get<HpoSpec>(c.stages.front().settings);
+  CHECK(h.algorithm == SearchAlgorithm::gp);
+  CHECK(h.trials == 30);
+  CHECK(h.startup_trials == 4);
+  CHECK_THAT(error_of(replace(gp, "trials: 30", "trials: 30\n      multivariate: true")),
+             Contains("multivariate is a setting of algorithm tpe, not of gp"));
+  CHECK_THAT(error_of(replace(gp, "trials: 30", "trials: 30\n      max_trainings: 9")),
+             Contains("max_trainings is a setting of algorithm genetic or grid (random, tpe and gp "
+                      "search run `trials`"));
+}
+
+TEST_CASE("a search without algorithm is gp, and a genetic setting there says what to add",
           "[config][hpo]") {
   const std::string genetic_keys = replace(search_yaml, "      algorithm: genetic\n", "");
   const std::string plain =
       replace(replace(genetic_keys, "      population: 6\n", ""), "      generations: 3\n", "");
   const Config c = parse_config(plain, "s.yaml");
-  CHECK(std::get<HpoSpec>(c.stages.front().settings).algorithm == SearchAlgorithm::tpe);
+  CHECK(std::get<HpoSpec>(c.stages.front().settings).algorithm == SearchAlgorithm::gp);
   CHECK_THAT(error_of(genetic_keys),
              Contains("s.yaml:14:19: stages[0].hpo.population: population is a setting of "
-                      "algorithm genetic or pbt, not of tpe (the default; add `algorithm: NAME` "
+                      "algorithm genetic or pbt, not of gp (the default; add `algorithm: NAME` "
                       "for another)"));
 }
 
@@ -394,10 +411,12 @@ stages:
              Contains("expected keep_top <= 6"));
   CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 2\n      generations: 3")),
              Contains("generations is a setting of algorithm genetic, not of pbt"));
-  CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 2\n      prune: {rule: median}")),
-             Contains("prune is a setting of algorithm genetic, random, tpe or grid, not of pbt"));
-  CHECK_THAT(error_of(replace(pbt, "interval: 2", "interval: 2\n      target: 0.9")),
-             Contains("target is a setting of algorithm genetic, random, tpe or grid, not of pbt"));
+  CHECK_THAT(
+      error_of(replace(pbt, "interval: 2", "interval: 2\n      prune: {rule: median}")),
+      Contains("prune is a setting of algorithm genetic, random, tpe, gp or grid, not of pbt"));
+  CHECK_THAT(
+      error_of(replace(pbt, "interval: 2", "interval: 2\n      target: 0.9")),
+      Contains("target is a setting of algorithm genetic, random, tpe, gp or grid, not of pbt"));
   CHECK_THAT(error_of(replace(search_yaml, "population: 6", "population: 6\n      interval: 2")),
              Contains("interval is a setting of algorithm pbt, not of genetic"));
 }

@@ -32,6 +32,12 @@ sed -e 's/algorithm: genetic, population: 20, generations: 10, elites: 2, demes:
 expect_exit 0 '\[hpo\] 60 trainings in .*stopped: exhausted' -- "$MPIEXEC" -n 4 "$STRATA" run function_tpe.yaml
 [ "$(tail -n +2 "$work/function_tpe/trials.csv" | wc -l)" = 60 ] ||
   { echo "FAIL: the TPE search's trials.csv has not 60 rows"; fails=$((fails + 1)); }
+# The Gaussian-process search likewise: 30 trials, 4 in flight, none of them a repeat.
+sed -e 's/algorithm: genetic, population: 20, generations: 10, elites: 2, demes: 2, migration_interval: 3/algorithm: gp, trials: 30, startup_trials: 6/' \
+    -e "s|dir: $work/function|dir: $work/function_gp|" function.yaml > function_gp.yaml
+expect_exit 0 '\[hpo\] 30 trainings in .*stopped: exhausted' -- "$MPIEXEC" -n 4 "$STRATA" run function_gp.yaml
+[ "$(tail -n +2 "$work/function_gp/trials.csv" | grep -c ',ok,')" = 30 ] ||
+  { echo "FAIL: the GP search's trials.csv has not 30 trainings"; fails=$((fails + 1)); }
 # A space in which no model builds (a kernel larger than the 8x8 input) is a config error before
 # anything runs; one in which every trial fails (diverges) exits 1, not 0 with no best.
 cat > nobuild.yaml <<YAML

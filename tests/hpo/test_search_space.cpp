@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config_names.hpp"
+#include "core/rng.hpp"
 #include "hpo/search_space.hpp"
 
 using namespace strata;
@@ -101,6 +102,39 @@ TEST_CASE("samples obey bounds and types over many draws", "[hpo][space]") {
   // linear draw over [1e-5, 0.1] would put it near log10(0.05).
   std::nth_element(log_lr.begin(), log_lr.begin() + 10000, log_lr.end());
   CHECK(log_lr[10000] == Approx(-3.0).margin(0.1));
+}
+
+TEST_CASE("a gene at a fraction of its range", "[hpo][space]") {
+  const SearchSpace s = mixed_space();
+  CHECK(value_at(s.params[0], 0.5) == Approx(0.25));
+  CHECK(value_at(s.params[1], 0.5) == Approx(std::sqrt(1e-5 * 1e-1)));  // the log midpoint
+  CHECK(value_at(s.params[1], 1.0) == Approx(1e-1));
+  // Six integers in six equal shares: [0, 1/6) is 1, ..., [5/6, 1] is 6.
+  CHECK(value_at(s.params[2], 0.0) == 1);
+  CHECK(value_at(s.params[2], 0.17) == 2);
+  CHECK(value_at(s.params[2], 1.0) == 6);
+  CHECK(value_at(s.params[3], 0.34) == 1);
+  CHECK(value_at(s.params[3], 1.0) == 2);
+}
+
+TEST_CASE("a Latin hypercube puts one point in each stratum of every parameter", "[hpo][space]") {
+  const SearchSpace s = mixed_space();
+  Rng rng(11);
+  const std::vector<Genome> design = latin_hypercube(s, 6, rng);
+  REQUIRE(design.size() == 6);
+  std::vector<int> dropout_strata, layers;
+  for (const Genome& g : design) {
+    CHECK(within(s, g));
+    dropout_strata.push_back(static_cast<int>(g[0] / 0.5 * 6));
+    layers.push_back(static_cast<int>(g[2]));
+  }
+  std::sort(dropout_strata.begin(), dropout_strata.end());
+  std::sort(layers.begin(), layers.end());
+  CHECK(dropout_strata == std::vector<int>{0, 1, 2, 3, 4, 5});
+  CHECK(layers == std::vector<int>{1, 2, 3, 4, 5, 6});  // six integers, six strata: each once
+  // The strata are paired at random: another stream pairs them otherwise.
+  Rng other(12);
+  CHECK(latin_hypercube(s, 6, other) != design);
 }
 
 TEST_CASE("within rejects wrong lengths, out-of-bounds and non-integral genes", "[hpo][space]") {

@@ -1,0 +1,87 @@
+// Bayesian optimisation with a Gaussian process (the model BoTorch and Optuna's GPSampler use),
+// over the same typed space as the other searches, keeping one training in flight per member
+// group.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "hpo/model_search.hpp"
+
+namespace strata {
+
+struct GpConfig {
+  int trials = 100;           // proposals in all, repeats included
+  int startup = 10;           // random trials before the model
+  bool latin_startup = true;  // the startup trials as one Latin hypercube
+  int candidates = 1000;      // random points the acquisition is first evaluated at
+  int fit_iterations = 200;
+  // Results the process is fitted to: past it, the best half and the latest half of them (the fit
+  // grows with the cube of their number).
+  int max_observations = 200;
+  int slots = 1;  // trainings in flight, one per member group
+  std::optional<double> target;
+  Direction direction = Direction::maximize;
+  std::uint64_t seed = 0;
+  int max_epochs = 0;  // 0: no limit
+};
+
+// Throws std::invalid_argument naming the setting and its value.
+void validate(const GpConfig& config);
+
+// A genome as a point of the unit cube the process models: a real in its search scale (log for
+// log_uniform) and an integer mapped linearly onto [0, 1]; a choice of numbers in increasing or
+// decreasing order as its index on [0, 1] (so that batch sizes stay ordered), any other choice as
+// one 0/1 coordinate per value. A parameter with one value sits at 0.5.
+class UnitEncoding {
+ public:
+  explicit UnitEncoding(const SearchSpace& space);
+  std::size_t dims() const { return dims_; }
+  std::vector<double> encode(const Genome& genome) const;
+  // The legal genome nearest to a point (reals clamped, integers rounded, choices snapped).
+  Genome decode(std::span<const double> point) const;
+
+ private:
+  std::vector<ParamSpec> specs_;
+  std::vector<bool> one_hot_;  // per parameter
+  std::size_t dims_ = 0;
+};
+
+// The rank-based Gaussian copula of a set of values (HEBO's and others' remedy for outputs far
+// from Gaussian): each becomes the standard normal quantile of (rank + 1/2) / n, ties sharing
+// their mean rank. A diverged training next to good ones no longer dominates the fit.
+std::vector<double> normal_scores(std::span<const double> values);
+
+// The standard normal quantile function.
+double normal_quantile(double p);
+
+// The reported trainings (cached trials left out) a GpSearch fits its process to, in id order:
+// all of them, or past `most` the best most / 2 (successes before failures) and the latest of the
+// rest.
+std::vector<const Trial*> gp_observations(std::span<const Trial> trials, Direction direction,
+                                          int most);
+
+// Gaussian-process Bayesian optimisation in the steady state (ModelSearch): the outputs are the
+// results' normal scores (failed trainings tie with the worst), the process is refitted for each
+// proposal, and the proposal maximises log expected improvement over the best posterior mean at
+// an evaluated point. Trials in flight enter as observations of their posterior mean (the
+// "kriging believer"), so the groups given proposals at the same time get different ones. The
+// acquisition is maximised over `candidates` random points and perturbations of the best
+// results, then refined locally; points equal to an evaluated genome are skipped. Past
+// max_observations results the process sees the best and the latest of them.
+class GpSearch : public ModelSearch {
+ public:
+  GpSearch(SearchSpace space, GpConfig config);
+
+  const GpConfig& config() const { return config_; }
+
+ private:
+  Genome model_proposal(Rng& rng) const override;
+
+  GpConfig config_;
+  UnitEncoding encoding_;
+};
+
+}  // namespace strata
