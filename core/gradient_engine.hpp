@@ -43,11 +43,19 @@ class GradientEngine {
   // (upload_state) after the host's copy changed, and out (download_state) before the host's copy
   // is read: the host keeps the state that checkpoints save. The defaults throw std::logic_error.
   virtual bool steps_on_device() const { return false; }
-  // Forward, backward, the sums over replicas when sums_over_replicas(), and the optimizer's step
-  // at rate `lr` times each parameter's lr_scale, with the state uploaded last.
-  virtual Result train_step(const Tensor& images, std::span<const std::int32_t> labels,
-                            double grad_divisor, double lr, std::uint64_t step,
-                            std::uint64_t first_sample);
+  // Micro-batch `index` of the `count` of one step (accumulate: K): its forward and backward
+  // pass, its gradients added to those of the step's earlier micro-batches (index 0 starts the
+  // sum), and after the last one the sums over replicas when sums_over_replicas(). The gradients
+  // stay on the engine for apply_step.
+  virtual Result add_micro_batch(const Tensor& images, std::span<const std::int32_t> labels,
+                                 double grad_divisor, std::uint64_t step,
+                                 std::uint64_t first_sample, int index, int count);
+  // The optimizer's step on the summed gradients at rate `lr` times each parameter's lr_scale,
+  // with the state uploaded last.
+  virtual void apply_step(double lr);
+  // A step of one micro-batch: add_micro_batch(..., 0, 1), then apply_step(lr).
+  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
+                    double lr, std::uint64_t step, std::uint64_t first_sample);
   // `params`: the host model's trainable parameters in the optimizer's order; `optimizer`: the
   // host optimizer, whose moments and step count travel with them. Every parameter's value goes,
   // frozen ones included.

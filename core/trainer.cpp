@@ -188,8 +188,8 @@ void Trainer::set_gradient_engine(GradientEngine* engine) {
 }
 
 bool Trainer::steps_on_engine() const {
-  // One micro-batch per step, and no sum over replicas left for the host to make.
-  return engine_ != nullptr && engine_->steps_on_device() && accumulate_ == 1 &&
+  // No sum over replicas left for the host to make.
+  return engine_ != nullptr && engine_->steps_on_device() &&
          (sync_ == nullptr || engine_->sums_over_replicas());
 }
 
@@ -299,21 +299,29 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
 double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr,
                            std::int64_t& correct) {
   const auto scale = static_cast<double>(global_batch.size());
+  const auto micro_size = global_batch.size() / static_cast<std::size_t>(accumulate_);
   if (steps_on_engine()) {
-    const std::int64_t local = read_shard(global_batch);
     if (host_changed_) engine_->upload_state(replica_params_.front(), *optimizer_);
     host_changed_ = false;
     const TraceSpan pass(trace_, "forward, backward and optimizer step", "compute");
     const int replica = sync_ != nullptr ? sync_->replica() : 0;
-    const auto result = engine_->train_step(shard_images_, shard_labels_, scale, lr,
-                                            static_cast<std::uint64_t>(position_.global_step),
-                                            static_cast<std::uint64_t>(replica * local));
+    double loss_sum = 0.0;
+    // The micro-batches' gradients are summed on the engine; the host sees none of them.
+    for (int k = 0; k < accumulate_; ++k) {
+      const std::size_t first = static_cast<std::size_t>(k) * micro_size;
+      const std::int64_t local = read_shard(global_batch.subspan(first, micro_size));
+      const auto result = engine_->add_micro_batch(
+          shard_images_, shard_labels_, scale, static_cast<std::uint64_t>(position_.global_step),
+          static_cast<std::uint64_t>(static_cast<std::int64_t>(first) + replica * local), k,
+          accumulate_);
+      correct += result.correct;
+      loss_sum += result.loss_sum;
+    }
+    engine_->apply_step(lr);
     engine_ahead_ = true;
     ++position_.global_step;
-    correct += result.correct;
-    return result.loss_sum;
+    return loss_sum;
   }
-  const auto micro_size = global_batch.size() / static_cast<std::size_t>(accumulate_);
   // A single worker without accumulation hands each layer's gradients to sync_ as backward
   // finishes it, so the reduction of late layers overlaps the backward pass of early ones.
   const bool overlap =

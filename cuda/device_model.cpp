@@ -42,6 +42,7 @@ struct DeviceModel::Stage {
 struct DeviceModel::Parameter {
   Param host;
   DeviceBuffer value, grad, first, second;  // first, second: momentum or Adam's moments
+  DeviceBuffer step_sum;  // accumulate: K > 1, the gradient of the step's micro-batches so far
 };
 
 namespace {
@@ -238,7 +239,8 @@ const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, st
 const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
                                                   std::span<const std::int32_t> labels,
                                                   double grad_divisor, std::uint64_t step,
-                                                  std::uint64_t first_sample) {
+                                                  std::uint64_t first_sample,
+                                                  bool sum_in_backward) {
   const std::int64_t batch = images.dim(0);
   if (static_cast<std::int64_t>(labels.size()) != batch)
     throw std::invalid_argument(
@@ -260,7 +262,7 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
                         static_cast<float>(grad_divisor), stream);
 
   const auto gradients_ready = [&](const Parameter& w, const Parameter& b) {
-    if (replica_sum_ == nullptr || !w.host.trainable) return;
+    if (replica_sum_ == nullptr || !sum_in_backward || !w.host.trainable) return;
     const std::array<DeviceGradient, 2> grads{DeviceGradient{w.grad.data(), w.grad.size()},
                                               DeviceGradient{b.grad.data(), b.grad.size()}};
     replica_sum_->layer_ready(grads, context_.stream);
@@ -318,15 +320,52 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         break;
     }
   }
-  if (replica_sum_ != nullptr) replica_sum_->finish(context_.stream);
+  if (replica_sum_ != nullptr && sum_in_backward) replica_sum_->finish(context_.stream);
   return logits;
 }
 
-GradientEngine::Result DeviceModel::train_step(const Tensor& images,
-                                               std::span<const std::int32_t> labels,
-                                               double grad_divisor, double lr, std::uint64_t step,
-                                               std::uint64_t first_sample) {
-  const DeviceBuffer& logits = forward_backward(images, labels, grad_divisor, step, first_sample);
+void DeviceModel::sum_over_replicas_now() {
+  if (replica_sum_ == nullptr) return;
+  for (std::size_t i = stages_.size(); i-- > 0;) {
+    const Stage& st = stages_[i];
+    if (st.kind != Stage::Kind::dense && st.kind != Stage::Kind::conv) continue;
+    const Parameter& w = params_[static_cast<std::size_t>(st.weight)];
+    const Parameter& b = params_[static_cast<std::size_t>(st.bias)];
+    if (!w.host.trainable) continue;
+    const std::array<DeviceGradient, 2> grads{DeviceGradient{w.grad.data(), w.grad.size()},
+                                              DeviceGradient{b.grad.data(), b.grad.size()}};
+    replica_sum_->layer_ready(grads, context_.stream);
+  }
+  replica_sum_->finish(context_.stream);
+}
+
+GradientEngine::Result DeviceModel::add_micro_batch(const Tensor& images,
+                                                    std::span<const std::int32_t> labels,
+                                                    double grad_divisor, std::uint64_t step,
+                                                    std::uint64_t first_sample, int index,
+                                                    int count) {
+  if (index < 0 || index >= count)
+    throw std::invalid_argument(
+        fmt::format("DeviceModel: micro-batch {} of a step of {}", index, count));
+  // Backward overwrites the gradients: the sum of the earlier micro-batches waits aside, then is
+  // added back (float addition commutes: the sum is the host accumulation's, bit for bit).
+  if (index > 0)
+    for (Parameter& p : params_) {
+      resize(context_.allocator, p.step_sum, static_cast<std::int64_t>(p.grad.size()));
+      copy_device(p.grad.data(), p.step_sum.data(), static_cast<std::int64_t>(p.grad.size()),
+                  context_.stream);
+    }
+  const DeviceBuffer& logits =
+      forward_backward(images, labels, grad_divisor, step, first_sample, count == 1);
+  if (index > 0)
+    for (Parameter& p : params_)
+      accumulate(p.step_sum.data(), p.grad.data(), static_cast<std::int64_t>(p.grad.size()),
+                 context_.stream.get());
+  if (count > 1 && index + 1 == count) sum_over_replicas_now();
+  return batch_result(logits, labels);
+}
+
+void DeviceModel::apply_step(double lr) {
   const cudaStream_t stream = context_.stream.get();
   ensure_moments();
   ++steps_;
@@ -351,8 +390,6 @@ GradientEngine::Result DeviceModel::train_step(const Tensor& images,
       sgd_update(p.value.data(), p.grad.data(), p.first.data(), n, s, stream);
     }
   }
-
-  return batch_result(logits, labels);
 }
 
 void DeviceModel::ensure_moments() {

@@ -63,11 +63,16 @@ class DeviceModel final : public GradientEngine {
   void upload_parameters();
   void download_parameters();
 
-  // One optimizer step on `images` ([batch, C, H, W] or [batch, features], plain layout) and
-  // `labels`: gradients are the batch's summed loss divided by `grad_divisor` (the global batch),
-  // as Trainer's. `step` and `first_sample` place dropout's noise as on the CPU.
-  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
-                    double lr, std::uint64_t step, std::uint64_t first_sample) override;
+  // Micro-batch `index` of `count` in one optimizer step, on `images` ([batch, C, H, W] or
+  // [batch, features], plain layout) and `labels`: gradients are the batch's summed loss divided
+  // by `grad_divisor` (the global batch), as Trainer's, added on the device to the step's earlier
+  // micro-batches'. `step` and `first_sample` place dropout's noise as on the CPU. With one
+  // micro-batch the sums over replicas overlap backward; with more they run once, after the last.
+  Result add_micro_batch(const Tensor& images, std::span<const std::int32_t> labels,
+                         double grad_divisor, std::uint64_t step, std::uint64_t first_sample,
+                         int index, int count) override;
+  // The optimizer's update on the device from the summed gradients.
+  void apply_step(double lr) override;
   bool steps_on_device() const override { return true; }
   // The host's parameter values (all), optimizer moments and step count to the device, and back
   // (GradientEngine's contract). The optimizer must be of the kind this model was made with.
@@ -86,7 +91,7 @@ class DeviceModel final : public GradientEngine {
   std::int64_t steps_taken() const { return steps_; }
 
   // From now on every step's gradients are summed over the replicas by `sum` (which must outlive
-  // this object, or be unset with nullptr) before gradients() returns them or train_step() applies
+  // this object, or be unset with nullptr) before gradients() returns them or apply_step() applies
   // them.
   void set_replica_sum(ReplicaGradientSum* sum) { replica_sum_ = sum; }
 
@@ -95,10 +100,14 @@ class DeviceModel final : public GradientEngine {
   struct Parameter;
   const DeviceBuffer& forward(const Tensor& images, bool training, std::uint64_t step,
                               std::uint64_t first_sample);
-  // Forward, loss and backward: every parameter's device gradient. Returns the logits.
+  // Forward, loss and backward: every parameter's device gradient, each layer's handed to the
+  // replica sum as backward finishes it when `sum_in_backward`. Returns the logits.
   const DeviceBuffer& forward_backward(const Tensor& images, std::span<const std::int32_t> labels,
                                        double grad_divisor, std::uint64_t step,
-                                       std::uint64_t first_sample);
+                                       std::uint64_t first_sample, bool sum_in_backward = true);
+  // Every trainable layer's gradients to the replica sum, last layer first as backward hands
+  // them, and the wait for the sums.
+  void sum_over_replicas_now();
   // The batch's summed loss and correct predictions (waits for the stream).
   Result batch_result(const DeviceBuffer& logits, std::span<const std::int32_t> labels);
   // The optimizer's buffers on the device, made (zero) where missing.
@@ -136,10 +145,12 @@ class GpuGradients final : public GradientEngine {
   int device() const { return context_.allocator.device(); }
   bool sums_over_replicas() const override { return replica_sum_ != nullptr; }
   bool steps_on_device() const override { return true; }
-  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
-                    double lr, std::uint64_t step, std::uint64_t first_sample) override {
-    return model_.train_step(images, labels, grad_divisor, lr, step, first_sample);
+  Result add_micro_batch(const Tensor& images, std::span<const std::int32_t> labels,
+                         double grad_divisor, std::uint64_t step, std::uint64_t first_sample,
+                         int index, int count) override {
+    return model_.add_micro_batch(images, labels, grad_divisor, step, first_sample, index, count);
   }
+  void apply_step(double lr) override { model_.apply_step(lr); }
   void upload_state(const std::vector<Param>& params, Optimizer& optimizer) override {
     model_.upload_state(params, optimizer);
   }

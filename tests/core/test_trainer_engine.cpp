@@ -4,6 +4,7 @@
 // only if the trainer copies the state in and out at the right moments.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -27,7 +28,8 @@ class CopyEngine final : public GradientEngine {
   CopyEngine(Model& host, const OptimizerSpec& spec)
       : host_(host), own_(host.replicate()), optimizer_(make_optimizer(spec)) {}
 
-  int uploads = 0, downloads = 0, parameter_loads = 0;
+  int uploads = 0, downloads = 0, parameter_loads = 0, micro_batches = 0;
+  std::vector<int> micro_batch_counts;
 
   Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double divisor,
                    std::uint64_t step, std::uint64_t first_sample) override {
@@ -45,14 +47,27 @@ class CopyEngine final : public GradientEngine {
   std::string where() const override { return "a copy in host memory"; }
 
   bool steps_on_device() const override { return true; }
-  Result train_step(const Tensor& images, std::span<const std::int32_t> labels, double divisor,
-                    double lr, std::uint64_t step, std::uint64_t first_sample) override {
+  Result add_micro_batch(const Tensor& images, std::span<const std::int32_t> labels, double divisor,
+                         std::uint64_t step, std::uint64_t first_sample, int index,
+                         int count) override {
+    ++micro_batches;
+    micro_batch_counts.push_back(count);
+    const auto params = own_.params();
+    // The sum so far, kept while backward overwrites the gradients, then added back.
+    std::vector<Tensor> so_far;
+    if (index > 0)
+      for (const Param& p : params) so_far.push_back(*p.grad);
     const Result r = forward_backward(images, labels, divisor, step, first_sample);
+    for (std::size_t k = 0; k < so_far.size(); ++k)
+      for (std::int64_t i = 0; i < so_far[k].size(); ++i)
+        params[k].grad->data()[i] += so_far[k].data()[i];
+    return r;
+  }
+  void apply_step(double lr) override {
     const auto params = own_.trainable_params();
     optimizer_->begin_step(params);
     for (std::size_t k = 0; k < params.size(); ++k)
       optimizer_->update(params[k], k, 0, params[k].value->size(), lr * params[k].lr_scale);
-    return r;
   }
   void upload_state(const std::vector<Param>& params, Optimizer& optimizer) override {
     ++uploads;
@@ -160,4 +175,29 @@ TEST_CASE("a trainer on an engine takes a loaded state and changed weights befor
   host.run_epoch({});
   device.run_epoch({});
   require_same(state_of(host), state_of(device), true);
+}
+
+TEST_CASE(
+    "a trainer accumulating micro-batches on its engine ends bit-identical to the host's "
+    "accumulation",
+    "[trainer][engine]") {
+  for (const auto optimizer : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    INFO((optimizer == OptimizerKind::adam ? "adam" : "sgd"));
+    Config config = state_config(optimizer);
+    config.parallel.accumulate = 2;  // two micro-batches of 8 per step of 16
+    const TrainingData data = load_training_data(config);
+    Trainer host(config, build_model(config, data), data, standalone_plan(config), 1),
+        device(config, build_model(config, data), data, standalone_plan(config), 1);
+    CopyEngine engine(device.model(), config.training.optimizer);
+    device.set_gradient_engine(&engine);
+    const EpochMetrics a = host.run_epoch({}), b = device.run_epoch({});
+    // Every step's two micro-batches went to the engine, none of their gradients to the host.
+    CHECK(engine.micro_batches == 2 * device.steps_per_epoch());
+    CHECK(std::all_of(engine.micro_batch_counts.begin(), engine.micro_batch_counts.end(),
+                      [](int count) { return count == 2; }));
+    CHECK(engine.uploads == 1);
+    CHECK(a.train_loss == b.train_loss);
+    CHECK(a.test_loss == b.test_loss);
+    require_same(state_of(host), state_of(device), true);
+  }
 }

@@ -1,6 +1,7 @@
 // A model trained on the GPU (DeviceModel) against the same model trained on the CPU from the same
 // initial weights: losses and parameters after three SGD and Adam steps, dropout included; and a
-// Trainer whose passes run on the GPU against one on the CPU over two epochs.
+// Trainer whose steps run on the GPU against one on the CPU over two epochs, with one micro-batch
+// per step and with two summed on the device.
 #include <catch2/catch.hpp>
 
 #include "core/dataset.hpp"
@@ -91,38 +92,44 @@ TEST_CASE("a CNN trained on the GPU follows the same CNN trained on the CPU", "[
 }
 
 TEST_CASE("a Trainer with its passes on the GPU trains two epochs as on the CPU", "[gpu]") {
-  strata::Config config;
-  config.file = "gpu_trainer";
-  config.run.seed = 3;
-  config.layers = small_cnn();
-  config.training.epochs = 2;
-  config.training.local_batch = 32;
-  config.training.optimizer.lr = 0.05;
-  config.training.optimizer.momentum = 0.9;
-  strata::SyntheticSpec spec;
-  spec.train = 640;
-  spec.test = 128;
-  spec.classes = 4;
-  spec.channels = 2;
-  spec.height = spec.width = 10;
-  const strata::TrainingData data =
-      strata::prepare_training_data(strata::make_synthetic(spec, 1), 0.2, 1);
-  const strata::Plan plan = strata::standalone_plan(config);
-  strata::Trainer cpu(config, strata::build_model(config, data), data, plan, 1);
-  strata::Trainer gpu(config, strata::build_model(config, data), data, plan, 1);
-  strata::cuda::GpuGradients engine(gpu.model(), config.layers, config.training.optimizer,
-                                    strata::cuda::bind_rank_to_device(0));
-  gpu.set_gradient_engine(&engine);
-  for (int epoch = 1; epoch <= 2; ++epoch) {
-    const auto a = cpu.run_epoch({}), b = gpu.run_epoch({});
-    INFO("epoch " << epoch);
-    CHECK(b.train_loss == Approx(a.train_loss).epsilon(1e-3));
-    CHECK(b.val_loss == Approx(a.val_loss).epsilon(1e-3));
-    CHECK(std::abs(b.val_accuracy - a.val_accuracy) <= 0.02);
-  }
-  const auto want = cpu.model().params(), got = gpu.model().params();
-  for (std::size_t k = 0; k < want.size(); ++k) {
-    INFO(want[k].name);
-    CHECK(strata::test::all_close(got[k].value->values(), want[k].value->values(), 1e-3f));
+  // accumulate: 2 sums two micro-batches' gradients on the device before the step.
+  for (const int accumulate : {1, 2}) {
+    INFO("accumulate " << accumulate);
+    strata::Config config;
+    config.file = "gpu_trainer";
+    config.run.seed = 3;
+    config.layers = small_cnn();
+    config.training.epochs = 2;
+    config.training.local_batch = 32;
+    config.training.optimizer.lr = 0.05;
+    config.training.optimizer.momentum = 0.9;
+    config.parallel.accumulate = accumulate;
+    strata::SyntheticSpec spec;
+    spec.train = 640;
+    spec.test = 128;
+    spec.classes = 4;
+    spec.channels = 2;
+    spec.height = spec.width = 10;
+    const strata::TrainingData data =
+        strata::prepare_training_data(strata::make_synthetic(spec, 1), 0.2, 1);
+    const strata::Plan plan = strata::standalone_plan(config);
+    strata::Trainer cpu(config, strata::build_model(config, data), data, plan, 1);
+    strata::Trainer gpu(config, strata::build_model(config, data), data, plan, 1);
+    strata::cuda::GpuGradients engine(gpu.model(), config.layers, config.training.optimizer,
+                                      strata::cuda::bind_rank_to_device(0));
+    gpu.set_gradient_engine(&engine);
+    CHECK(gpu.steps_on_engine());
+    for (int epoch = 1; epoch <= 2; ++epoch) {
+      const auto a = cpu.run_epoch({}), b = gpu.run_epoch({});
+      INFO("epoch " << epoch);
+      CHECK(b.train_loss == Approx(a.train_loss).epsilon(1e-3));
+      CHECK(b.val_loss == Approx(a.val_loss).epsilon(1e-3));
+      CHECK(std::abs(b.val_accuracy - a.val_accuracy) <= 0.02);
+    }
+    const auto want = cpu.model().params(), got = gpu.model().params();
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      INFO(want[k].name);
+      CHECK(strata::test::all_close(got[k].value->values(), want[k].value->values(), 1e-3f));
+    }
   }
 }
