@@ -16,11 +16,12 @@
 # reaches a target in fewer than half the seeds within the budget. Kinds genetic9,
 # median9 and asha9 measure pruning on 9-epoch trainings (rungs after epochs 1, 3 and 9). Its baseline
 # (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs. Kind
-# tpe_multivariate is strata's TPE with `multivariate: true` (not in the default kinds).
+# tpe_multivariate is strata's TPE with `multivariate: true` (not in the default kinds). Kind gp is
+# strata's default search, Gaussian-process Bayesian optimisation (`algorithm: gp`).
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
-#   "genetic asynchronous surrogate tpe random random5x optuna genetic3 median3 asha3 pbt cnn_random"
+#   "genetic asynchronous surrogate gp tpe random random5x optuna genetic3 median3 asha3 pbt cnn_random"
 # BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,7 +29,7 @@ build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
 seeds="${2:-1 2 3 4 5 6 7 8 9 10}"
 ranks="${3:-2}"
 targets="${4:-0.825 0.83 0.835}"
-kinds="${5:-genetic asynchronous surrogate tpe random random5x optuna genetic3 median3 asha3 pbt cnn_random}"
+kinds="${5:-genetic asynchronous surrogate gp tpe random random5x optuna genetic3 median3 asha3 pbt cnn_random}"
 config="$root/configs/fashion_hpo.yaml"
 data="$root/data/fashion_mnist.h5"
 [ -f "$data" ] || { echo "run_hpo_fashion_bench.sh: $data is missing; run jobs/setup.sh first" >&2; exit 1; }
@@ -67,7 +68,7 @@ for seed in $seeds; do
       -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg"
     [ "$kind" = asynchronous ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      schedule: asynchronous/' "$cfg"
     [ "$kind" = surrogate ] && sed -i -e 's/algorithm: genetic/algorithm: genetic\n      surrogate_candidates: 8/' "$cfg"
-    # strata's TPE: the same space and budget, without the genetic settings.
+    # strata's TPE and GP searches: the same space and budget, without the genetic settings.
     case "$kind" in tpe | tpe_multivariate | gp)
       algorithm=tpe; [ "$kind" = gp ] && algorithm=gp
       joint=""; [ "$kind" = tpe_multivariate ] && joint="\n      multivariate: true"
