@@ -80,6 +80,21 @@ GeneticConfig genetic_config_of(const HpoSpec& spec, std::uint64_t seed, int gro
   return g;
 }
 
+// The settings the model-based searches (TpeConfig, GpConfig) share.
+template <typename ModelConfig>
+ModelConfig model_search_config(const HpoSpec& spec, std::uint64_t seed, int groups,
+                                Direction direction) {
+  ModelConfig c;
+  c.trials = spec.trials;
+  c.startup = spec.startup_trials;
+  c.slots = std::max(groups, 1);
+  c.target = target_of(spec);
+  c.direction = direction;
+  c.seed = seed;
+  c.max_epochs = spec.max_epochs;
+  return c;
+}
+
 std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std::uint64_t seed,
                                     int groups, bool objective) {
   const Direction direction = direction_of(spec, objective);
@@ -93,28 +108,13 @@ std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std:
                                           GridConfig{spec.grid_points, groups, spec.max_trainings,
                                                      target_of(spec), direction, spec.max_epochs});
     case SearchAlgorithm::tpe: {
-      TpeConfig t;
-      t.trials = spec.trials;
-      t.startup = spec.startup_trials;
+      auto t = model_search_config<TpeConfig>(spec, seed, groups, direction);
       t.multivariate = spec.multivariate;
-      t.slots = std::max(groups, 1);
-      t.target = target_of(spec);
-      t.direction = direction;
-      t.seed = seed;
-      t.max_epochs = spec.max_epochs;
       return std::make_unique<TpeSearch>(std::move(space), t);
     }
-    case SearchAlgorithm::gp: {
-      GpConfig g;
-      g.trials = spec.trials;
-      g.startup = spec.startup_trials;
-      g.slots = std::max(groups, 1);
-      g.target = target_of(spec);
-      g.direction = direction;
-      g.seed = seed;
-      g.max_epochs = spec.max_epochs;
-      return std::make_unique<GpSearch>(std::move(space), g);
-    }
+    case SearchAlgorithm::gp:
+      return std::make_unique<GpSearch>(
+          std::move(space), model_search_config<GpConfig>(spec, seed, groups, direction));
     case SearchAlgorithm::genetic:
     case SearchAlgorithm::pbt:  // pbt_stage runs it: no search of trials
       break;
