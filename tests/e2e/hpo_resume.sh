@@ -2,7 +2,9 @@
 # A search resumes where it stopped, on any number of ranks: killed with SIGKILL mid-generation on 4
 # ranks and resumed on 2, or stopped by the requeue signal (exit 75 through mpiexec, trials in
 # flight checkpointed) and resumed on 3, it gives the trials of an uninterrupted run: the same ids,
-# generations, hyperparameters and fitnesses, and the same best.
+# generations, hyperparameters and fitnesses, and the same best. The steady-state searches (the
+# asynchronous genetic schedule and the default, Gaussian-process search), killed on 4 ranks,
+# resume on 2 from their journals in the order results came in.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -89,10 +91,37 @@ STRATA_FAULT=stop_at_step=40 expect_exit 75 'the search stopped on a signal.*exi
 expect_exit 0 '\[resume\] trial [0-9]+: from .*trial[0-9]+/ckpt-[0-9]+.h5: epoch 1/1 step 4[01]/' -- "$MPIEXEC" -n 2 "$STRATA" run search.yaml
 same_search "one rank signalled mid-trial, resumed on 2"
 
-# The asynchronous schedule: what it breeds depends on the order results came in. Killed on 4
-# ranks, it resumes on 2 by replaying its journal in that order; the resume checks every kept row
+# The steady-state searches: what they propose depends on the order results came in. Killed on 4
+# ranks, each resumes on 2 by replaying its journal in that order; the resume checks every kept row
 # against the trial the replay makes (and fails on a mismatch), keeps the killed run's rows as they
 # were, and the search then spends its whole budget with each trial run once.
+# killed_and_resumed NAME TRIALS KILL_AFTER: NAME.yaml writes to $work/NAME.
+killed_and_resumed() {
+  local name="$1" trials="$2" kill_after="$3"
+  name_rows() { [ -f "$name/trials.csv" ] && echo $(( $(wc -l < "$name/trials.csv") - 1 )) || echo 0; }
+  ("$MPIEXEC" -n 4 "$STRATA" run "$name.yaml" > "${name}_killed.log" 2>&1) 2>/dev/null &
+  for _ in $(seq 600); do [ "$(name_rows)" -ge "$kill_after" ] && break; sleep 0.02; done
+  pkill -KILL -f "strata run $name.yaml"
+  wait
+  kept="$(name_rows)"
+  cp "$name/trials.csv" "${name}_killed.csv"
+  cp -r "$name" "${name}_killed"
+  echo "$name search killed after $kept rows"
+  [ "$kept" -ge "$kill_after" ] && [ "$kept" -lt "$trials" ] || { echo "FAIL: the $name search was not killed mid-way"; fails=$((fails + 1)); }
+  expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed from the journal' -- "$MPIEXEC" -n 2 "$STRATA" run "$name.yaml"
+  if [ "$(head -n $((kept + 1)) "$name/trials.csv")" = "$(cat "${name}_killed.csv")" ] &&
+     /usr/bin/python3 - "$name/trials.csv" "$trials" <<'PY'
+import csv, sys
+ids = [int(r["trial"]) for r in csv.DictReader(open(sys.argv[1]))]
+n = int(sys.argv[2])
+assert sorted(ids) == list(range(n)), (len(ids), sorted(set(range(n)) - set(ids)))
+PY
+  then
+    echo "ok: $name: the killed run's $kept rows kept, $trials trials each once after the resume"
+  else
+    echo "FAIL: $name: the resumed journal does not continue the killed one"; fails=$((fails + 1))
+  fi
+}
 cat > async.yaml <<YAML
 run: {name: steady, seed: 5}
 model: {objective: rastrigin, dims: 6, eval_seconds: 0.04, eval_stddev_seconds: 0.03}
@@ -100,29 +129,18 @@ stages:
   - hpo: {algorithm: genetic, population: 12, generations: 8, elites: 1, schedule: asynchronous}
 output: {dir: $work/async}
 YAML
-async_rows() { [ -f async/trials.csv ] && echo $(( $(wc -l < async/trials.csv) - 1 )) || echo 0; }
-("$MPIEXEC" -n 4 "$STRATA" run async.yaml > async_killed.log 2>&1) 2>/dev/null &
-for _ in $(seq 600); do [ "$(async_rows)" -ge 30 ] && break; sleep 0.02; done
-pkill -KILL -f "strata run async.yaml"
-wait
-kept="$(async_rows)"
-cp async/trials.csv async_killed.csv
-cp -r async async_killed
-echo "asynchronous search killed after $kept rows"
-[ "$kept" -ge 30 ] && [ "$kept" -lt 89 ] || { echo "FAIL: the asynchronous search was not killed mid-way"; fails=$((fails + 1)); }
-expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed from the journal' -- "$MPIEXEC" -n 2 "$STRATA" run async.yaml
-# 12 + 7 x 11 = 89 trials; the killed run's rows first, unchanged.
-if [ "$(head -n $((kept + 1)) async/trials.csv)" = "$(cat async_killed.csv)" ] &&
-   /usr/bin/python3 - async/trials.csv <<'PY'
-import csv, sys
-ids = [int(r["trial"]) for r in csv.DictReader(open(sys.argv[1]))]
-assert sorted(ids) == list(range(89)), (len(ids), sorted(set(range(89)) - set(ids)))
-PY
-then
-  echo "ok: asynchronous: the killed run's $kept rows kept, 89 trials each once after the resume"
-else
-  echo "FAIL: asynchronous: the resumed journal does not continue the killed one"; fails=$((fails + 1))
-fi
+# 12 + 7 x 11 = 89 trials.
+killed_and_resumed async 89 30
+# The default search (Gaussian-process Bayesian optimisation), 50 trials.
+cat > default.yaml <<YAML
+run: {name: default_search, seed: 5}
+model: {objective: rastrigin, dims: 6, eval_seconds: 0.04, eval_stddev_seconds: 0.03}
+stages:
+  - hpo: {trials: 50}
+output: {dir: $work/default}
+YAML
+killed_and_resumed default 50 20
+grep -q '^\[hpo\] gp search' default_killed.log || { echo "FAIL: the default search is not the GP search"; fails=$((fails + 1)); }
 # The killed journal with two rows swapped is another search's: the resume refuses it before
 # anything runs, naming the trial.
 rm -rf async && mv async_killed async
