@@ -17,7 +17,8 @@
 # median9 and asha9 measure pruning on 9-epoch trainings (rungs after epochs 1, 3 and 9). Its baseline
 # (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs. Kind
 # tpe_multivariate is strata's TPE with `multivariate: true` (not in the default kinds). Kind gp is
-# strata's default search, Gaussian-process Bayesian optimisation (`algorithm: gp`).
+# strata's default search, Gaussian-process Bayesian optimisation (`algorithm: gp`). STARTUP_TRIALS=N
+# in the environment gives the TPE and GP kinds N random startup trials instead of their 10.
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
@@ -72,6 +73,7 @@ for seed in $seeds; do
     case "$kind" in tpe | tpe_multivariate | gp)
       algorithm=tpe; [ "$kind" = gp ] && algorithm=gp
       joint=""; [ "$kind" = tpe_multivariate ] && joint="\n      multivariate: true"
+      [ -n "${STARTUP_TRIALS:-}" ] && joint="$joint\n      startup_trials: $STARTUP_TRIALS"
       sed -i -e "s/algorithm: genetic/algorithm: $algorithm\n      trials: $budget$joint/" \
         -e '/^ *\(population\|generations\|elites\|tournament\|max_trainings\): /d' "$cfg" ;;
     esac
