@@ -58,8 +58,8 @@ std::vector<double> normal_scores(std::span<const double> values);
 double normal_quantile(double p);
 
 // The reported trainings (cached trials left out) a GpSearch fits its process to, in id order:
-// all of them, or past `most` the best most / 2 (successes before failures) and the latest of the
-// rest.
+// all of them, or past `most` the best most / 2 (successes before failures) and, of the rest,
+// those proposed last (the highest ids).
 std::vector<const Trial*> gp_observations(std::span<const Trial> trials, Direction direction,
                                           int most);
 
@@ -70,7 +70,7 @@ std::vector<const Trial*> gp_observations(std::span<const Trial> trials, Directi
 // "kriging believer"), so the groups given proposals at the same time get different ones. The
 // acquisition is maximised over `candidates` random points and perturbations of the best
 // results, then refined locally; points equal to an evaluated genome are skipped. Past
-// max_observations results the process sees the best and the latest of them.
+// max_observations results the process sees the best and the last proposed of them.
 class GpSearch : public ModelSearch {
  public:
   GpSearch(SearchSpace space, GpConfig config);

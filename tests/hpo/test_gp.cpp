@@ -274,14 +274,53 @@ TEST_CASE("past max_observations the process sees the best half and the latest",
   CHECK(ids(Direction::maximize, 5) == std::vector<int>{0, 2, 4, 5, 7});
 }
 
-TEST_CASE("the GP search believes its trials in flight, and a replay rebuilds it",
+TEST_CASE("a believed observation takes the uncertainty, and with it the improvement, away",
+          "[hpo][gp]") {
+  const Data d = sine_data(15, 7);
+  const GpHyper h = GaussianProcess::fit(d.inputs, d.outputs);
+  const GaussianProcess gp(d.inputs, d.outputs, h);
+  const std::vector<double> pending{1.4, 0.5};  // beyond the data: uncertain
+  double best = -INFINITY;
+  for (const auto& x : d.inputs) best = std::max(best, gp.mean(x));
+  // The kriging believer: the pending point observed at its own prediction.
+  auto inputs = d.inputs;
+  auto outputs = d.outputs;
+  inputs.push_back(pending);
+  outputs.push_back(gp.mean(pending));
+  const GaussianProcess believed(inputs, outputs, h);
+  CHECK(believed.mean(pending) == Approx(gp.mean(pending)).margin(1e-3));
+  CHECK(believed.variance(pending) < 0.1 * gp.variance(pending));
+  CHECK(log_expected_improvement(believed.mean(pending), believed.variance(pending), best) <
+        log_expected_improvement(gp.mean(pending), gp.variance(pending), best) - 1.0);
+}
+
+TEST_CASE("the GP search's startup trials are one Latin hypercube", "[hpo][gp]") {
+  const SearchSpace space = objective_space("sphere", 3);  // reals in [-5.12, 5.12]
+  GpConfig c = gp_config(10, 2, 6);
+  c.startup = 10;
+  GpSearch design(space, c);
+  const Objective f = [](const Trial& t) { return sphere(t.genome); };
+  testing::drive_out_of_order(design, 6, f);
+  REQUIRE(design.trials().size() == 10);
+  for (std::size_t k = 0; k < 3; ++k) {
+    std::vector<int> strata;
+    for (const Trial& t : design.trials())
+      strata.push_back(static_cast<int>((t.genome[k] + 5.12) / 10.24 * 10));
+    std::sort(strata.begin(), strata.end());
+    INFO("parameter " << k);
+    CHECK(strata == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  }
+}
+
+TEST_CASE("the GP search gives the trials in flight different points, and a replay rebuilds it",
           "[hpo][gp][state]") {
   const SearchSpace space = objective_space("rastrigin", 3);
   const Objective f = [](const Trial& t) { return rastrigin(t.genome); };
   const GpConfig c = gp_config(24, 4, 9);
   GpSearch search(space, c);
   const auto order = testing::drive_out_of_order(search, 4, f);
-  // Proposals made while others were in flight are not the same point.
+  // No proposal repeats one of the three in flight beside it (the believer itself is tested on
+  // the process above).
   for (std::size_t i = 6; i < search.trials().size(); ++i)
     for (std::size_t k = i - 3; k < i; ++k)
       CHECK(search.trials()[i].genome != search.trials()[k].genome);
