@@ -1,5 +1,6 @@
 // A data-parallel training on GPUs whose gradients NCCL sums (and whose optimizer then steps on
-// the GPU), against the same training summed by MPI on the host, one GPU per rank.
+// the GPU), against the same training summed by MPI on the host, one GPU per rank, with one
+// micro-batch per step and with two.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,12 +18,23 @@ using namespace strata;
 TEST_CASE("a D=2 GPU training summed by NCCL ends as one summed by MPI", "[gpu][nccl]") {
   const Communicator world = Communicator::world();
   const Communicator pair = world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "pair");
-  if (world.rank() < 2) {
+  // accumulate: 2 sums each step's two micro-batches on the device, then over the replicas once.
+  for (const int accumulate : {1, 2}) {
+    if (world.rank() >= 2) break;
+    INFO("accumulate " << accumulate);
     Config config = strata::testing::two_replica_config();
     config.run.device = DeviceChoice::cuda;
+    config.parallel.accumulate = accumulate;
+    config.parallel.max_global_batch = 32 * accumulate;
     const TrainingData data = load_training_data(config);
-    const Plan plan = strata::testing::two_replica_plan();
+    PlanRequest request;
+    request.world_size = 2;
+    request.local_batch = 16;
+    request.max_global_batch = 32 * accumulate;
+    request.accumulate = accumulate;
+    const Plan plan = make_plan(request);
     REQUIRE(plan.data == 2);
+    REQUIRE(plan.accumulate == accumulate);
     const Topology topology(pair, plan);
     std::vector<StateDict> states;
     for (const AllreduceKind kind :
