@@ -80,6 +80,9 @@ GeneticConfig genetic_config_of(const HpoSpec& spec, std::uint64_t seed, int gro
   return g;
 }
 
+// More trials than this in a GP search earn a note on what its proposals cost.
+constexpr int long_gp_search = 1000;
+
 // The settings the model-based searches (TpeConfig, GpConfig) share.
 template <typename ModelConfig>
 ModelConfig model_search_config(const HpoSpec& spec, std::uint64_t seed, int groups,
@@ -289,6 +292,13 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     }
     fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
                to_string(spec.algorithm), space.params.size(), groups);
+    // Past a few hundred results each GP proposal refits for about 0.4 s on one core: a long
+    // search of cheap trainings would spend its time proposing.
+    if (spec.algorithm == SearchAlgorithm::gp && spec.trials > long_gp_search)
+      fmt::print(
+          "[hpo] note: {} trials; past 200 results each gp proposal refits a Gaussian process "
+          "(about 0.4 s), where tpe or genetic propose in milliseconds\n",
+          spec.trials);
     std::fflush(stdout);
   }
   const int planned = planned_trainings(spec, space);
