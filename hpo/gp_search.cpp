@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
@@ -186,46 +187,72 @@ std::vector<const Trial*> gp_observations(std::span<const Trial> trials, Directi
   return out;
 }
 
-Genome GpSearch::model_proposal(Rng& rng) const {
+namespace {
+
+// What a proposal models: the observed trainings (encoded, with their fitness made larger-is-better
+// and failures tied with the worst success), the trainings in flight, and every genome tried.
+struct Observations {
   std::vector<std::vector<double>> inputs, pending;
   std::vector<double> fitness;
   std::set<Genome> taken;
-  const double sign = direction() == Direction::maximize ? 1.0 : -1.0;
-  for (const Trial& t : trials()) {
+};
+
+Observations observations_of(std::span<const Trial> trials, Direction direction,
+                             const UnitEncoding& encoding, int most) {
+  Observations o;
+  const double sign = direction == Direction::maximize ? 1.0 : -1.0;
+  for (const Trial& t : trials) {
     if (t.cached()) continue;
-    taken.insert(t.genome);
-    if (!t.reported) pending.push_back(encoding_.encode(t.genome));
+    o.taken.insert(t.genome);
+    if (!t.reported) o.pending.push_back(encoding.encode(t.genome));
   }
   double worst = INFINITY;
-  const std::vector<const Trial*> observed =
-      gp_observations(trials(), direction(), config_.max_observations);
-  for (const Trial* t : observed) {
-    inputs.push_back(encoding_.encode(t->genome));
-    fitness.push_back(t->failed ? NAN : sign * t->fitness);
+  for (const Trial* t : gp_observations(trials, direction, most)) {
+    o.inputs.push_back(encoding.encode(t->genome));
+    o.fitness.push_back(t->failed ? NAN : sign * t->fitness);
     if (!t->failed) worst = std::min(worst, sign * t->fitness);
   }
-  for (double& f : fitness)
-    if (std::isnan(f)) f = worst;  // a failed training ties with the worst success
-  std::vector<double> outputs = normal_scores(fitness);
+  for (double& f : o.fitness)
+    if (std::isnan(f)) f = worst;
+  return o;
+}
 
+// The inputs of the `count` best observations, best first.
+std::vector<std::vector<double>> leaders(const Observations& o, std::size_t count) {
+  std::vector<std::size_t> order(o.fitness.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return o.fitness[a] > o.fitness[b]; });
+  std::vector<std::vector<double>> out;
+  for (std::size_t r = 0; r < std::min(count, order.size()); ++r) out.push_back(o.inputs[order[r]]);
+  return out;
+}
+
+}  // namespace
+
+Genome GpSearch::model_proposal(Rng& rng) const {
+  const Observations o =
+      observations_of(trials(), direction(), encoding_, config_.max_observations);
+  std::vector<std::vector<double>> inputs = o.inputs;
+  std::vector<double> outputs = normal_scores(o.fitness);
   const GpHyper hyper = GaussianProcess::fit(inputs, outputs, config_.fit_iterations);
   const GaussianProcess fitted(inputs, outputs, hyper);
   double best = -INFINITY;
   for (const auto& x : inputs) best = std::max(best, fitted.mean(x));
-  for (const auto& x : pending) {
+  for (const auto& x : o.pending) {
     outputs.push_back(fitted.mean(x));
     inputs.push_back(x);
   }
   const GaussianProcess believed(std::move(inputs), std::move(outputs), hyper);
 
-  // Every candidate is scored at its legal genome; an evaluated genome scores -infinity.
+  // Every candidate is scored at its legal genome; a genome already tried scores -infinity.
   struct Scored {
     Genome genome;
     double score;
   };
   const auto score = [&](std::span<const double> point) {
     Scored s{encoding_.decode(point), -INFINITY};
-    if (taken.contains(s.genome)) return s;
+    if (o.taken.contains(s.genome)) return s;
     const std::vector<double> x = encoding_.encode(s.genome);
     s.score = log_expected_improvement(believed.mean(x), believed.variance(x), best);
     return s;
@@ -238,15 +265,8 @@ Genome GpSearch::model_proposal(Rng& rng) const {
   };
   for (int i = 0; i < config_.candidates; ++i) consider(encoding_.encode(sample(space(), rng)));
   // Around the best results, where the improvement is likeliest.
-  std::vector<std::size_t> order(fitness.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return fitness[a] > fitness[b]; });
-  std::vector<std::vector<double>> leaders;
-  for (const Trial* t : observed) leaders.push_back(encoding_.encode(t->genome));
-  for (std::size_t r = 0; r < std::min<std::size_t>(5, order.size()); ++r)
-    for (int i = 0; i < config_.candidates / 10; ++i)
-      consider(perturbed(leaders[order[r]], 0.1, rng));
+  for (const auto& leader : leaders(o, 5))
+    for (int i = 0; i < config_.candidates / 10; ++i) consider(perturbed(leader, 0.1, rng));
   // Local refinement of the best candidate with shrinking steps.
   for (int i = 0; i < 100; ++i) consider(perturbed(chosen_point, 0.1 * std::pow(0.97, i), rng));
   return chosen.genome;
