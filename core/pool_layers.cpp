@@ -38,8 +38,11 @@ void store(float* p, V v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
-template <class V, bool max_mode>
+// `fixed`: the window's size and stride when known at compile time (2: the common 2x2, stride 2,
+// whose loops the compiler then unrolls), else 0.
+template <class V, bool max_mode, int fixed = 0>
 void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int size, int stride) {
+  if constexpr (fixed > 0) size = stride = fixed;
   constexpr std::int64_t L = sizeof(V) / sizeof(float);
   const float inv_area = 1.0f / static_cast<float>(size * size);
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -66,9 +69,10 @@ void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int si
 // to.
 // `relu_input`: the input is a ReLU's output, and a window whose maximum is not positive passes no
 // gradient (the ReLU's derivative at its maximum is 0).
-template <class V, bool max_mode, bool assign>
+template <class V, bool max_mode, bool assign, int fixed = 0>
 void pool_plane_backward(const float* x, const float* y, const float* dy, float* dx,
                          const PlaneGeometry& g, int size, int stride, bool relu_input) {
+  if constexpr (fixed > 0) size = stride = fixed;
   constexpr std::int64_t L = sizeof(V) / sizeof(float);
   const float inv_area = 1.0f / static_cast<float>(size * size);
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -105,6 +109,7 @@ void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out
       max_mode
           ? (assign ? pool_plane_backward<V, true, true> : pool_plane_backward<V, true, false>)
           : (assign ? pool_plane_backward<V, false, true> : pool_plane_backward<V, false, false>);
+  if (max_mode && assign && size == 2 && stride == 2) plane = pool_plane_backward<V, true, true, 2>;
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   for (std::int64_t p = 0; p < g.planes; ++p)
     plane(in.data() + p * in_plane, out.data() + p * out_plane, grad_out.data() + p * out_plane,
@@ -115,6 +120,7 @@ template <class V>
 void forward_planes(const Tensor& in, Tensor& out, const PlaneGeometry& g, int size, int stride,
                     bool max_mode) {
   auto plane = max_mode ? pool_plane_forward<V, true> : pool_plane_forward<V, false>;
+  if (max_mode && size == 2 && stride == 2) plane = pool_plane_forward<V, true, 2>;
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   for (std::int64_t p = 0; p < g.planes; ++p)
     plane(in.data() + p * in_plane, out.data() + p * out_plane, g, size, stride);
