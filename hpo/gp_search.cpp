@@ -14,14 +14,12 @@
 namespace strata {
 
 void validate(const GpConfig& c) {
-  if (c.trials < 1) bad_setting("gp search", "trials", c.trials, "must be >= 1");
-  if (c.startup < 1) bad_setting("gp search", "startup", c.startup, "must be >= 1");
+  validate(static_cast<const ModelSearchConfig&>(c), "gp search");
   if (c.candidates < 1) bad_setting("gp search", "candidates", c.candidates, "must be >= 1");
   if (c.fit_iterations < 1)
     bad_setting("gp search", "fit_iterations", c.fit_iterations, "must be >= 1");
   if (c.max_observations < 2)
     bad_setting("gp search", "max_observations", c.max_observations, "must be >= 2");
-  if (c.slots < 1) bad_setting("gp search", "slots", c.slots, "must be >= 1");
 }
 
 namespace {
@@ -146,9 +144,9 @@ std::vector<double> normal_scores(std::span<const double> values) {
 
 namespace {
 
-SearchLimits gp_limits(const GpConfig& c) {
+const GpConfig& validated(const GpConfig& c) {
   validate(c);
-  return {0, c.max_epochs, c.target};
+  return c;
 }
 
 // A point moved by a Gaussian step of `sigma` in each coordinate, kept in the unit cube.
@@ -160,9 +158,7 @@ std::vector<double> perturbed(std::vector<double> point, double sigma, Rng& rng)
 }  // namespace
 
 GpSearch::GpSearch(SearchSpace space, GpConfig config)
-    : ModelSearch(
-          std::move(space), config.direction, gp_limits(config),
-          {config.trials, config.startup, config.slots, hpo_gp, config.seed, config.latin_startup}),
+    : ModelSearch(std::move(space), validated(config), {hpo_gp, config.latin_startup}),
       config_(config),
       encoding_(this->space()) {}
 

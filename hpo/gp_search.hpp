@@ -12,20 +12,13 @@
 
 namespace strata {
 
-struct GpConfig {
-  int trials = 100;           // proposals in all, repeats included
-  int startup = 10;           // random trials before the model
+struct GpConfig : ModelSearchConfig {
   bool latin_startup = true;  // the startup trials as one Latin hypercube
   int candidates = 1000;      // random points the acquisition is first evaluated at
   int fit_iterations = 200;
   // Results the process is fitted to: past it, the best half and the latest half of them (the fit
   // grows with the cube of their number).
   int max_observations = 200;
-  int slots = 1;  // trainings in flight, one per member group
-  std::optional<double> target;
-  Direction direction = Direction::maximize;
-  std::uint64_t seed = 0;
-  int max_epochs = 0;  // 0: no limit
 };
 
 // Throws std::invalid_argument naming the setting and its value.

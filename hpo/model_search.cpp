@@ -1,5 +1,7 @@
 #include "hpo/model_search.hpp"
 
+#include "hpo/bad_setting.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -11,14 +13,21 @@ namespace {
 constexpr std::uint64_t design_stream = ~std::uint64_t{0};
 }  // namespace
 
-ModelSearch::ModelSearch(SearchSpace space, Direction direction, SearchLimits limits,
-                         ModelSearchSettings settings)
-    : Search(std::move(space), direction, limits), settings_(settings) {}
+void validate(const ModelSearchConfig& c, const char* search) {
+  if (c.trials < 1) bad_setting(search, "trials", c.trials, "must be >= 1");
+  if (c.startup < 1) bad_setting(search, "startup", c.startup, "must be >= 1");
+  if (c.slots < 1) bad_setting(search, "slots", c.slots, "must be >= 1");
+}
+
+ModelSearch::ModelSearch(SearchSpace space, const ModelSearchConfig& config, ModelSearchDraws draws)
+    : Search(std::move(space), config.direction, {0, config.max_epochs, config.target}),
+      settings_(config),
+      draws_(draws) {}
 
 std::vector<Search::Proposal> ModelSearch::propose(int max_count) {
   if (max_count < 1 || !finished_reason().empty()) return {};
   Rng rng(derive_seed(settings_.seed,
-                      {seed_hpo, settings_.stream, static_cast<std::uint64_t>(proposed_)}));
+                      {seed_hpo, draws_.stream, static_cast<std::uint64_t>(proposed_)}));
   ++proposed_;
   const int generation = read_ / settings_.slots;
   const bool model = read_ >= settings_.startup &&
@@ -26,9 +35,9 @@ std::vector<Search::Proposal> ModelSearch::propose(int max_count) {
                        return t.reported && !t.failed && !t.cached();
                      });
   if (model) return {{model_proposal(rng), generation, 0, 1.0}};
-  if (settings_.latin_startup && proposed_ <= settings_.startup) {
+  if (draws_.latin_startup && proposed_ <= settings_.startup) {
     // The whole design from one stream, so that each startup trial is its row of the same design.
-    Rng design_rng(derive_seed(settings_.seed, {seed_hpo, settings_.stream, design_stream}));
+    Rng design_rng(derive_seed(settings_.seed, {seed_hpo, draws_.stream, design_stream}));
     return {{latin_hypercube(space(), settings_.startup, design_rng)[proposed_ - 1], generation, 0,
              1.0}};
   }

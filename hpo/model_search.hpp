@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,13 +12,24 @@
 
 namespace strata {
 
-struct ModelSearchSettings {
-  int trials = 100;            // proposals in all, repeats included
-  int startup = 10;            // random trials before the model
-  int slots = 1;               // trainings in flight, one per member group
-  HpoStream stream = hpo_tpe;  // which of the run's hpo streams the proposals draw from
-  std::uint64_t seed = 0;      // the run seed
-  // The startup trials as one Latin hypercube (latin_hypercube) rather than independent samples.
+// The settings every model-based search has (TpeConfig and GpConfig extend them).
+struct ModelSearchConfig {
+  int trials = 100;  // proposals in all, repeats included
+  int startup = 10;  // random trials before the model
+  int slots = 1;     // trainings in flight, one per member group
+  std::optional<double> target;
+  Direction direction = Direction::maximize;
+  std::uint64_t seed = 0;  // the run seed
+  int max_epochs = 0;      // 0: no limit
+};
+
+// Throws std::invalid_argument naming the setting and its value, for the `search` named.
+void validate(const ModelSearchConfig& config, const char* search);
+
+// How a model-based search draws: which of the run's hpo streams, and whether the startup trials
+// are one Latin hypercube (latin_hypercube) rather than independent samples.
+struct ModelSearchDraws {
+  HpoStream stream = hpo_tpe;
   bool latin_startup = false;
 };
 
@@ -26,8 +38,8 @@ struct ModelSearchSettings {
 // the order results come in, which the journal keeps. History lines come every `slots` results.
 class ModelSearch : public Search {
  protected:
-  ModelSearch(SearchSpace space, Direction direction, SearchLimits limits,
-              ModelSearchSettings settings);
+  // `config` must be valid (validate).
+  ModelSearch(SearchSpace space, const ModelSearchConfig& config, ModelSearchDraws draws);
 
  private:
   // A proposal from the results so far; trials in flight are in trials() without a report.
@@ -38,7 +50,8 @@ class ModelSearch : public Search {
   void absorb(std::span<const Trial> batch) override;
   std::string finished_reason() const override;
 
-  ModelSearchSettings settings_;
+  ModelSearchConfig settings_;
+  ModelSearchDraws draws_;
   int proposed_ = 0;
   int read_ = 0;
   std::vector<Trial> since_line_;

@@ -10,15 +10,13 @@
 namespace strata {
 
 void validate(const TpeConfig& c) {
-  if (c.trials < 1) bad_setting("tpe search", "trials", c.trials, "must be >= 1");
-  if (c.startup < 1) bad_setting("tpe search", "startup", c.startup, "must be >= 1");
+  validate(static_cast<const ModelSearchConfig&>(c), "tpe search");
   if (c.candidates < 1) bad_setting("tpe search", "candidates", c.candidates, "must be >= 1");
   if (!(c.gamma > 0.0 && c.gamma <= 1.0))
     bad_setting("tpe search", "gamma", c.gamma, "must be in (0, 1]");
   if (c.max_good < 1) bad_setting("tpe search", "max_good", c.max_good, "must be >= 1");
   if (!(c.prior_weight > 0.0 && std::isfinite(c.prior_weight)))
     bad_setting("tpe search", "prior_weight", c.prior_weight, "must be > 0");
-  if (c.slots < 1) bad_setting("tpe search", "slots", c.slots, "must be >= 1");
 }
 
 namespace {
@@ -193,17 +191,15 @@ double TpeModel::score(const Genome& genome) const {
 
 namespace {
 
-SearchLimits tpe_limits(const TpeConfig& c) {
+const TpeConfig& validated(const TpeConfig& c) {
   validate(c);
-  return {0, c.max_epochs, c.target};
+  return c;
 }
 
 }  // namespace
 
 TpeSearch::TpeSearch(SearchSpace space, TpeConfig config)
-    : ModelSearch(std::move(space), config.direction, tpe_limits(config),
-                  {config.trials, config.startup, config.slots, hpo_tpe, config.seed}),
-      config_(config) {}
+    : ModelSearch(std::move(space), validated(config), {hpo_tpe, false}), config_(config) {}
 
 Genome TpeSearch::model_proposal(Rng& rng) const {
   const TpeModel model(space(), trials(), direction(), config_);

@@ -15,20 +15,13 @@
 
 namespace strata {
 
-struct TpeConfig {
-  int trials = 100;           // proposals in all, repeats included
-  int startup = 10;           // random trials before the model
+struct TpeConfig : ModelSearchConfig {
   int candidates = 24;        // draws from the good density per parameter
   double gamma = 0.1;         // the good fraction of the observations
   int max_good = 25;          // at most this many good observations
   double prior_weight = 1.0;  // of the wide prior component
   // One density over whole genomes (JointParzen) instead of one per parameter.
   bool multivariate = false;
-  int slots = 1;  // trainings in flight, one per member group
-  std::optional<double> target;
-  Direction direction = Direction::maximize;
-  std::uint64_t seed = 0;
-  int max_epochs = 0;  // 0: no limit
 };
 
 // Throws std::invalid_argument naming the setting and its value.
