@@ -104,7 +104,7 @@ for seed in $seeds; do
 done
 
 /usr/bin/python3 - "$work" "$budget" "$ranks" "$seeds" "$targets" "$kinds" <<'PY'
-import csv, json, statistics, sys
+import csv, json, os, statistics, sys
 work, budget, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 seeds, targets = sys.argv[4].split(), [float(t) for t in sys.argv[5].split()]
 names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
@@ -121,7 +121,9 @@ names = {"genetic": "GA (generational)", "asynchronous": "GA (asynchronous)",
 kinds = [(k, names[k]) for k in sys.argv[6].split()]
 print(f"Fashion-MNIST, configs/fashion_hpo.yaml without its target: {budget} trainings per search, "
       f"strata's searches on {ranks} member groups of one rank, Optuna one training at a time; "
-      f"seeds {' '.join(seeds)}.\n")
+      f"seeds {' '.join(seeds)}"
+      + (f"; TPE and GP with {os.environ['STARTUP_TRIALS']} startup trials"
+         if os.environ.get("STARTUP_TRIALS") else "") + ".\n")
 result = {}  # (kind, seed) -> rows, wall, best
 short = []  # searches that stopped before the budget
 def pbt_rounds(kind, seed):
