@@ -1,4 +1,5 @@
-// Hyperparameter searches behind one batch interface: genetic, random and grid.
+// Hyperparameter searches behind one batch interface: genetic, random and grid here; TPE and the
+// Gaussian-process search (model_search.hpp) derive from it too.
 #pragma once
 
 #include <cstdint>
