@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -262,10 +263,7 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
                         static_cast<float>(grad_divisor), stream);
 
   const auto gradients_ready = [&](const Parameter& w, const Parameter& b) {
-    if (replica_sum_ == nullptr || !sum_in_backward || !w.host.trainable) return;
-    const std::array<DeviceGradient, 2> grads{DeviceGradient{w.grad.data(), w.grad.size()},
-                                              DeviceGradient{b.grad.data(), b.grad.size()}};
-    replica_sum_->layer_ready(grads, context_.stream);
+    if (sum_in_backward) hand_to_replica_sum(w, b);
   };
   for (std::size_t i = stages_.size(); i-- > 0;) {
     Stage& st = stages_[i];
@@ -324,17 +322,20 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
   return logits;
 }
 
+void DeviceModel::hand_to_replica_sum(const Parameter& w, const Parameter& b) {
+  if (replica_sum_ == nullptr || !w.host.trainable) return;
+  const std::array<DeviceGradient, 2> grads{DeviceGradient{w.grad.data(), w.grad.size()},
+                                            DeviceGradient{b.grad.data(), b.grad.size()}};
+  replica_sum_->layer_ready(grads, context_.stream);
+}
+
 void DeviceModel::sum_over_replicas_now() {
   if (replica_sum_ == nullptr) return;
   for (std::size_t i = stages_.size(); i-- > 0;) {
     const Stage& st = stages_[i];
-    if (st.kind != Stage::Kind::dense && st.kind != Stage::Kind::conv) continue;
-    const Parameter& w = params_[static_cast<std::size_t>(st.weight)];
-    const Parameter& b = params_[static_cast<std::size_t>(st.bias)];
-    if (!w.host.trainable) continue;
-    const std::array<DeviceGradient, 2> grads{DeviceGradient{w.grad.data(), w.grad.size()},
-                                              DeviceGradient{b.grad.data(), b.grad.size()}};
-    replica_sum_->layer_ready(grads, context_.stream);
+    if (st.kind == Stage::Kind::dense || st.kind == Stage::Kind::conv)
+      hand_to_replica_sum(params_[static_cast<std::size_t>(st.weight)],
+                          params_[static_cast<std::size_t>(st.bias)]);
   }
   replica_sum_->finish(context_.stream);
 }
@@ -347,13 +348,13 @@ GradientEngine::Result DeviceModel::add_micro_batch(const Tensor& images,
   if (index < 0 || index >= count)
     throw std::invalid_argument(
         fmt::format("DeviceModel: micro-batch {} of a step of {}", index, count));
-  // Backward overwrites the gradients: the sum of the earlier micro-batches waits aside, then is
-  // added back (float addition commutes: the sum is the host accumulation's, bit for bit).
+  // Backward overwrites the gradients: the sum of the earlier micro-batches waits aside (the two
+  // buffers trade places, no copy), then is added back (float addition commutes: the sum is the
+  // host accumulation's, bit for bit).
   if (index > 0)
     for (Parameter& p : params_) {
       resize(context_.allocator, p.step_sum, static_cast<std::int64_t>(p.grad.size()));
-      copy_device(p.grad.data(), p.step_sum.data(), static_cast<std::int64_t>(p.grad.size()),
-                  context_.stream);
+      std::swap(p.grad, p.step_sum);
     }
   const DeviceBuffer& logits =
       forward_backward(images, labels, grad_divisor, step, first_sample, count == 1);

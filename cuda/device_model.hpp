@@ -105,6 +105,8 @@ class DeviceModel final : public GradientEngine {
   const DeviceBuffer& forward_backward(const Tensor& images, std::span<const std::int32_t> labels,
                                        double grad_divisor, std::uint64_t step,
                                        std::uint64_t first_sample, bool sum_in_backward = true);
+  // A trainable layer's weight and bias gradients to the replica sum, if there is one.
+  void hand_to_replica_sum(const Parameter& w, const Parameter& b);
   // Every trainable layer's gradients to the replica sum, last layer first as backward hands
   // them, and the wait for the sums.
   void sum_over_replicas_now();
