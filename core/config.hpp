@@ -200,6 +200,11 @@ enum class StageKind { train, hpo, ensemble, transfer };
 
 enum class SearchAlgorithm { genetic, random, grid, tpe, gp, pbt };
 
+// The searches whose budget is `trials` (proposals in all), not a population or max_trainings.
+inline bool runs_trials(SearchAlgorithm a) {
+  return a == SearchAlgorithm::random || a == SearchAlgorithm::tpe || a == SearchAlgorithm::gp;
+}
+
 // The genetic search's schedule: generations with a barrier, or the barrier-free steady state.
 enum class SearchSchedule { generational, asynchronous };
 

@@ -209,9 +209,7 @@ HpoSpec parse_hpo(const MapReader& m) {
     else
       only_for(key, h.algorithm == SearchAlgorithm::genetic, "genetic");
   }
-  const bool counts_trials = h.algorithm == SearchAlgorithm::random ||
-                             h.algorithm == SearchAlgorithm::tpe ||
-                             h.algorithm == SearchAlgorithm::gp;
+  const bool counts_trials = runs_trials(h.algorithm);
   only_for("trials", counts_trials, "random, tpe or gp");
   only_for("startup_trials",
            h.algorithm == SearchAlgorithm::tpe || h.algorithm == SearchAlgorithm::gp, "tpe or gp");

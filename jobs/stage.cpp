@@ -80,10 +80,8 @@ class HpoStage final : public Stage {
     const auto& h = std::get<HpoSpec>(spec().settings);
     int most = h.algorithm == SearchAlgorithm::genetic || h.algorithm == SearchAlgorithm::pbt
                    ? h.population
-               : h.algorithm == SearchAlgorithm::random || h.algorithm == SearchAlgorithm::tpe ||
-                       h.algorithm == SearchAlgorithm::gp
-                   ? h.trials
-                   : 0;
+               : runs_trials(h.algorithm) ? h.trials
+                                          : 0;
     if (h.max_trainings > 0) most = most > 0 ? std::min(most, h.max_trainings) : h.max_trainings;
     return most > 0 ? std::optional(most) : std::nullopt;
   }
