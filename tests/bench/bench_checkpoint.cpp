@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       const double read = mb / bench::median(reads), dd_read = mb / bench::median(dd_reads);
       fmt::print(
           "{} ({} rank(s), M = {}): checkpoint {:.1f} MB, {}; medians of {} rounds; reads {}\n",
-          which, world.size(), plan.model, mb, bench::cpu_model(), rounds,
+          which, world.size(), plan.model, mb, bench::cpu_model_name(), rounds,
           cold ? "from the disk (page cache dropped)" : "from the page cache (not root)");
       fmt::print(
           "| model | checkpoint MB | write MB/s | dd write MB/s | ratio | read MB/s | dd read MB/s "

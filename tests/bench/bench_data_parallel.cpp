@@ -218,7 +218,7 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
   return row;
 }
 
-using strata::bench::cpu_model;
+using strata::cpu_model_name;
 using strata::bench::env_or;
 
 int run(const Communicator& world, const Options& o) {
@@ -231,7 +231,7 @@ int run(const Communicator& world, const Options& o) {
   const bool root = world.rank() == 0;
   const auto report = strata::kernel_report();
   if (root) {
-    fmt::print(stderr, "[bench] {}; {} cores online; oneDNN {} on {} (CPU: {})\n", cpu_model(),
+    fmt::print(stderr, "[bench] {}; {} cores online; oneDNN {} on {} (CPU: {})\n", cpu_model_name(),
                std::thread::hardware_concurrency(), report.onednn_version, report.onednn_isa,
                report.cpu_best);
     if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);

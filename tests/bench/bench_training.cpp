@@ -267,7 +267,7 @@ std::vector<ModelCase> models(const Options& o) {
           {"mlp", "MLP 784-512-256-10", std::move(mlp)}};
 }
 
-using strata::bench::cpu_model;
+using strata::cpu_model_name;
 using strata::bench::env_or;
 
 int run(const Options& o) {
@@ -276,7 +276,7 @@ int run(const Options& o) {
   fmt::print(stderr,
              "[bench] {}; oneDNN {} on {} (CPU: {}); PyTorch's OPENBLAS_CORETYPE={} "
              "OMP_WAIT_POLICY={}\n",
-             cpu_model(), report.onednn_version, report.onednn_isa, report.cpu_best,
+             cpu_model_name(), report.onednn_version, report.onednn_isa, report.cpu_best,
              env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OMP_WAIT_POLICY", "(unset)"));
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
 

@@ -3,10 +3,8 @@
 
 #include <mpi.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +15,7 @@
 
 namespace strata::bench {
 
+using strata::cpu_model_name;
 using strata::median;
 
 // 12345.6 -> "12 346", as the README writes figures.
@@ -37,10 +36,6 @@ inline std::string repeats_string(const std::vector<double>& v) {
     s += fmt::format("{:.0f}", x);
   }
   return s;
-}
-
-inline std::string cpu_model() {
-  return strata::cpu_model_name();
 }
 
 inline const char* env_or(const char* name, const char* fallback) {
