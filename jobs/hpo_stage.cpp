@@ -296,9 +296,9 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
     // search of cheap trainings would spend its time proposing.
     if (spec.algorithm == SearchAlgorithm::gp && spec.trials > long_gp_search)
       fmt::print(
-          "[hpo] note: {} trials; past 200 results each gp proposal refits a Gaussian process "
+          "[hpo] note: {} trials; past {} results each gp proposal refits a Gaussian process "
           "(about 0.4 s), where tpe or genetic propose in milliseconds\n",
-          spec.trials);
+          spec.trials, GpConfig{}.max_observations);
     std::fflush(stdout);
   }
   const int planned = planned_trainings(spec, space);
