@@ -64,21 +64,14 @@ bool built_with_cuda() {
 #endif
 }
 
-bool trains_on_gpu(DeviceChoice choice, int model_shards, const DeviceReport& devices) {
+bool trains_on_gpu(DeviceChoice choice, const DeviceReport& devices) {
   if (choice == DeviceChoice::cpu) return false;
   const bool gpu_here = devices.cuda_built && devices.cuda_devices > 0;
-  if (choice == DeviceChoice::cuda) {
-    if (!gpu_here)
-      throw ConfigError(
-          fmt::format("run.device: cuda, but this rank has no GPU to train on: {}",
-                      devices.cuda_built ? devices.detail : std::string("built without CUDA")));
-    if (model_shards > 1)
-      throw ConfigError(fmt::format(
-          "run.device: cuda, but the model is split over M = {} ranks, and model-parallel layers "
-          "run on the CPU only; use run.device: auto or cpu, or parallel.model: 1",
-          model_shards));
-  }
-  return gpu_here && model_shards == 1;
+  if (choice == DeviceChoice::cuda && !gpu_here)
+    throw ConfigError(
+        fmt::format("run.device: cuda, but this rank has no GPU to train on: {}",
+                    devices.cuda_built ? devices.detail : std::string("built without CUDA")));
+  return gpu_here;
 }
 
 }  // namespace strata

@@ -24,10 +24,10 @@ bool built_with_cuda();
 // Open MPI, Cray PALS, Slurm's srun set it in the environment); `fallback` where none does.
 int node_local_rank(int fallback);
 
-// Whether a rank trains its forward and backward passes on a GPU: `auto` when `devices` has one
-// and the model is not split (model-parallel layers run on the CPU), `cuda` likewise or a
-// ConfigError that says why not, `cpu` never. Every rank decides for itself; ranks of one group
-// that decide differently still train alike (their gradients are then summed on the host).
-bool trains_on_gpu(DeviceChoice choice, int model_shards, const DeviceReport& devices);
+// Whether a rank trains its forward and backward passes on a GPU: `auto` when `devices` has one,
+// `cuda` likewise or a ConfigError that says why not, `cpu` never. Every rank decides for itself
+// (the M shards of a split model then agree: all on GPUs or all on the CPU); replicas that decide
+// differently still train alike (their gradients are then summed on the host).
+bool trains_on_gpu(DeviceChoice choice, const DeviceReport& devices);
 
 }  // namespace strata

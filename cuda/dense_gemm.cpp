@@ -34,7 +34,7 @@ void dense_forward(const BlasHandle& blas, const DenseShape& s, const float* in,
                     as_int(s.inputs), &one, weight, as_int(s.inputs), in, as_int(s.inputs), &zero,
                     out, as_int(s.outputs)),
         "cublasSgemm (dense forward)");
-  add_row_bias(out, bias, s.batch, s.outputs, stream);
+  if (bias != nullptr) add_row_bias(out, bias, s.batch, s.outputs, stream);
 }
 
 void dense_backward(const BlasHandle& blas, const DenseShape& s, const float* in,

@@ -26,7 +26,8 @@ struct DenseShape {
   std::int64_t batch = 0, inputs = 0, outputs = 0;
 };
 
-// out = in weight^T + bias (DenseLayer::forward).
+// out = in weight^T + bias (DenseLayer::forward); a null bias adds none (a row-split layer adds
+// its bias after the sum over its shards).
 void dense_forward(const BlasHandle& blas, const DenseShape& shape, const float* in,
                    const float* weight, const float* bias, float* out, cudaStream_t stream);
 // weight_grad = grad_out^T in and bias_grad = the column sums of grad_out, both overwritten, and,

@@ -38,12 +38,14 @@ struct DeviceModel::Stage {
   float rate = 0.0f;
   const DropoutLayer* dropout = nullptr;  // its noise key
   DeviceBuffer mask, masked_grad;
-};
-
-struct DeviceModel::Parameter {
-  Param host;
-  DeviceBuffer value, grad, first, second;  // first, second: momentum or Adam's moments
-  DeviceBuffer step_sum;  // accumulate: K > 1, the gradient of the step's micro-batches so far
+  // dense, conv split over the M model shards: this shard holds a slice of the outputs (column:
+  // shard_out of them per sample, gathered to all outputs unless a row split reads the slice) or
+  // of the inputs (row: its partial products are summed over the shards, then the bias added).
+  enum class Split { none, column, row };
+  Split split = Split::none;
+  std::int64_t shard_out = 0;
+  bool gather = false;
+  DeviceBuffer shard_output, shard_grad, gathered;
 };
 
 namespace {
@@ -66,22 +68,40 @@ Activation activation_of(LayerKind kind) {
   }
 }
 
-void fill_zero(const DeviceBuffer& buffer, const Stream& stream) {
-  check(cudaMemsetAsync(buffer.data(), 0, buffer.size() * sizeof(float), stream.get()),
-        "cudaMemsetAsync");
-}
-
 void copy_device(const float* from, float* to, std::int64_t n, const Stream& stream) {
   check(cudaMemcpyAsync(to, from, static_cast<std::size_t>(n) * sizeof(float),
                         cudaMemcpyDeviceToDevice, stream.get()),
         "cudaMemcpyAsync on the device");
 }
 
+// The shards' gathered blocks [shards][rows][part] side by side, as the unsplit layer lays them
+// out: shard m's block fills columns [m*part, (m+1)*part) of out [rows, shards*part].
+void interleave_shard_columns(const float* gathered, float* out, std::int64_t rows,
+                              std::int64_t part, int shards, const Stream& stream) {
+  const std::size_t width = static_cast<std::size_t>(part) * sizeof(float);
+  for (int m = 0; m < shards; ++m)
+    check(cudaMemcpy2DAsync(out + m * part, width * static_cast<std::size_t>(shards),
+                            gathered + m * rows * part, width, width,
+                            static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream.get()),
+          "cudaMemcpy2DAsync (the shards' outputs side by side)");
+}
+
+// The inverse: shard `shard`'s columns of whole [rows, shards*part] into mine [rows, part].
+void slice_shard_columns(const float* whole, float* mine, std::int64_t rows, std::int64_t part,
+                         int shard, int shards, const Stream& stream) {
+  const std::size_t width = static_cast<std::size_t>(part) * sizeof(float);
+  check(cudaMemcpy2DAsync(mine, width, whole + shard * part,
+                          width * static_cast<std::size_t>(shards), width,
+                          static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream.get()),
+        "cudaMemcpy2DAsync (this shard's columns)");
+}
+
 }  // namespace
 
 DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
-                         const OptimizerSpec& optimizer, DeviceContext& context)
-    : context_(context), optimizer_(optimizer) {
+                         const OptimizerSpec& optimizer, DeviceContext& context,
+                         ShardCollectives* shards)
+    : context_(context), optimizer_(optimizer), shards_(shards) {
   Shape shape = host.input_shape();
   std::size_t spec = 0;
   for (std::size_t i = 0; i < host.layer_count(); ++i, ++spec) {
@@ -101,15 +121,26 @@ DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
         throw std::invalid_argument(fmt::format(
             "DeviceModel: layer {} is {} here, where its spec makes {}", st.name, kind, want));
     };
+    if (kind == "dense/column" || kind == "conv2d/column")
+      st.split = Stage::Split::column;
+    else if (kind == "dense/row")
+      st.split = Stage::Split::row;
+    if (st.split != Stage::Split::none && shards_ == nullptr)
+      throw std::invalid_argument(fmt::format(
+          "DeviceModel: layer {} is split over model shards, and no shards were given", st.name));
     switch (s.kind) {
       case LayerKind::dense:
-        expect("dense");
+        expect(st.split == Stage::Split::none     ? "dense"
+               : st.split == Stage::Split::column ? "dense/column"
+                                                  : "dense/row");
         st.kind = Stage::Kind::dense;
         break;
       case LayerKind::conv2d:
         st.kind = Stage::Kind::conv;
         st.relu = kind == "conv2d+relu";
-        expect(st.relu ? "conv2d+relu" : "conv2d");
+        expect(st.split != Stage::Split::none ? "conv2d/column"
+               : st.relu                      ? "conv2d+relu"
+                                              : "conv2d");
         st.conv = {0,         st.in_shape[0], st.in_shape[1], st.in_shape[2],
                    s.filters, s.kernel,       s.stride,       s.padding};
         if (st.relu) ++spec;  // the relu spec the Model fused into the conv
@@ -156,6 +187,14 @@ DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
       param.grad = context_.allocator.allocate(n);
       params_.push_back(std::move(param));
     }
+    if (st.split == Stage::Split::column) {
+      // The shard's weight is its slice of the filters or output units.
+      const std::int64_t mine = params_[static_cast<std::size_t>(st.weight)].host.value->dim(0);
+      const std::int64_t all = st.kind == Stage::Kind::conv ? s.filters : s.units;
+      st.shard_out = st.out_size / all * mine;
+      st.gather = st.shard_out != st.out_size;
+      st.conv.filters = static_cast<int>(mine);
+    }
     shape = st.out_shape;
     stages_.push_back(std::move(st));
   }
@@ -165,16 +204,6 @@ DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
 }
 
 DeviceModel::~DeviceModel() = default;
-
-void DeviceModel::upload_parameters() {
-  for (Parameter& p : params_) copy_to_device(p.host.value->values(), p.value, context_.stream);
-  context_.stream.synchronize();
-}
-
-void DeviceModel::download_parameters() {
-  for (Parameter& p : params_) copy_to_host(p.value, p.host.value->values(), context_.stream);
-  context_.stream.synchronize();
-}
 
 const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, std::uint64_t step,
                                          std::uint64_t first_sample) {
@@ -190,9 +219,13 @@ const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, st
     resize(allocator, out, batch * st.out_size);
     switch (st.kind) {
       case Stage::Kind::dense:
-        dense_forward(context_.blas, {batch, st.in_size, st.out_size}, in->data(),
-                      params_[static_cast<std::size_t>(st.weight)].value.data(),
-                      params_[static_cast<std::size_t>(st.bias)].value.data(), out.data(), stream);
+        if (st.split != Stage::Split::none)
+          split_forward(st, in->data(), out.data(), batch);
+        else
+          dense_forward(context_.blas, {batch, st.in_size, st.out_size}, in->data(),
+                        params_[static_cast<std::size_t>(st.weight)].value.data(),
+                        params_[static_cast<std::size_t>(st.bias)].value.data(), out.data(),
+                        stream);
         break;
       case Stage::Kind::conv:
         if (!st.convolution || st.conv.batch != batch) {
@@ -200,9 +233,12 @@ const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, st
           st.convolution.reset();  // its workspace back to the cache first
           st.convolution = std::make_unique<Convolution>(context_.cudnn, st.conv, allocator);
         }
-        st.convolution->forward(
-            in->data(), params_[static_cast<std::size_t>(st.weight)].value.data(),
-            params_[static_cast<std::size_t>(st.bias)].value.data(), out.data());
+        if (st.split != Stage::Split::none)
+          split_forward(st, in->data(), out.data(), batch);
+        else
+          st.convolution->forward(
+              in->data(), params_[static_cast<std::size_t>(st.weight)].value.data(),
+              params_[static_cast<std::size_t>(st.bias)].value.data(), out.data());
         if (st.relu)
           activation_forward(Activation::relu, 0.0f, out.data(), out.data(), batch * st.out_size,
                              stream);
@@ -277,8 +313,11 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
       case Stage::Kind::dense: {
         Parameter& w = params_[static_cast<std::size_t>(st.weight)];
         Parameter& b = params_[static_cast<std::size_t>(st.bias)];
-        dense_backward(context_.blas, {batch, st.in_size, st.out_size}, in.data(), w.value.data(),
-                       grad_out.data(), w.grad.data(), b.grad.data(), dx, stream);
+        if (st.split != Stage::Split::none)
+          split_backward(st, in.data(), grad_out.data(), dx, batch);
+        else
+          dense_backward(context_.blas, {batch, st.in_size, st.out_size}, in.data(), w.value.data(),
+                         grad_out.data(), w.grad.data(), b.grad.data(), dx, stream);
         gradients_ready(w, b);
         break;
       }
@@ -293,7 +332,10 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         }
         Parameter& w = params_[static_cast<std::size_t>(st.weight)];
         Parameter& b = params_[static_cast<std::size_t>(st.bias)];
-        st.convolution->backward(in.data(), w.value.data(), dy, w.grad.data(), b.grad.data(), dx);
+        if (st.split != Stage::Split::none)
+          split_backward(st, in.data(), dy, dx, batch);
+        else
+          st.convolution->backward(in.data(), w.value.data(), dy, w.grad.data(), b.grad.data(), dx);
         gradients_ready(w, b);
         break;
       }
@@ -318,8 +360,69 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         break;
     }
   }
-  if (replica_sum_ != nullptr && sum_in_backward) replica_sum_->finish(context_.stream);
+  if (replica_sum_ != nullptr && sum_in_backward) {
+    wait_for_compute();
+    replica_sum_->finish(context_.stream);
+  }
   return logits;
+}
+
+void DeviceModel::split_forward(Stage& st, const float* in, float* out, std::int64_t batch) {
+  const cudaStream_t stream = context_.stream.get();
+  const float* weight = params_[static_cast<std::size_t>(st.weight)].value.data();
+  const float* bias = params_[static_cast<std::size_t>(st.bias)].value.data();
+  if (st.split == Stage::Split::row) {
+    // Each shard's product of its slice of the inputs; summed over the shards, then the bias once.
+    dense_forward(context_.blas, {batch, st.in_size, st.out_size}, in, weight, nullptr, out,
+                  stream);
+    shards_->sum(out, static_cast<std::size_t>(batch * st.out_size), context_.stream);
+    add_row_bias(out, bias, batch, st.out_size, stream);
+    return;
+  }
+  float* mine = out;
+  if (st.gather) {
+    resize(context_.allocator, st.shard_output, batch * st.shard_out);
+    mine = st.shard_output.data();
+  }
+  if (st.kind == Stage::Kind::dense)
+    dense_forward(context_.blas, {batch, st.in_size, st.shard_out}, in, weight, bias, mine, stream);
+  else
+    st.convolution->forward(in, weight, bias, mine);
+  if (!st.gather) return;
+  resize(context_.allocator, st.gathered, batch * st.out_size);
+  shards_->allgather(mine, st.gathered.data(), static_cast<std::size_t>(batch * st.shard_out),
+                     context_.stream);
+  interleave_shard_columns(st.gathered.data(), out, batch, st.shard_out, shards_->shards(),
+                           context_.stream);
+}
+
+void DeviceModel::split_backward(Stage& st, const float* in, const float* grad_out, float* grad_in,
+                                 std::int64_t batch) {
+  Parameter& w = params_[static_cast<std::size_t>(st.weight)];
+  Parameter& b = params_[static_cast<std::size_t>(st.bias)];
+  const float* dy = grad_out;
+  if (st.gather) {
+    resize(context_.allocator, st.shard_grad, batch * st.shard_out);
+    slice_shard_columns(grad_out, st.shard_grad.data(), batch, st.shard_out, shards_->shard(),
+                        shards_->shards(), context_.stream);
+    dy = st.shard_grad.data();
+  }
+  const std::int64_t outputs = st.split == Stage::Split::row ? st.out_size : st.shard_out;
+  if (st.kind == Stage::Kind::dense)
+    dense_backward(context_.blas, {batch, st.in_size, outputs}, in, w.value.data(), dy,
+                   w.grad.data(), b.grad.data(), grad_in, context_.stream.get());
+  else
+    st.convolution->backward(in, w.value.data(), dy, w.grad.data(), b.grad.data(), grad_in);
+  // A column shard's outputs depend on the whole input: the input gradient is the sum over shards.
+  if (st.split == Stage::Split::column && grad_in != nullptr)
+    shards_->sum(grad_in, static_cast<std::size_t>(batch * st.in_size), context_.stream);
+}
+
+void DeviceModel::wait_for_compute() {
+  if (shards_ != nullptr)
+    shards_->wait(context_.stream);
+  else
+    context_.stream.synchronize();
 }
 
 void DeviceModel::hand_to_replica_sum(const Parameter& w, const Parameter& b) {
@@ -337,6 +440,7 @@ void DeviceModel::sum_over_replicas_now() {
       hand_to_replica_sum(params_[static_cast<std::size_t>(st.weight)],
                           params_[static_cast<std::size_t>(st.bias)]);
   }
+  wait_for_compute();
   replica_sum_->finish(context_.stream);
 }
 
@@ -366,84 +470,6 @@ GradientEngine::Result DeviceModel::add_micro_batch(const Tensor& images,
   return batch_result(logits, labels);
 }
 
-void DeviceModel::apply_step(double lr) {
-  const cudaStream_t stream = context_.stream.get();
-  ensure_moments();
-  ++steps_;
-  const double t = static_cast<double>(steps_);
-  for (Parameter& p : params_) {
-    if (!p.host.trainable) continue;
-    const auto n = static_cast<std::int64_t>(p.value.size());
-    const double rate = lr * p.host.lr_scale;
-    if (optimizer_.kind == OptimizerKind::adam) {
-      AdamStep s;
-      s.step_size = static_cast<float>(rate / (1.0 - std::pow(optimizer_.beta1, t)));
-      s.inv_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(optimizer_.beta2, t)));
-      s.beta1 = static_cast<float>(optimizer_.beta1);
-      s.beta2 = static_cast<float>(optimizer_.beta2);
-      s.eps = static_cast<float>(optimizer_.eps);
-      s.weight_decay = static_cast<float>(optimizer_.weight_decay);
-      adam_update(p.value.data(), p.grad.data(), p.first.data(), p.second.data(), n, s, stream);
-    } else {
-      const SgdStep s{static_cast<float>(rate), static_cast<float>(optimizer_.momentum),
-                      static_cast<float>(optimizer_.weight_decay), optimizer_.nesterov,
-                      steps_ == 1};
-      sgd_update(p.value.data(), p.grad.data(), p.first.data(), n, s, stream);
-    }
-  }
-}
-
-void DeviceModel::ensure_moments() {
-  // Made at the first step or upload: the host Trainer's gradient-only path never needs them.
-  for (Parameter& p : params_) {
-    const std::size_t n = p.value.size();
-    if (p.first.empty()) {
-      p.first = context_.allocator.allocate(n);
-      fill_zero(p.first, context_.stream);
-    }
-    if (optimizer_.kind == OptimizerKind::adam && p.second.empty()) {
-      p.second = context_.allocator.allocate(n);
-      fill_zero(p.second, context_.stream);
-    }
-  }
-}
-
-DeviceModel::Parameter& DeviceModel::bound_to(const Tensor* value) {
-  for (Parameter& p : params_)
-    if (p.host.value == value) return p;
-  throw std::invalid_argument("DeviceModel: a parameter of the optimizer is not this model's");
-}
-
-void DeviceModel::upload_state(const std::vector<Param>& params, Optimizer& optimizer) {
-  const auto moments = optimizer.moments(params);
-  if (moments.size() != (optimizer_.kind == OptimizerKind::adam ? 2u : 1u))
-    throw std::invalid_argument("DeviceModel: the host optimizer is not of this model's kind");
-  ensure_moments();
-  for (Parameter& p : params_) copy_to_device(p.host.value->values(), p.value, context_.stream);
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    Parameter& p = bound_to(params[k].value);
-    copy_to_device((*moments[0])[k].values(), p.first, context_.stream);
-    if (moments.size() > 1) copy_to_device((*moments[1])[k].values(), p.second, context_.stream);
-  }
-  steps_ = optimizer.steps_taken();
-  context_.stream.synchronize();
-}
-
-void DeviceModel::download_state(const std::vector<Param>& params, Optimizer& optimizer) {
-  const auto moments = optimizer.moments(params);
-  if (moments.size() != (optimizer_.kind == OptimizerKind::adam ? 2u : 1u))
-    throw std::invalid_argument("DeviceModel: the host optimizer is not of this model's kind");
-  ensure_moments();
-  for (Parameter& p : params_) copy_to_host(p.value, p.host.value->values(), context_.stream);
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    Parameter& p = bound_to(params[k].value);
-    copy_to_host(p.first, (*moments[0])[k].values(), context_.stream);
-    if (moments.size() > 1) copy_to_host(p.second, (*moments[1])[k].values(), context_.stream);
-  }
-  optimizer.set_steps_taken(steps_);
-  context_.stream.synchronize();
-}
-
 GradientEngine::Result DeviceModel::batch_result(const DeviceBuffer& logits,
                                                  std::span<const std::int32_t> labels) {
   const auto batch = static_cast<std::int64_t>(labels.size());
@@ -451,7 +477,7 @@ GradientEngine::Result DeviceModel::batch_result(const DeviceBuffer& logits,
   copy_to_host(row_loss_, losses, context_.stream);
   Tensor host_logits({batch, stages_.back().out_size});
   copy_to_host(logits, host_logits.values(), context_.stream);
-  context_.stream.synchronize();
+  wait_for_compute();
   Result result;
   for (float l : losses) result.loss_sum += l;
   result.correct = count_correct(host_logits, labels);
@@ -472,15 +498,18 @@ const Tensor& DeviceModel::logits(const Tensor& images) {
   const DeviceBuffer& logits = forward(images, false, 0, 0);
   host_logits_.resize({images.dim(0), stages_.back().out_size});
   copy_to_host(logits, host_logits_.values(), context_.stream);
-  context_.stream.synchronize();
+  wait_for_compute();
   return host_logits_;
 }
 
 std::string DeviceModel::where() const {
   cudaDeviceProp props{};
   const bool named = cudaGetDeviceProperties(&props, context_.allocator.device()) == cudaSuccess;
-  return fmt::format("GPU {}{}", context_.allocator.device(),
-                     named ? fmt::format(" ({})", props.name) : std::string());
+  return fmt::format("GPU {}{}{}", context_.allocator.device(),
+                     named ? fmt::format(" ({})", props.name) : std::string(),
+                     shards_ != nullptr ? fmt::format(", model shard {} of {}", shards_->shard(),
+                                                      shards_->shards())
+                                        : std::string());
 }
 
 }  // namespace strata::cuda

@@ -1,5 +1,6 @@
 // A model's layers on one GPU, for training: built from the same layer specs as a host Model (a
-// conv followed by a relu fused, as the Model fuses them) and bound to that Model's parameters,
+// conv followed by a relu fused, as the Model fuses them; a model-parallel layer as this rank's
+// shard of it, its collectives over the shards on NCCL) and bound to that Model's parameters,
 // which it copies in and out, so that checkpoints, evaluation on the host and the rest of strata
 // keep reading the host Model. A step runs forward, softmax cross-entropy, backward and the
 // optimizer's update on the device, one layer after the other, with cuDNN, cuBLAS and the kernels
@@ -47,13 +48,32 @@ class ReplicaGradientSum {
   virtual void finish(const Stream& compute) = 0;
 };
 
+// The collectives of the model-parallel layers over the M shards of one replica, each enqueued on
+// the compute stream, where the next layer waits for it (cuda/model_shards.hpp does them with
+// NCCL). Every shard calls them in the same order: its layers' forward, then their backward.
+class ShardCollectives {
+ public:
+  virtual ~ShardCollectives() = default;
+  virtual int shard() const = 0;
+  virtual int shards() const = 0;
+  // Sums `count` floats over the shards, in place.
+  virtual void sum(float* values, std::size_t count, const Stream& compute) = 0;
+  // Shard r's `count` floats of `mine` land in all[r * count, (r + 1) * count).
+  virtual void allgather(const float* mine, float* all, std::size_t count,
+                         const Stream& compute) = 0;
+  // Returns when `compute` has done its work; a collective that stalls is reported and ended as
+  // the watchdog says (CudaError), where a plain synchronize would wait for ever.
+  virtual void wait(const Stream& compute) = 0;
+};
+
 class DeviceModel final : public GradientEngine {
  public:
-  // `host` was built from `specs` without a layer factory; both and `context` must outlive this
-  // object. Throws std::invalid_argument for a layer the device cannot run (a model-parallel
-  // split). Copies the host parameters to the device.
+  // `host` was built from `specs`, with model_parallel_factory when `shards` is given (M > 1) and
+  // without a layer factory otherwise; they, `context` and `shards` must outlive this object.
+  // Throws std::invalid_argument for a layer the device cannot run. Copies the host parameters
+  // (a shard's slices, for a split layer) to the device.
   DeviceModel(Model& host, const std::vector<LayerSpec>& specs, const OptimizerSpec& optimizer,
-              DeviceContext& context);
+              DeviceContext& context, ShardCollectives* shards = nullptr);
   ~DeviceModel() override;
   DeviceModel(const DeviceModel&) = delete;
   DeviceModel& operator=(const DeviceModel&) = delete;
@@ -97,7 +117,11 @@ class DeviceModel final : public GradientEngine {
 
  private:
   struct Stage;
-  struct Parameter;
+  struct Parameter {
+    Param host;
+    DeviceBuffer value, grad, first, second;  // first, second: momentum or Adam's moments
+    DeviceBuffer step_sum;  // accumulate: K > 1, the gradient of the step's micro-batches so far
+  };
   const DeviceBuffer& forward(const Tensor& images, bool training, std::uint64_t step,
                               std::uint64_t first_sample);
   // Forward, loss and backward: every parameter's device gradient, each layer's handed to the
@@ -110,6 +134,12 @@ class DeviceModel final : public GradientEngine {
   // Every trainable layer's gradients to the replica sum, last layer first as backward hands
   // them, and the wait for the sums.
   void sum_over_replicas_now();
+  // The split layers' work between forward and backward of the neighbouring layers.
+  void split_forward(Stage& st, const float* in, float* out, std::int64_t batch);
+  void split_backward(Stage& st, const float* in, const float* grad_out, float* grad_in,
+                      std::int64_t batch);
+  // Returns when the compute stream is done, under the shards' watch when there are shards.
+  void wait_for_compute();
   // The batch's summed loss and correct predictions (waits for the stream).
   Result batch_result(const DeviceBuffer& logits, std::span<const std::int32_t> labels);
   // The optimizer's buffers on the device, made (zero) where missing.
@@ -119,24 +149,27 @@ class DeviceModel final : public GradientEngine {
 
   DeviceContext& context_;
   OptimizerSpec optimizer_;
+  ShardCollectives* shards_ = nullptr;
   ReplicaGradientSum* replica_sum_ = nullptr;
   std::vector<Stage> stages_;
   std::vector<Parameter> params_;
   std::vector<DeviceBuffer> outputs_, grads_;
   DeviceBuffer input_, labels_, row_loss_, grad_logits_;
-  std::vector<float> label_bits_;
-  Tensor host_logits_;  // what logits() returns  // the labels as uploaded: alive until the stream
-                        // has read them
+  std::vector<float> label_bits_;  // the labels as uploaded: alive until the stream has read them
+  Tensor host_logits_;             // what logits() returns
   std::int64_t batch_ = 0, steps_ = 0;
 };
 
 // A DeviceModel with the context it runs on, as one GradientEngine: what a host Trainer takes.
 class GpuGradients final : public GradientEngine {
  public:
-  // `device` must be current (bind_rank_to_device); `host` and `specs` as for DeviceModel.
+  // `device` must be current (bind_rank_to_device); `host`, `specs` and `shards` (null when the
+  // model is not split) as for DeviceModel.
   GpuGradients(Model& host, const std::vector<LayerSpec>& specs, const OptimizerSpec& optimizer,
-               int device)
-      : context_(device), model_(host, specs, optimizer, context_) {}
+               int device, std::unique_ptr<ShardCollectives> shards = nullptr)
+      : context_(device),
+        shards_(std::move(shards)),
+        model_(host, specs, optimizer, context_, shards_.get()) {}
   Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double grad_divisor,
                    std::uint64_t step, std::uint64_t first_sample) override {
     return model_.gradients(images, labels, grad_divisor, step, first_sample);
@@ -168,6 +201,7 @@ class GpuGradients final : public GradientEngine {
 
  private:
   DeviceContext context_;
+  std::unique_ptr<ShardCollectives> shards_;
   DeviceModel model_;
   std::unique_ptr<ReplicaGradientSum> replica_sum_;
 };

@@ -25,18 +25,19 @@ std::string device_line(const Config& config, const Plan& plan) {
   const char* choice = to_string(config.run.device);
   if (config.run.device == DeviceChoice::cpu)
     return "device: run.device cpu: every rank trains on the CPU\n";
-  if (plan.model > 1)
-    return fmt::format(
-        "device: run.device {}: the CPU, since the model is split over M = {} ranks and "
-        "model-parallel layers run on the CPU only{}\n",
-        choice, plan.model,
-        config.run.device == DeviceChoice::cuda ? " (so run.device cuda stops the run)" : "");
   const DeviceReport here = detect_devices();
+  const std::string split =
+      plan.model > 1
+          ? fmt::format("; the model's M = {} shards each need a GPU of their own, {}", plan.model,
+                        config.run.device == DeviceChoice::cuda ? "or the run stops"
+                                                                : "else all train on the CPU")
+          : std::string();
   return fmt::format(
-      "device: run.device {}: forward and backward on one GPU per rank{}; this node: {}\n", choice,
+      "device: run.device {}: forward and backward on one GPU per rank{}{}; this node: {}\n",
+      choice,
       config.run.device == DeviceChoice::cuda ? " (every rank needs one)"
                                               : " where a node has them, else the CPU",
-      here.cuda_devices > 0 ? here.detail : here.summary);
+      split, here.cuda_devices > 0 ? here.detail : here.summary);
 }
 
 void print_plan(const Config& config, int ranks, int ranks_per_node_option) {

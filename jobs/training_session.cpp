@@ -22,6 +22,7 @@
 #ifdef STRATA_HAVE_CUDA
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_model.hpp"
+#include "cuda/model_shards.hpp"
 #include "cuda/replica_sum.hpp"
 #endif
 
@@ -76,6 +77,65 @@ cuda::NcclWatch nccl_watch(const Config& config) {
   watch.abort_s = 3.0 * config.parallel.watchdog_s;
   return watch;
 }
+
+// Whether a model split over the M shards of `shards` trains on their GPUs: only when every shard
+// has a GPU of its own (`gpu`, device_identity, empty on the CPU), since the split layers' NCCL
+// collectives need all M and NCCL refuses two on one GPU. `auto` otherwise trains every shard on
+// the CPU; `cuda` is a ConfigError. Collective over `shards`: all decide alike.
+bool shards_on_gpus(const Config& config, const Communicator& shards, const std::string& gpu) {
+  auto gpus = shards.allgather_strings(gpu);
+  const auto on_cpu = std::count(gpus.begin(), gpus.end(), std::string());
+  std::sort(gpus.begin(), gpus.end());
+  const bool shared =
+      std::adjacent_find(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) {
+        return !a.empty() && a == b;
+      }) != gpus.end();
+  if (on_cpu == 0 && !shared) return true;
+  const std::string why =
+      on_cpu > 0 ? fmt::format("{} of its {} shards have no GPU", on_cpu, shards.size())
+                 : fmt::format("two of its {} shards share a GPU (more ranks on a node than GPUs?)",
+                               shards.size());
+  if (config.run.device == DeviceChoice::cuda)
+    throw ConfigError(fmt::format(
+        "run.device: cuda, but the model is split over M = {} ranks and {}; the split layers "
+        "need a GPU of their own on every shard",
+        shards.size(), why));
+  if (shards.rank() == 0)
+    fmt::print(stderr, "warning: run.device auto: the model's {}; its shards train on the CPU\n",
+               why);
+  return false;
+}
+
+// This rank's training on its GPU, or null where it trains on the CPU: a GPU that cannot take the
+// model leaves it on the CPU under `auto` and throws under `cuda`. The M shards of a split model
+// agree over `model` (collective), so that all train on GPUs or all on the CPU.
+std::unique_ptr<cuda::GpuGradients> gpu_training(const Config& config, const Topology& topology,
+                                                 const Plan& plan, int device, Model& host) {
+  std::string failure;
+  std::unique_ptr<cuda::GpuGradients> on_device;
+  try {
+    std::unique_ptr<cuda::ShardCollectives> shards;
+    if (plan.model > 1)
+      shards = std::make_unique<cuda::NcclShardCollectives>(topology.model(), nccl_watch(config));
+    on_device = std::make_unique<cuda::GpuGradients>(host, config.layers, config.training.optimizer,
+                                                     device, std::move(shards));
+  } catch (const cuda::CudaError& e) {
+    if (config.run.device == DeviceChoice::cuda && plan.model == 1) throw;
+    failure = e.what();
+  }
+  if (plan.model > 1) {
+    const auto failures = topology.model().allgather_strings(failure);
+    for (std::size_t m = 0; m < failures.size() && failure.empty(); ++m)
+      if (!failures[m].empty()) failure = fmt::format("model shard {}: {}", m, failures[m]);
+  }
+  if (failure.empty()) return on_device;
+  if (config.run.device == DeviceChoice::cuda) throw cuda::CudaError(failure);
+  fmt::print(stderr,
+             "warning: run.device auto: the GPU cannot train this model ({}); training on the "
+             "CPU\n",
+             failure);
+  return nullptr;
+}
 #endif
 
 }  // namespace
@@ -96,8 +156,25 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   GradientSync* gradients = sync          ? static_cast<GradientSync*>(&*sync)
                             : shared_sync ? static_cast<GradientSync*>(&*shared_sync)
                                           : nullptr;
-  // Each rank decides for itself: the optimizer and the sums stay on the CPU either way.
-  const bool on_gpu = trains_on_gpu(config.run.device, plan.model, detect_devices());
+  // Each rank decides for itself, the M shards of a split model together.
+  bool on_gpu = trains_on_gpu(config.run.device, detect_devices());
+#ifdef STRATA_HAVE_CUDA
+  int device = -1;
+  if (on_gpu) {
+    try {
+      device =
+          cuda::bind_rank_to_device(node_local_rank(topology.world_rank() % plan.ranks_per_node));
+    } catch (const cuda::CudaError& e) {
+      if (config.run.device == DeviceChoice::cuda && plan.model == 1) throw;
+      fmt::print(stderr, "warning: run.device {}: this rank's GPU cannot be used ({})\n",
+                 to_string(config.run.device), e.what());
+      on_gpu = false;
+    }
+  }
+  if (plan.model > 1)
+    on_gpu = shards_on_gpus(config, topology.model(),
+                            on_gpu ? cuda::device_identity(device) : std::string());
+#endif
   const auto make_trainer = [&](int worker_threads) {
     trainer.emplace(
         config,
@@ -111,21 +188,11 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
 #ifdef STRATA_HAVE_CUDA
   std::unique_ptr<cuda::GpuGradients> on_device;
   if (on_gpu) {
-    try {
-      const int device =
-          cuda::bind_rank_to_device(node_local_rank(topology.world_rank() % plan.ranks_per_node));
-      on_device = std::make_unique<cuda::GpuGradients>(trainer->model(), config.layers,
-                                                       config.training.optimizer, device);
+    on_device = gpu_training(config, topology, plan, device, trainer->model());
+    if (on_device != nullptr) {
       trainer->set_gradient_engine(on_device.get());
-    } catch (const cuda::CudaError& e) {
-      // `auto` asked for a GPU if one would do: one that cannot take the model leaves it on
-      // the CPU, with every worker thread.
-      if (config.run.device == DeviceChoice::cuda) throw;
-      fmt::print(stderr,
-                 "warning: run.device auto: the GPU cannot train this model ({}); "
-                 "training on the CPU\n",
-                 e.what());
-      on_device.reset();
+    } else {
+      // Back on the CPU, with every worker thread.
       trainer.reset();
       make_trainer(threads);
     }

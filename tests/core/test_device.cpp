@@ -59,20 +59,17 @@ TEST_CASE("a rank trains on a GPU when one is there and the model is not split",
   one.cuda_devices = 1;
   DeviceReport unbuilt;
 
-  CHECK_FALSE(trains_on_gpu(DeviceChoice::cpu, 1, one));
-  CHECK(trains_on_gpu(DeviceChoice::automatic, 1, one));
-  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, 2, one));  // model-parallel layers: CPU
-  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, 1, none));
-  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, 1, unbuilt));
-  CHECK(trains_on_gpu(DeviceChoice::cuda, 1, one));
-  CHECK_THROWS_AS(trains_on_gpu(DeviceChoice::cuda, 1, none), strata::ConfigError);
-  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 1, none),
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::cpu, one));
+  CHECK(trains_on_gpu(DeviceChoice::automatic, one));
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, none));
+  CHECK_FALSE(trains_on_gpu(DeviceChoice::automatic, unbuilt));
+  CHECK(trains_on_gpu(DeviceChoice::cuda, one));
+  CHECK_THROWS_AS(trains_on_gpu(DeviceChoice::cuda, none), strata::ConfigError);
+  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, none),
                     Catch::Contains("run.device: cuda, but this rank has no GPU to train on: the "
                                     "CUDA runtime found no usable GPU: 35"));
-  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 1, unbuilt),
+  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, unbuilt),
                     Catch::Contains("built without CUDA"));
-  CHECK_THROWS_WITH(trains_on_gpu(DeviceChoice::cuda, 2, one),
-                    Catch::Contains("split over M = 2 ranks"));
 }
 
 TEST_CASE("a rank's index on its node comes from the launcher's environment", "[device]") {

@@ -50,9 +50,9 @@ YAML
 expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB = 0.0 MiB unsplit \+ 79.0 MiB split / M\) fits 50.0 MiB per rank' -- \
   "$STRATA" plan searched.yaml --ranks 4
 expect_exit 0 'models of search trials, at most: 6900004 parameters' -- "$STRATA" plan searched.yaml --ranks 4
-# Where the ranks would train: model-parallel layers keep M = 2 on the CPU; an unsplit model on a
-# GPU per rank where there is one.
-expect_exit 0 'device: run.device auto: the CPU, since the model is split over M = 2 ranks' -- "$STRATA" plan searched.yaml --ranks 4
+# Where the ranks would train: a GPU per rank where there is one; a split model's M = 2 shards only
+# where each has one.
+expect_exit 0 'device: run.device auto: forward and backward on one GPU per rank where a node has them, else the CPU; the model.s M = 2 shards each need a GPU of their own, else all train on the CPU; this node: ' -- "$STRATA" plan searched.yaml --ranks 4
 expect_exit 0 'device: run.device auto: forward and backward on one GPU per rank where a node has them, else the CPU; this node: ' -- "$STRATA" plan one_group.yaml --ranks 2
 # Two searched parameters: the plan bounds the models over probes of both (kernel 1 and 100000
 # units: 26.1 M parameters, 298.7 MiB, so M = 8 on 8 ranks); kernel 9 cannot be built on 8x8 images

@@ -1,6 +1,6 @@
-// The multi-GPU tests' main, under mpiexec: every rank needs a GPU of its own on its node. Where
-// a node has fewer GPUs than ranks, every rank exits 77 (CTest: skipped) before any test, having
-// agreed on it over MPI.
+// The multi-GPU tests' main, under mpiexec: every rank needs a GPU of its own on its node (built
+// with STRATA_SHARED_GPU: one GPU on the node, which the ranks share). Where a node has fewer,
+// every rank exits 77 (CTest: skipped) before any test, having agreed on it over MPI.
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
@@ -19,13 +19,18 @@ int main(int argc, char** argv) {
   int node_ranks = 0;
   MPI_Comm_size(node, &node_ranks);
   MPI_Comm_free(&node);
-  const int enough = strata::cuda::visible_devices() >= node_ranks ? 1 : 0;
+#ifdef STRATA_SHARED_GPU
+  const int needed = 1;
+#else
+  const int needed = node_ranks;
+#endif
+  const int enough = strata::cuda::visible_devices() >= needed ? 1 : 0;
   int all_enough = 0;
   MPI_Allreduce(&enough, &all_enough, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (all_enough == 0) {
     if (rank == 0)
-      std::printf("skipped: %d ranks on a node need as many GPUs, and the CUDA runtime sees %d\n",
-                  node_ranks, strata::cuda::visible_devices());
+      std::printf("skipped: %d ranks on a node need %d GPUs, and the CUDA runtime sees %d\n",
+                  node_ranks, needed, strata::cuda::visible_devices());
     MPI_Finalize();
     return 77;
   }
