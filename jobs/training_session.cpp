@@ -157,8 +157,15 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                             : shared_sync ? static_cast<GradientSync*>(&*shared_sync)
                                           : nullptr;
   // Each rank decides for itself, the M shards of a split model together.
-  bool on_gpu = trains_on_gpu(config.run.device, detect_devices());
+  bool on_gpu = false;
 #ifdef STRATA_HAVE_CUDA
+  try {
+    on_gpu = trains_on_gpu(config.run.device, detect_devices());
+  } catch (const ConfigError& e) {
+    // The shards of a split model fail together below (shards_on_gpus), not this one alone.
+    if (plan.model == 1) throw;
+    fmt::print(stderr, "strata: {}\n", e.what());
+  }
   int device = -1;
   if (on_gpu) {
     try {
@@ -174,6 +181,8 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   if (plan.model > 1)
     on_gpu = shards_on_gpus(config, topology.model(),
                             on_gpu ? cuda::device_identity(device) : std::string());
+#else
+  on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif
   const auto make_trainer = [&](int worker_threads) {
     trainer.emplace(
