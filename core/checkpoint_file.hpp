@@ -1,5 +1,6 @@
 // A checkpoint on disk: one HDF5 file of whole tensors and scalar attributes, a CRC-32 on every
-// tensor and one over the scalars, and a format version (docs/architecture.md, "Checkpoint layout").
+// tensor and one over the scalars, and a format version (docs/architecture.md, "Checkpoint
+// layout").
 #pragma once
 
 #include <cstdint>

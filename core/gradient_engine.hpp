@@ -6,15 +6,27 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
-
 #include <vector>
 
 #include "core/optimizer.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
+
+// An engine's parameters and optimizer moments on their way to host memory (start_state_copy),
+// as they were when the copy started.
+class StateCopy {
+ public:
+  virtual ~StateCopy() = default;
+  // Returns once every value has arrived. Any one thread may call it, once, before values_of.
+  virtual void wait() = 0;
+  // The copied values of the host tensor that download_state would fill: a parameter's value or
+  // one of the optimizer's moment tensors. std::invalid_argument for any other tensor.
+  virtual std::span<const float> values_of(const Tensor* host) const = 0;
+};
 
 class GradientEngine {
  public:
@@ -61,6 +73,13 @@ class GradientEngine {
   // frozen ones included.
   virtual void upload_state(const std::vector<Param>& params, Optimizer& optimizer);
   virtual void download_state(const std::vector<Param>& params, Optimizer& optimizer);
+  // What download_state copies, started towards the engine's own host buffers without waiting,
+  // so that the steps that follow overlap the copy (a checkpoint's); the optimizer's step count
+  // is set at once. Null (the default) where the engine has no such copy: the caller downloads.
+  virtual std::unique_ptr<StateCopy> start_state_copy(const std::vector<Param>& /*params*/,
+                                                      Optimizer& /*optimizer*/) {
+    return nullptr;
+  }
 };
 
 }  // namespace strata

@@ -186,13 +186,13 @@ Model Model::replicate() {
 
 void Model::save_state(StateDict& out, const std::string& prefix) {
   for (const auto& p : params())
-    out.put_tensor(prefix + "/" + p.name, p.value->values(), p.value->shape(), shard_of(p));
+    out.put_tensor(state_key(prefix, p), p.value->values(), p.value->shape(), shard_of(p));
   for (const auto& layer : layers_) layer->save_state(out, prefix + "/" + layer->name());
 }
 
 void Model::load_state(const StateDict& in, const std::string& prefix) {
   for (const auto& p : params())
-    in.read_tensor(prefix + "/" + p.name, p.value->values(), p.value->shape(), shard_of(p));
+    in.read_tensor(state_key(prefix, p), p.value->values(), p.value->shape(), shard_of(p));
   for (const auto& layer : layers_) layer->load_state(in, prefix + "/" + layer->name());
 }
 

@@ -57,6 +57,10 @@ class Model {
   // key or a tensor of another shape throws DataError.
   void save_state(StateDict& out, const std::string& prefix);
   void load_state(const StateDict& in, const std::string& prefix);
+  // The key save_state gives parameter `p` under `prefix`.
+  static std::string state_key(const std::string& prefix, const Param& p) {
+    return prefix + "/" + p.name;
+  }
 
   std::vector<Param> params();
   // The parameters that learn (Param::trainable).

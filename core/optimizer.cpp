@@ -37,12 +37,23 @@ void Optimizer::save_state(StateDict& out, const std::string& prefix,
                            const std::vector<Param>& params) {
   out.put_text(prefix + "/kind", kind());
   out.put_int(prefix + "/steps", steps_);
+  const auto keyed = buffer_keys(prefix, params);
+  for (std::size_t i = 0; i < keyed.size(); ++i) {
+    const Tensor& buffer = *keyed[i].second;
+    out.put_tensor(keyed[i].first, buffer.values(), buffer.shape(),
+                   shard_of(params[i % params.size()]));
+  }
+}
+
+std::vector<std::pair<std::string, const Tensor*>> Optimizer::buffer_keys(
+    const std::string& prefix, const std::vector<Param>& params) {
+  std::vector<std::pair<std::string, const Tensor*>> keyed;
   for (auto [name, list] : buffers()) {
     ensure_buffers(*list, params);
     for (std::size_t k = 0; k < params.size(); ++k)
-      out.put_tensor(fmt::format("{}/{}/{}", prefix, name, params[k].name), (*list)[k].values(),
-                     (*list)[k].shape(), shard_of(params[k]));
+      keyed.emplace_back(fmt::format("{}/{}/{}", prefix, name, params[k].name), &(*list)[k]);
   }
+  return keyed;
 }
 
 void Optimizer::load_state(const StateDict& in, const std::string& prefix,

@@ -38,6 +38,10 @@ class Optimizer {
   // the whole tensor as its parameter is. Before the first step the buffers are saved as zeros.
   // load_state throws DataError when the checkpoint holds another optimizer's state.
   void save_state(StateDict& out, const std::string& prefix, const std::vector<Param>& params);
+  // The key save_state gives each moving buffer, with the buffer: moments() order, each list
+  // indexed like `params`.
+  std::vector<std::pair<std::string, const Tensor*>> buffer_keys(const std::string& prefix,
+                                                                 const std::vector<Param>& params);
   void load_state(const StateDict& in, const std::string& prefix, const std::vector<Param>& params);
 
  protected:

@@ -133,6 +133,12 @@ class Trainer {
   // ("optimizer/..."), position and data order ("trainer/..."). It does not depend on D, M, K
   // or the thread count, so any decomposition with the same global batch resumes it.
   void save_state(StateDict& out);
+  // save_state without waiting for an engine whose steps are ahead of the host: its parameters
+  // and moments are still on their way (GradientEngine::start_state_copy) while `out` holds the
+  // host's older values under their keys. The returned completion, run on any one thread before
+  // `out` is read, waits for the copy and puts its values in. Empty when nothing is on its way:
+  // `out` is then complete. The host's copy stays behind the engine's, as between steps.
+  std::function<void(StateDict&)> save_state_in_flight(StateDict& out);
   // Throws DataError when the state belongs to another model, optimizer or global batch.
   void load_state(const StateDict& in);
 
@@ -160,6 +166,8 @@ class Trainer {
   std::int64_t read_shard(std::span<const std::int64_t> micro_batch);
   // Copies the engine's parameters and optimizer state to the host when its steps made them newer.
   void settle_host();
+  // save_state's entries from the host's copy as it is.
+  void write_state(StateDict& out);
   void sum_worker_gradients();
   // Runs the model over `set` in fixed chunks shared out over replicas and worker threads, calling
   // `visit` with each chunk's logits (w.labels holds its labels) on the worker that ran it.

@@ -1,5 +1,9 @@
 // The trainer's one state door: weights, optimizer, position in the data and the last epoch's
 // metrics, saved and restored independently of the decomposition.
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
@@ -9,6 +13,36 @@ namespace strata {
 
 void Trainer::save_state(StateDict& out) {
   settle_host();
+  write_state(out);
+}
+
+std::function<void(StateDict&)> Trainer::save_state_in_flight(StateDict& out) {
+  std::shared_ptr<StateCopy> copy;
+  if (engine_ahead_) copy = engine_->start_state_copy(replica_params_.front(), *optimizer_);
+  if (copy == nullptr) {
+    save_state(out);
+    return {};
+  }
+  write_state(out);
+  std::vector<std::pair<std::string, const Tensor*>> keyed;
+  for (const Param& p : replicas_.front().params())
+    keyed.emplace_back(Model::state_key("weights", p), p.value);
+  for (auto& entry : optimizer_->buffer_keys("optimizer", replica_params_.front()))
+    keyed.push_back(std::move(entry));
+  return [copy, keyed = std::move(keyed)](StateDict& state) {
+    copy->wait();
+    for (const auto& [key, host] : keyed) {
+      const std::span<const float> values = copy->values_of(host);
+      std::vector<float>& into = state.tensors().at(key).values;
+      if (values.size() != into.size())
+        throw std::logic_error(
+            fmt::format("state {}: {} values copied for {}", key, values.size(), into.size()));
+      std::copy(values.begin(), values.end(), into.begin());
+    }
+  };
+}
+
+void Trainer::write_state(StateDict& out) {
   replicas_.front().save_state(out, "weights");
   optimizer_->save_state(out, "optimizer", replica_params_.front());
   const TrainPosition& p = position_;

@@ -1,4 +1,5 @@
-// Model weights as HDF5: /weights/<layer>/weight and /weights/<layer>/bias (docs/architecture.md, "HDF5 layouts").
+// Model weights as HDF5: /weights/<layer>/weight and /weights/<layer>/bias (docs/architecture.md,
+// "HDF5 layouts").
 #pragma once
 
 #include <optional>

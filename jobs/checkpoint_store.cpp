@@ -77,7 +77,7 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
                   dir_.string(), files.size(), reasons));
 }
 
-void CheckpointStore::save(StateDict whole) {
+void CheckpointStore::save(StateDict whole, std::function<void(StateDict&)> complete) {
   wait();
   std::error_code ec;
   fs::create_directories(dir_, ec);
@@ -87,8 +87,12 @@ void CheckpointStore::save(StateDict whole) {
   const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
   const bool killed = ++writes_ == FaultPlan::from_environment().kill_in_write;
   written_ = std::move(whole);
-  writer_ = std::thread([this, path, killed] {
+  writer_ = std::thread([this, path, killed, complete = std::move(complete)] {
     try {
+      if (complete) {
+        const TraceSpan span(trace_, "checkpoint copy from the device", "io");
+        complete(written_);
+      }
       const TraceSpan span(trace_, "checkpoint write", "io");
       write_checkpoint(path, written_, [&](std::size_t done, std::size_t total) {
         // A crash in the middle of the write: half the tensors in the temporary file.

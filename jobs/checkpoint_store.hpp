@@ -40,7 +40,9 @@ class CheckpointStore {
   // Writes `whole` (tensors whole, as gather_whole_state gives them) in the background under the
   // next sequence number (write_checkpoint: temporary name, fsync, rename), then removes the
   // oldest beyond `keep`. Waits for the previous write first, and rethrows its error.
-  void save(StateDict whole);
+  // `complete`, if set, runs on the writer thread before the write and finishes `whole` (a GPU's
+  // state still on its way: Trainer::save_state_in_flight).
+  void save(StateDict whole, std::function<void(StateDict&)> complete = {});
   // Waits for the write in flight; throws DataError if it failed.
   void wait();
   // Records each background write on `trace` (null: off).

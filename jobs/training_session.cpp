@@ -310,7 +310,13 @@ void TrainingSession::checkpoint() {
   if (leader()) store_.wait();
   StateDict state = leader() ? store_.take_buffers() : std::move(gathered_);
   StateDict& local = plan.model > 1 ? shard_state_ : state;
-  trainer_.save_state(local);
+  // A GPU's state travels to the host while training goes on, unless the shards' state must be
+  // gathered now.
+  std::function<void(StateDict&)> complete;
+  if (plan.model == 1 && leader())
+    complete = trainer_.save_state_in_flight(local);
+  else
+    trainer_.save_state(local);
   local.merge(settings_.meta, "meta");
   const TrainPosition& p = trainer_.position();
   local.put_int("meta/epoch", p.epoch);
@@ -328,7 +334,7 @@ void TrainingSession::checkpoint() {
   local.put_real("meta/elapsed_seconds", elapsed_seconds());
   if (plan.model > 1) gather_whole_state(local, topology_.model(), state, gather_scratch_);
   if (leader())
-    store_.save(std::move(state));
+    store_.save(std::move(state), std::move(complete));
   else
     gathered_ = std::move(state);
 }

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -23,12 +25,24 @@ using strata::testing::train_steps;
 
 namespace {
 
+struct SnapshotCopy final : StateCopy {
+  std::map<const Tensor*, Tensor> values;
+  bool waited = false;
+  void wait() override { waited = true; }
+  std::span<const float> values_of(const Tensor* host) const override {
+    REQUIRE(waited);
+    const auto it = values.find(host);
+    if (it == values.end()) throw std::invalid_argument("not a tensor of this copy");
+    return it->second.values();
+  }
+};
+
 class CopyEngine final : public GradientEngine {
  public:
   CopyEngine(Model& host, const OptimizerSpec& spec)
       : host_(host), own_(host.replicate()), optimizer_(make_optimizer(spec)) {}
 
-  int uploads = 0, downloads = 0, parameter_loads = 0, micro_batches = 0;
+  int uploads = 0, downloads = 0, parameter_loads = 0, micro_batches = 0, state_copies = 0;
   std::vector<int> micro_batch_counts;
 
   Result gradients(const Tensor& images, std::span<const std::int32_t> labels, double divisor,
@@ -80,6 +94,22 @@ class CopyEngine final : public GradientEngine {
     copy_values(own_.params(), host_.params());
     copy_moments(optimizer_->moments(own_.trainable_params()), optimizer.moments(params));
     optimizer.set_steps_taken(optimizer_->steps_taken());
+  }
+  // The values as they are now, keyed by the host tensors they are for: what a GPU's copy holds
+  // once it has arrived, however many steps ran meanwhile.
+  std::unique_ptr<StateCopy> start_state_copy(const std::vector<Param>& params,
+                                              Optimizer& optimizer) override {
+    ++state_copies;
+    auto copy = std::make_unique<SnapshotCopy>();
+    const auto host = host_.params(), own = own_.params();
+    for (std::size_t k = 0; k < host.size(); ++k) copy->values[host[k].value] = *own[k].value;
+    const auto host_moments = optimizer.moments(params);
+    const auto own_moments = optimizer_->moments(own_.trainable_params());
+    for (std::size_t b = 0; b < host_moments.size(); ++b)
+      for (std::size_t k = 0; k < params.size(); ++k)
+        copy->values[&(*host_moments[b])[k]] = (*own_moments[b])[k];
+    optimizer.set_steps_taken(optimizer_->steps_taken());
+    return copy;
   }
 
  private:
@@ -200,4 +230,47 @@ TEST_CASE(
     CHECK(a.test_loss == b.test_loss);
     require_same(state_of(host), state_of(device), true);
   }
+}
+
+TEST_CASE("a state saved while the engine's copy is in flight is the state of its step",
+          "[trainer][engine][checkpoint]") {
+  for (const auto optimizer : {OptimizerKind::sgd, OptimizerKind::adam}) {
+    INFO((optimizer == OptimizerKind::adam ? "adam" : "sgd"));
+    const Config config = state_config(optimizer);
+    const TrainingData data = load_training_data(config);
+    Trainer reference(config, build_model(config, data), data, standalone_plan(config), 1),
+        device(config, build_model(config, data), data, standalone_plan(config), 1);
+    CopyEngine engine(device.model(), config.training.optimizer);
+    device.set_gradient_engine(&engine);
+    train_steps(reference, 3);
+    train_steps(device, 3);
+
+    StateDict in_flight;
+    const auto complete = device.save_state_in_flight(in_flight);
+    REQUIRE(complete);
+    CHECK(engine.state_copies == 1);
+    CHECK(engine.downloads == 0);  // nothing waited for the engine
+    const StateDict at_step_3 = state_of(reference);
+    // Until the copy arrives the entries hold the host's older weights.
+    CHECK(in_flight.tensor("weights/fc2/weight").values !=
+          at_step_3.tensor("weights/fc2/weight").values);
+    // Training goes on while the copy travels; what arrives is still step 3's state.
+    train_steps(device, 5);
+    complete(in_flight);
+    require_same(at_step_3, in_flight, true);
+    // And the copy left the training as it was.
+    train_steps(reference, 5);
+    require_same(state_of(reference), state_of(device), true);
+  }
+}
+
+TEST_CASE("a trainer whose engine is not ahead saves in place, with nothing in flight",
+          "[trainer][engine][checkpoint]") {
+  const Config config = state_config(OptimizerKind::sgd);
+  const TrainingData data = load_training_data(config);
+  Trainer host(config, build_model(config, data), data, standalone_plan(config), 1);
+  train_steps(host, 2);
+  StateDict saved;
+  CHECK_FALSE(host.save_state_in_flight(saved));
+  require_same(state_of(host), saved, true);
 }
