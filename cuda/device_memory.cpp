@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -110,6 +111,24 @@ Event::~Event() {
 void Event::order(const Stream& from, const Stream& to) {
   check(cudaEventRecord(event_, from.get()), "cudaEventRecord");
   check(cudaStreamWaitEvent(to.get(), event_, 0), "cudaStreamWaitEvent");
+}
+
+void Event::record(const Stream& stream) {
+  check(cudaEventRecord(event_, stream.get()), "cudaEventRecord");
+}
+
+void Event::synchronize() const {
+  check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+}
+
+PinnedFloats::PinnedFloats(std::size_t count) : count_(count) {
+  void* memory = nullptr;
+  check(cudaMallocHost(&memory, std::max<std::size_t>(count, 1) * sizeof(float)), "cudaMallocHost");
+  data_ = static_cast<float*>(memory);
+}
+
+PinnedFloats::~PinnedFloats() {
+  if (data_ != nullptr) static_cast<void>(cudaFreeHost(data_));
 }
 
 namespace {

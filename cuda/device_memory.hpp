@@ -94,9 +94,29 @@ class Event {
   Event& operator=(const Event&) = delete;
   // Marks the work enqueued on `from` so far; `to` then runs nothing enqueued later before it.
   void order(const Stream& from, const Stream& to);
+  // Marks the work enqueued on `stream` so far, for synchronize().
+  void record(const Stream& stream);
+  // Returns when the work marked last has finished (on any thread).
+  void synchronize() const;
 
  private:
   cudaEvent_t event_ = nullptr;
+};
+
+// Page-locked host memory, which the GPU copies to without the host waiting (cudaMallocHost),
+// freed with its owner.
+class PinnedFloats {
+ public:
+  explicit PinnedFloats(std::size_t count);
+  ~PinnedFloats();
+  PinnedFloats(const PinnedFloats&) = delete;
+  PinnedFloats& operator=(const PinnedFloats&) = delete;
+  float* data() const { return data_; }
+  std::size_t size() const { return count_; }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t count_ = 0;
 };
 
 // Copies on `stream`; the host side must stay alive until the stream is synchronized.

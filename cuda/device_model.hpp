@@ -21,10 +21,11 @@
 
 namespace strata::cuda {
 
-// What a device model runs on: a stream, its allocator and the library handles bound to it.
+// What a device model runs on: a stream, its allocator and the library handles bound to it, and
+// a stream for copies that overlap it.
 struct DeviceContext {
   explicit DeviceContext(int device) : allocator(device), blas(stream.get()), cudnn(stream.get()) {}
-  Stream stream;
+  Stream stream, copies;
   DeviceAllocator allocator;
   BlasHandle blas;
   CudnnHandle cudnn;
@@ -98,6 +99,11 @@ class DeviceModel final : public GradientEngine {
   // (GradientEngine's contract). The optimizer must be of the kind this model was made with.
   void upload_state(const std::vector<Param>& params, Optimizer& optimizer) override;
   void download_state(const std::vector<Param>& params, Optimizer& optimizer) override;
+  // The parameters and moments to page-locked host buffers on the copy stream, after the steps
+  // enqueued so far: the next steps' forward and backward passes overlap the copy, and the next
+  // update waits for it. The buffers are reused by the next copy once this one is released.
+  std::unique_ptr<StateCopy> start_state_copy(const std::vector<Param>& params,
+                                              Optimizer& optimizer) override;
 
   // GradientEngine, for the host Trainer: the host parameters in, forward and backward on the
   // device, the gradients out into the host parameters' gradient tensors.
@@ -144,6 +150,11 @@ class DeviceModel final : public GradientEngine {
   Result batch_result(const DeviceBuffer& logits, std::span<const std::int32_t> labels);
   // The optimizer's buffers on the device, made (zero) where missing.
   void ensure_moments();
+  // Throws std::invalid_argument unless the host optimizer's `moments` are of this model's kind.
+  void check_moments(std::size_t moments) const;
+  // Nothing enqueued on the compute stream from now on runs before a state copy in flight is
+  // done: what writes the parameters or moments calls it first.
+  void wait_for_state_copy();
   // The device parameter bound to the host tensor `value`; throws std::invalid_argument if none.
   Parameter& bound_to(const Tensor* value);
 
@@ -153,6 +164,9 @@ class DeviceModel final : public GradientEngine {
   ReplicaGradientSum* replica_sum_ = nullptr;
   std::vector<Stage> stages_;
   std::vector<Parameter> params_;
+  std::shared_ptr<std::vector<std::unique_ptr<PinnedFloats>>> pinned_;  // the last state copy's
+  Event copy_start_, copy_end_;
+  bool state_copy_pending_ = false;
   std::vector<DeviceBuffer> outputs_, grads_;
   DeviceBuffer input_, labels_, row_loss_, grad_logits_;
   std::vector<float> label_bits_;  // the labels as uploaded: alive until the stream has read them
@@ -191,6 +205,10 @@ class GpuGradients final : public GradientEngine {
   }
   void download_state(const std::vector<Param>& params, Optimizer& optimizer) override {
     model_.download_state(params, optimizer);
+  }
+  std::unique_ptr<StateCopy> start_state_copy(const std::vector<Param>& params,
+                                              Optimizer& optimizer) override {
+    return model_.start_state_copy(params, optimizer);
   }
 
   // The gradients are summed over the replicas by `sum` from now on (see DeviceModel).

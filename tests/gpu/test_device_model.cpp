@@ -1,7 +1,8 @@
 // A model trained on the GPU (DeviceModel) against the same model trained on the CPU from the same
-// initial weights: losses and parameters after three SGD and Adam steps, dropout included; and a
+// initial weights: losses and parameters after three SGD and Adam steps, dropout included; a
 // Trainer whose steps run on the GPU against one on the CPU over two epochs, with one micro-batch
-// per step and with two summed on the device.
+// per step and with two summed on the device; and a checkpoint's state copied from the GPU while
+// training goes on.
 #include <catch2/catch.hpp>
 
 #include "core/dataset.hpp"
@@ -11,6 +12,7 @@
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
 #include "cuda/device_model.hpp"
+#include "tests/core/trainer_states.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 
 namespace {
@@ -132,4 +134,38 @@ TEST_CASE("a Trainer with its passes on the GPU trains two epochs as on the CPU"
       CHECK(strata::test::all_close(got[k].value->values(), want[k].value->values(), 1e-3f));
     }
   }
+}
+
+TEST_CASE("a GPU's state copied while training goes on is the state of its step", "[gpu]") {
+  // Two trainings on the GPU: cuDNN's deterministic algorithms and cuBLAS repeat their sums, so
+  // the two agree bit for bit.
+  strata::Config config = strata::testing::state_config(strata::OptimizerKind::adam);
+  const strata::TrainingData data = strata::load_training_data(config);
+  const strata::Plan plan = strata::standalone_plan(config);
+  const int device = strata::cuda::bind_rank_to_device(0);
+  strata::Trainer reference(config, strata::build_model(config, data), data, plan, 1),
+      gpu(config, strata::build_model(config, data), data, plan, 1);
+  strata::cuda::GpuGradients reference_engine(reference.model(), config.layers,
+                                              config.training.optimizer, device),
+      engine(gpu.model(), config.layers, config.training.optimizer, device);
+  reference.set_gradient_engine(&reference_engine);
+  gpu.set_gradient_engine(&engine);
+  strata::testing::train_steps(reference, 3);
+  strata::testing::train_steps(gpu, 3);
+
+  strata::StateDict in_flight, at_step_3;
+  const auto complete = gpu.save_state_in_flight(in_flight);
+  REQUIRE(complete);
+  reference.save_state(at_step_3);
+  CHECK(in_flight.tensor("weights/fc2/weight").values !=
+        at_step_3.tensor("weights/fc2/weight").values);
+  // Two more steps run while the copy travels (their updates wait for it); it still holds step 3.
+  strata::testing::train_steps(gpu, 5);
+  complete(in_flight);
+  strata::testing::require_same(at_step_3, in_flight, true);
+  strata::testing::train_steps(reference, 5);
+  strata::StateDict a, b;
+  reference.save_state(a);
+  gpu.save_state(b);
+  strata::testing::require_same(a, b, true);
 }
