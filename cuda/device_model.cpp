@@ -190,8 +190,8 @@ DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
     if (st.split == Stage::Split::column) {
       // The shard's weight is its slice of the filters or output units.
       const std::int64_t mine = params_[static_cast<std::size_t>(st.weight)].host.value->dim(0);
-      const std::int64_t all = st.kind == Stage::Kind::conv ? s.filters : s.units;
-      st.shard_out = st.out_size / all * mine;
+      // conv: each filter's output plane; dense: one unit each.
+      st.shard_out = st.kind == Stage::Kind::conv ? st.out_size / s.filters * mine : mine;
       st.gather = st.shard_out != st.out_size;
       st.conv.filters = static_cast<int>(mine);
     }
@@ -203,7 +203,10 @@ DeviceModel::DeviceModel(Model& host, const std::vector<LayerSpec>& specs,
   upload_parameters();
 }
 
-DeviceModel::~DeviceModel() = default;
+DeviceModel::~DeviceModel() {
+  // A state copy still reading the parameters finishes before their memory goes back.
+  if (state_copy_pending_) static_cast<void>(cudaStreamSynchronize(context_.copies.get()));
+}
 
 const DeviceBuffer& DeviceModel::forward(const Tensor& images, bool training, std::uint64_t step,
                                          std::uint64_t first_sample) {
@@ -286,6 +289,10 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
   const cudaStream_t stream = context_.stream.get();
   const DeviceBuffer& logits = forward(images, true, step, first_sample);
   const std::int64_t classes = stages_.back().out_size;
+  // A split model's shards sum over their NCCL communicator on the compute stream: the replica
+  // sums (another communicator) wait until backward is done, since NCCL does not promise progress
+  // for two communicators' kernels running at once on one GPU.
+  const bool overlap_sums = sum_in_backward && shards_ == nullptr;
 
   // Labels travel as int32 bits in a float buffer: the allocator hands out floats.
   resize(allocator, labels_, batch);
@@ -299,7 +306,7 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
                         static_cast<float>(grad_divisor), stream);
 
   const auto gradients_ready = [&](const Parameter& w, const Parameter& b) {
-    if (sum_in_backward) hand_to_replica_sum(w, b);
+    if (overlap_sums) hand_to_replica_sum(w, b);
   };
   for (std::size_t i = stages_.size(); i-- > 0;) {
     Stage& st = stages_[i];
@@ -360,9 +367,11 @@ const DeviceBuffer& DeviceModel::forward_backward(const Tensor& images,
         break;
     }
   }
-  if (replica_sum_ != nullptr && sum_in_backward) {
+  if (replica_sum_ != nullptr && overlap_sums) {
     wait_for_compute();
     replica_sum_->finish(context_.stream);
+  } else if (sum_in_backward) {
+    sum_over_replicas_now();
   }
   return logits;
 }

@@ -130,8 +130,9 @@ class DeviceModel final : public GradientEngine {
   };
   const DeviceBuffer& forward(const Tensor& images, bool training, std::uint64_t step,
                               std::uint64_t first_sample);
-  // Forward, loss and backward: every parameter's device gradient, each layer's handed to the
-  // replica sum as backward finishes it when `sum_in_backward`. Returns the logits.
+  // Forward, loss and backward: every parameter's device gradient, summed over the replicas when
+  // `sum_in_backward` (each layer's handed to the replica sum as backward finishes it, or, for a
+  // split model, all once backward is done). Returns the logits.
   const DeviceBuffer& forward_backward(const Tensor& images, std::span<const std::int32_t> labels,
                                        double grad_divisor, std::uint64_t step,
                                        std::uint64_t first_sample, bool sum_in_backward = true);

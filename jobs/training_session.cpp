@@ -119,8 +119,11 @@ std::unique_ptr<cuda::GpuGradients> gpu_training(const Config& config, const Top
       shards = std::make_unique<cuda::NcclShardCollectives>(topology.model(), nccl_watch(config));
     on_device = std::make_unique<cuda::GpuGradients>(host, config.layers, config.training.optimizer,
                                                      device, std::move(shards));
-  } catch (const cuda::CudaError& e) {
-    if (config.run.device == DeviceChoice::cuda && plan.model == 1) throw;
+  } catch (const std::exception& e) {
+    // Any failure here (CUDA's, NCCL's, memory) is this rank's: the shards must hear of it.
+    if (plan.model == 1 && (config.run.device == DeviceChoice::cuda ||
+                            dynamic_cast<const cuda::CudaError*>(&e) == nullptr))
+      throw;
     failure = e.what();
   }
   if (plan.model > 1) {
@@ -167,10 +170,12 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
     fmt::print(stderr, "strata: {}\n", e.what());
   }
   int device = -1;
+  std::string gpu;  // device_identity: which physical GPU
   if (on_gpu) {
     try {
       device =
           cuda::bind_rank_to_device(node_local_rank(topology.world_rank() % plan.ranks_per_node));
+      gpu = cuda::device_identity(device);
     } catch (const cuda::CudaError& e) {
       if (config.run.device == DeviceChoice::cuda && plan.model == 1) throw;
       fmt::print(stderr, "warning: run.device {}: this rank's GPU cannot be used ({})\n",
@@ -179,8 +184,7 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
     }
   }
   if (plan.model > 1)
-    on_gpu = shards_on_gpus(config, topology.model(),
-                            on_gpu ? cuda::device_identity(device) : std::string());
+    on_gpu = shards_on_gpus(config, topology.model(), on_gpu ? gpu : std::string());
 #else
   on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif

@@ -38,7 +38,7 @@ void compare_layout(const Communicator& ranks, int data) {
   for (const char* optimizer : {"sgd", "adam"})
     for (const int accumulate : {1, 2}) {
       INFO(optimizer << ", accumulate " << accumulate << ", D = " << data);
-      const Config config = split_config(optimizer, accumulate);
+      const Config config = split_config(optimizer, accumulate, data);
       PlanRequest request;
       request.world_size = ranks.size();
       request.local_batch = 16;

@@ -79,7 +79,7 @@ TEST_CASE("split layers on one shared GPU follow the same split on the CPUs",
     for (const int accumulate : {1, 2}) {
       if (world.rank() >= 2) break;
       INFO(optimizer << ", accumulate " << accumulate);
-      const Config config = strata::testing::split_config(optimizer, accumulate);
+      const Config config = strata::testing::split_config(optimizer, accumulate, 1);
       PlanRequest request;
       request.world_size = 2;
       request.local_batch = 16;

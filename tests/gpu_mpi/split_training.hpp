@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -15,9 +16,11 @@
 namespace strata::testing {
 
 // A conv split by output channel (gathered), a column -> row dense pair (the row layer reads the
-// column layer's slice), and an unsplit head.
-inline Config split_config(const char* optimizer, int accumulate) {
-  Config config = parse_config(fmt::format(R"(run: {{name: mp, seed: 5}}
+// column layer's slice), and an unsplit head; local batch 16, `data` replicas, `accumulate`
+// micro-batches per step.
+inline Config split_config(const char* optimizer, int accumulate, int data) {
+  Config config = parse_config(
+      fmt::format(R"(run: {{name: mp, seed: 5}}
 data:
   source: synthetic
   validation_fraction: 0.0
@@ -36,11 +39,12 @@ model:
 training:
   epochs: 1
   local_batch: 16
-  optimizer: {{type: {}, lr: 0.01, momentum: 0.9}}
-parallel: {{lr_scaling: none, accumulate: {}}}
+  optimizer: {{type: {}, lr: 0.01{}}}
+parallel: {{lr_scaling: none, accumulate: {}, max_global_batch: {}}}
 )",
-                                           optimizer, accumulate),
-                               "mp_gpu.yaml");
+                  optimizer, std::string(optimizer) == "sgd" ? ", momentum: 0.9" : "", accumulate,
+                  16 * data * accumulate),
+      "mp_gpu.yaml");
   return config;
 }
 
