@@ -92,8 +92,8 @@ bool shards_on_gpus(const Config& config, const Communicator& shards, const std:
       }) != gpus.end();
   if (on_cpu == 0 && !shared) return true;
   const std::string why =
-      on_cpu > 0 ? fmt::format("{} of its {} shards have no GPU", on_cpu, shards.size())
-                 : fmt::format("two of its {} shards share a GPU (more ranks on a node than GPUs?)",
+      on_cpu > 0 ? fmt::format("{} of the {} shards have no GPU", on_cpu, shards.size())
+                 : fmt::format("two of the {} shards share a GPU (more ranks on a node than GPUs?)",
                                shards.size());
   if (config.run.device == DeviceChoice::cuda)
     throw ConfigError(fmt::format(
@@ -101,8 +101,10 @@ bool shards_on_gpus(const Config& config, const Communicator& shards, const std:
         "need a GPU of their own on every shard",
         shards.size(), why));
   if (shards.rank() == 0)
-    fmt::print(stderr, "warning: run.device auto: the model's {}; its shards train on the CPU\n",
-               why);
+    fmt::print(stderr,
+               "warning: run.device auto: the model is split over M = {} ranks and {}; all train "
+               "on the CPU\n",
+               shards.size(), why);
   return false;
 }
 
@@ -170,12 +172,12 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
     fmt::print(stderr, "strata: {}\n", e.what());
   }
   int device = -1;
-  std::string gpu;  // device_identity: which physical GPU
+  std::string gpu_identity;  // which physical GPU (device_identity)
   if (on_gpu) {
     try {
       device =
           cuda::bind_rank_to_device(node_local_rank(topology.world_rank() % plan.ranks_per_node));
-      gpu = cuda::device_identity(device);
+      gpu_identity = cuda::device_identity(device);
     } catch (const cuda::CudaError& e) {
       if (config.run.device == DeviceChoice::cuda && plan.model == 1) throw;
       fmt::print(stderr, "warning: run.device {}: this rank's GPU cannot be used ({})\n",
@@ -184,7 +186,7 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
     }
   }
   if (plan.model > 1)
-    on_gpu = shards_on_gpus(config, topology.model(), on_gpu ? gpu : std::string());
+    on_gpu = shards_on_gpus(config, topology.model(), on_gpu ? gpu_identity : std::string());
 #else
   on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif

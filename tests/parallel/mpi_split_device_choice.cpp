@@ -52,7 +52,7 @@ training: {epochs: 1, local_batch: 16, optimizer: {type: sgd, lr: 0.05}}
     // A build without CUDA says so on every rank alike.
     CHECK_THAT(message,
                Catch::Contains(built_with_cuda()
-                                   ? "split over M = 2 ranks and 2 of its 2 shards have no GPU"
+                                   ? "split over M = 2 ranks and 2 of the 2 shards have no GPU"
                                    : "built without CUDA"));
     // Both shards reached the same verdict (and neither is left waiting).
     const auto messages = pair.allgather_strings(message);
