@@ -1,5 +1,7 @@
 #include "core/dense_layer.hpp"
 
+#include <dnnl.hpp>
+
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -9,8 +11,30 @@
 
 namespace strata {
 
+// The forward product on oneDNN's matmul primitive, made once per batch size: it reads W
+// [outputs, inputs] in place as the transposed operand and adds the bias in the same pass, where
+// sgemm's transposed product ran at 0.6-0.8x the speed on the benchmark CNN's and MLP's shapes.
+// The two gradients' products have no transposed operand to read and stay on sgemm.
+struct DenseLayer::Forward {
+  Forward(std::int64_t batch_size, std::int64_t inputs, std::int64_t units)
+      : batch(batch_size),
+        input({batch_size, inputs}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
+        weight({inputs, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ba),
+        bias({1, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
+        output({batch_size, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
+        matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(input, weight, bias, output),
+                                            engine)) {}
+  std::int64_t batch;
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::memory::desc input, weight, bias, output;
+  dnnl::matmul matmul;
+};
+
 DenseLayer::DenseLayer(std::string name, std::int64_t units, InitKind init)
     : Layer(std::move(name)), units_(units), init_(init) {}
+
+DenseLayer::~DenseLayer() = default;
 
 Shape DenseLayer::build(const Shape& input_shape) {
   if (input_shape.size() != 1)
@@ -18,6 +42,7 @@ Shape DenseLayer::build(const Shape& input_shape) {
         fmt::format("layer {}: dense needs a flat input, got {} (add a flatten layer)", name(),
                     shape_string(input_shape)));
   inputs_ = input_shape[0];
+  forward_.reset();
   weight_ = Tensor({units_, inputs_});
   weight_grad_ = Tensor({units_, inputs_});
   bias_ = Tensor({units_});
@@ -31,14 +56,20 @@ void DenseLayer::initialize(Rng& rng) {
 }
 
 void DenseLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
-  const auto batch = static_cast<int>(in.dim(0));
-  const auto n_in = static_cast<int>(inputs_), n_out = static_cast<int>(units_);
+  const std::int64_t batch = in.dim(0);
   out.resize({batch, units_});
-  float* y = out.data();
-  for (int b = 0; b < batch; ++b)
-    for (int o = 0; o < n_out; ++o) y[b * n_out + o] = bias_[o];
-  sgemm(Transpose::no, Transpose::yes, batch, n_out, n_in, 1.0f, in.data(), n_in, weight_.data(),
-        n_in, 1.0f, y, n_out);
+  if (!forward_ || forward_->batch != batch)
+    forward_ = std::make_unique<Forward>(batch, inputs_, units_);
+  Forward& f = *forward_;
+  using dnnl::memory;
+  memory input(f.input, f.engine, const_cast<float*>(in.data())),
+      weight(f.weight, f.engine, weight_.data()), bias(f.bias, f.engine, bias_.data()),
+      output(f.output, f.engine, out.data());
+  f.matmul.execute(f.stream, {{DNNL_ARG_SRC, input},
+                              {DNNL_ARG_WEIGHTS, weight},
+                              {DNNL_ARG_BIAS, bias},
+                              {DNNL_ARG_DST, output}});
+  f.stream.wait();
 }
 
 void DenseLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,

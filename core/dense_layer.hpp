@@ -1,5 +1,7 @@
-// Fully connected layer on oneDNN's sgemm: out = in * W^T + b, W stored [outputs, inputs].
+// Fully connected layer on oneDNN: out = in * W^T + b, W stored [outputs, inputs].
 #pragma once
+
+#include <memory>
 
 #include "core/config.hpp"
 #include "core/layer.hpp"
@@ -9,6 +11,7 @@ namespace strata {
 class DenseLayer final : public Layer {
  public:
   DenseLayer(std::string name, std::int64_t units, InitKind init);
+  ~DenseLayer() override;
   const char* kind() const override { return "dense"; }
   Shape build(const Shape& input_shape) override;
   void initialize(Rng& rng) override;
@@ -18,6 +21,8 @@ class DenseLayer final : public Layer {
   std::vector<Param> params() override;
 
  private:
+  struct Forward;
+  std::unique_ptr<Forward> forward_;  // for one batch size
   std::int64_t inputs_ = 0;
   std::int64_t units_;
   InitKind init_;
