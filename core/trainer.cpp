@@ -240,23 +240,31 @@ void Trainer::sum_over_replicas(std::span<double> values) {
   if (sync_ != nullptr) sync_->sum(values);
 }
 
-std::int64_t Trainer::read_shard(std::span<const std::int64_t> micro_batch) {
+std::span<const std::int64_t> Trainer::local_shard(
+    std::span<const std::int64_t> micro_batch) const {
   // This process's shard of the micro-batch; its workers split the shard again.
-  const auto local = static_cast<std::int64_t>(local_batch_);
+  const auto local = static_cast<std::size_t>(local_batch_);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
-  const auto batch = micro_batch.subspan(static_cast<std::size_t>(replica * local),
-                                         static_cast<std::size_t>(local));
-  // The shard is read on this thread (a file-backed set must not be read concurrently); the
-  // workers then copy their parts of it.
+  return micro_batch.subspan(static_cast<std::size_t>(replica) * local, local);
+}
+
+std::int64_t Trainer::read_shard(std::span<const std::int64_t> micro_batch) {
+  const auto batch = local_shard(micro_batch);
   const TraceSpan read(trace_, "data read", "data");
   gather_batch(data_.train, batch, shard_images_, shard_labels_);
-  return local;
+  return static_cast<std::int64_t>(batch.size());
 }
 
 double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64_t first_sample,
                            double scale, const std::function<void(std::size_t)>& on_layer_done,
                            std::int64_t& correct) {
-  const std::int64_t local = read_shard(micro_batch);
+  // Samples in memory: each worker copies its own part of the shard, all at once. A file-backed
+  // set is read on this thread (its reader is not for concurrent use), and the workers then copy
+  // their parts of that.
+  const bool workers_read = engine_ == nullptr && !data_.train.reader;
+  const auto shard = local_shard(micro_batch);
+  const std::int64_t local =
+      workers_read ? static_cast<std::int64_t>(shard.size()) : read_shard(micro_batch);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
   if (engine_ != nullptr) {
     const TraceSpan pass(trace_, "forward and backward", "compute");
@@ -266,18 +274,26 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
     correct += result.correct;
     return result.loss_sum;
   }
-  const std::int64_t sample = shard_images_.size() / std::max<std::int64_t>(local, 1);
   const int threads = pool_.size();
   pool_.run([&](int i) {
     auto [begin, end] = share(local, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
     Model& model = replicas_[static_cast<std::size_t>(i)];
-    Shape shape = shard_images_.shape();
-    shape[0] = end - begin;
-    w.images.resize(shape);
-    std::copy(shard_images_.data() + begin * sample, shard_images_.data() + end * sample,
-              w.images.data());
-    w.labels.assign(shard_labels_.begin() + begin, shard_labels_.begin() + end);
+    if (workers_read) {
+      const TraceSpan read(trace_, "data read", "data");
+      gather_batch(
+          data_.train,
+          shard.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)),
+          w.images, w.labels);
+    } else {
+      const std::int64_t sample = shard_images_.size() / std::max<std::int64_t>(local, 1);
+      Shape shape = shard_images_.shape();
+      shape[0] = end - begin;
+      w.images.resize(shape);
+      std::copy(shard_images_.data() + begin * sample, shard_images_.data() + end * sample,
+                w.images.data());
+      w.labels.assign(shard_labels_.begin() + begin, shard_labels_.begin() + end);
+    }
     model.set_noise_position(static_cast<std::uint64_t>(position_.global_step),
                              static_cast<std::uint64_t>(first_sample + replica * local + begin));
     const Tensor& logits = model.forward(w.images, true);

@@ -161,6 +161,8 @@ class Trainer {
                     double scale, const std::function<void(std::size_t)>& on_layer_done,
                     std::int64_t& correct);
   void accumulate_gradients(bool first, bool last);
+  // This process's shard of `micro_batch`: the local batch's sample indices.
+  std::span<const std::int64_t> local_shard(std::span<const std::int64_t> micro_batch) const;
   // Reads this process's shard of `micro_batch` into shard_images_ and shard_labels_; returns its
   // size (the local batch).
   std::int64_t read_shard(std::span<const std::int64_t> micro_batch);
