@@ -110,6 +110,9 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
+  // The most samples one worker passes through the model at once: a larger share of a micro-batch
+  // goes through in chunks (their gradients summed), so that the activations stay in cache.
+  std::int64_t chunk_samples() const { return chunk_samples_; }
   // From now on every step's forward and backward pass, and evaluation's forward passes, run on
   // `engine` (a GPU), which must outlive the trainer's use of it. The gradient sums over
   // replicas stay on the host unless the engine makes them (sums_over_replicas). When the engine
@@ -148,6 +151,7 @@ class Trainer {
     std::vector<std::int32_t> labels;
     double loss_sum = 0.0;
     std::int64_t correct = 0;
+    std::vector<Tensor> chunk_sum;  // the gradients of the worker's earlier chunks
   };
   // One optimizer step on the samples at `batch`; returns the batch's summed loss.
   double train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct);
@@ -161,6 +165,10 @@ class Trainer {
                     double scale, const std::function<void(std::size_t)>& on_layer_done,
                     std::int64_t& correct);
   void accumulate_gradients(bool first, bool last);
+  // Adds a worker's chunk's gradients (`params`: its replica's) to those of its earlier chunks of
+  // the micro-batch; after the last chunk the replica's gradients hold the sum.
+  static void sum_chunk_gradients(Worker& w, const std::vector<Param>& params, bool first,
+                                  bool last);
   // This process's shard of `micro_batch`: the local batch's sample indices.
   std::span<const std::int64_t> local_shard(std::span<const std::int64_t> micro_batch) const;
   // Reads this process's shard of `micro_batch` into shard_images_ and shard_labels_; returns its
@@ -200,8 +208,9 @@ class Trainer {
   std::vector<std::int32_t> shard_labels_;
   std::unique_ptr<Optimizer> optimizer_;
   int local_batch_;
-  int replicas_count_;  // D
-  int accumulate_;      // micro-batches per optimizer step
+  int replicas_count_;              // D
+  int accumulate_;                  // micro-batches per optimizer step
+  std::int64_t chunk_samples_ = 1;  // the most samples a worker passes through the model at once
   std::int64_t global_batch_;
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;

@@ -221,6 +221,59 @@ parallel: {lr_scaling: none}
   }
 }
 
+TEST_CASE("a worker's share larger than its chunk trains as the same batch in micro-batches",
+          "[trainer]") {
+  // 184 512 floats of first-layer output a sample: a worker takes 4 samples at a time.
+  const std::string yaml = R"(run: {name: chunks, seed: 6}
+data:
+  source: synthetic
+  validation_fraction: 0.0
+  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 64, width: 64}
+model:
+  layers:
+    - conv2d: {filters: 48, kernel: 3, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dropout: {rate: 0.3}
+    - dense: {units: 4, init: glorot}
+training:
+  epochs: 1
+  local_batch: 16
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+parallel: {lr_scaling: none}
+)";
+  const Config whole = parse_config(yaml, "chunks.yaml");
+  Config parts = whole;  // the same 16 samples a step as 4 micro-batches of one chunk each
+  parts.training.local_batch = 4;
+  parts.parallel.accumulate = 4;
+  const TrainingData data = load_training_data(whole);
+  Trainer reference(parts, build_model(parts, data), data, standalone_plan(parts), 1);
+  REQUIRE(reference.chunk_samples() == 4);
+  const auto mr = reference.run_epoch({});
+  for (int threads : {1, 2}) {
+    // One worker takes its 16 samples in 4 chunks, two workers their 8 in 2 each.
+    Trainer chunked(whole, build_model(whole, data), data, standalone_plan(whole), threads);
+    REQUIRE(chunked.chunk_samples() == 4);
+    const auto mc = chunked.run_epoch({});
+    CHECK(mc.train_loss == Approx(mr.train_loss).epsilon(1e-5));
+    CHECK(mc.train_accuracy == mr.train_accuracy);
+    auto pc = chunked.model().params(), pr = reference.model().params();
+    double worst = 0.0;
+    for (std::size_t k = 0; k < pc.size(); ++k)
+      for (std::int64_t i = 0; i < pc[k].value->size(); ++i)
+        worst =
+            std::max(worst, static_cast<double>(std::abs((*pc[k].value)[i] - (*pr[k].value)[i])));
+    INFO(threads << " thread(s): largest weight difference " << worst);
+    // One worker's chunks are the micro-batches, summed in the same order: bit for bit (a batch of
+    // 16 in one pass sums inside its layers in another order). Two workers sum theirs apart.
+    if (threads == 1)
+      CHECK(worst == 0.0);
+    else
+      CHECK(worst < 1e-5);
+  }
+}
+
 TEST_CASE("reading shards from the file trains exactly as reading everything into memory",
           "[trainer][shards]") {
   strata::testing::TempDir dir;
