@@ -1,8 +1,20 @@
 #include "core/worker_pool.hpp"
 
+#include <chrono>
+
 #include "core/cpu_kernels.hpp"
 
 namespace strata {
+
+void WorkerPool::await(std::condition_variable& signal, const std::function<bool()>& ready) {
+  // About as long as a sleeping thread takes to wake on these machines; past it, sleep.
+  constexpr auto spin = std::chrono::microseconds(50);
+  const auto until = std::chrono::steady_clock::now() + spin;
+  while (!ready() && std::chrono::steady_clock::now() < until) {
+  }
+  std::unique_lock lock(mutex_);
+  signal.wait(lock, ready);
+}
 
 WorkerPool::WorkerPool(int workers) : workers_(workers < 1 ? 1 : workers) {
   configure_kernel_thread();
@@ -33,8 +45,8 @@ void WorkerPool::run(const std::function<void(int)>& task) {
   } catch (...) {
     mine = std::current_exception();
   }
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  await(done_, [this] { return pending_ == 0; });
+  std::lock_guard lock(mutex_);
   task_ = nullptr;
   if (mine) std::rethrow_exception(mine);
   if (error_) std::rethrow_exception(error_);
@@ -45,9 +57,9 @@ void WorkerPool::loop(int index) {
   std::uint64_t seen = 0;
   while (true) {
     const std::function<void(int)>* task = nullptr;
+    await(start_, [&] { return stopping_ || generation_ != seen; });
     {
-      std::unique_lock lock(mutex_);
-      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      std::lock_guard lock(mutex_);
       if (stopping_) return;
       seen = generation_;
       task = task_;

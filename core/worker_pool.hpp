@@ -1,6 +1,7 @@
 // A fixed set of threads that run one task together, each on its own share of a batch.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -26,15 +27,19 @@ class WorkerPool {
 
  private:
   void loop(int index);
+  // Spins a little while until `ready` holds, then waits on `signal` under the mutex: a step's
+  // next task follows the last within microseconds, sooner than a sleeping thread wakes.
+  void await(std::condition_variable& signal, const std::function<bool()>& ready);
 
   int workers_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable start_, done_;
   const std::function<void(int)>* task_ = nullptr;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  // Written under mutex_; read without it while spinning.
+  std::atomic<std::uint64_t> generation_ = 0;
+  std::atomic<int> pending_ = 0;
+  std::atomic<bool> stopping_ = false;
   std::exception_ptr error_;
 };
 
