@@ -44,6 +44,16 @@ Config small_config() {
   return c;
 }
 
+// The largest absolute difference between two models' weights, parameter by parameter.
+double largest_weight_difference(Model& a, Model& b) {
+  const auto pa = a.params(), pb = b.params();
+  double worst = 0.0;
+  for (std::size_t k = 0; k < pa.size(); ++k)
+    for (std::int64_t i = 0; i < pa[k].value->size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs((*pa[k].value)[i] - (*pb[k].value)[i])));
+  return worst;
+}
+
 std::vector<std::vector<float>> snapshot(Model& model) {
   std::vector<std::vector<float>> out;
   for (auto& p : model.params())
@@ -210,12 +220,7 @@ parallel: {lr_scaling: none}
     REQUIRE(b.steps_per_epoch() == a.steps_per_epoch());
     const auto ma = a.run_epoch({}), mb = b.run_epoch({});
     CHECK(mb.train_loss == Approx(ma.train_loss).epsilon(1e-6));
-    auto pa = a.model().params(), pb = b.model().params();
-    double worst = 0.0;
-    for (std::size_t k = 0; k < pa.size(); ++k)
-      for (std::int64_t i = 0; i < pa[k].value->size(); ++i)
-        worst =
-            std::max(worst, static_cast<double>(std::abs((*pa[k].value)[i] - (*pb[k].value)[i])));
+    const double worst = largest_weight_difference(a.model(), b.model());
     INFO(threads << " thread(s): largest weight difference " << worst);
     CHECK(worst < 1e-5);
   }
@@ -258,12 +263,7 @@ parallel: {lr_scaling: none}
     const auto mc = chunked.run_epoch({});
     CHECK(mc.train_loss == Approx(mr.train_loss).epsilon(1e-5));
     CHECK(mc.train_accuracy == mr.train_accuracy);
-    auto pc = chunked.model().params(), pr = reference.model().params();
-    double worst = 0.0;
-    for (std::size_t k = 0; k < pc.size(); ++k)
-      for (std::int64_t i = 0; i < pc[k].value->size(); ++i)
-        worst =
-            std::max(worst, static_cast<double>(std::abs((*pc[k].value)[i] - (*pr[k].value)[i])));
+    const double worst = largest_weight_difference(chunked.model(), reference.model());
     INFO(threads << " thread(s): largest weight difference " << worst);
     // One worker's chunks are the micro-batches, summed in the same order: bit for bit (a batch of
     // 16 in one pass sums inside its layers in another order). Two workers sum theirs apart.
