@@ -16,6 +16,11 @@ namespace {
 // one code path serves both and the blocked one runs as vector instructions (GCC/Clang vector
 // extensions; the compiler did not vectorise the per-lane loops with their selects).
 using Lanes16 = float __attribute__((vector_size(64)));
+// Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned
+// by value has another calling convention there; every such function here is internal to this
+// file, so no other code sees that convention.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 
 struct PlaneGeometry {
   std::int64_t planes, lanes, in_h, in_w, out_h, out_w;

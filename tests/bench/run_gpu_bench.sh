@@ -12,8 +12,12 @@ build="${STRATA_BUILD_DIR:-$root/build}"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then build="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 python="${STRATA_TORCH_PYTHON:-/usr/bin/python3}"
-cmake --build "$build" --target strata_bench_gpu_training -j "$(nproc)" >&2 ||
-  { echo "run_gpu_bench.sh: no strata_bench_gpu_training target: is $build a CUDA build (-DSTRATA_CUDA)?" >&2; exit 1; }
+# A configured build directory is brought up to date; a folder of prebuilt programs (the GPU
+# machine's bundle, tests/gpu/make_device_bundle.sh) is taken as it is.
+if [ -f "$build/CMakeCache.txt" ]; then
+  cmake --build "$build" --target strata_bench_gpu_training -j "$(nproc)" >&2 ||
+    { echo "run_gpu_bench.sh: no strata_bench_gpu_training target: is $build a CUDA build (-DSTRATA_CUDA)?" >&2; exit 1; }
+fi
 rc=0
 strata_rows="$("$build/strata_bench_gpu_training" "$@")" || rc=$?
 if [ "$rc" = 77 ]; then echo "run_gpu_bench.sh: the CUDA runtime sees no GPU here" >&2; exit 77; fi
@@ -21,8 +25,8 @@ if [ "$rc" = 77 ]; then echo "run_gpu_bench.sh: the CUDA runtime sees no GPU her
 torch_rows=""
 while read -r model batch; do
   torch_rows+="$("$python" "$root/tests/bench/torch_reference.py" --device cuda --model "$model" --batch "$batch")"$'\n'
-done < <(/usr/bin/python3 -c 'import json,sys; [print(r["model"], r["batch"]) for r in map(json.loads, sys.stdin)]' <<<"$strata_rows")
-/usr/bin/python3 - "$strata_rows" "$torch_rows" <<'PY'
+done < <("$python" -c 'import json,sys; [print(r["model"], r["batch"]) for r in map(json.loads, sys.stdin)]' <<<"$strata_rows")
+"$python" - "$strata_rows" "$torch_rows" <<'PY'
 import json, sys
 strata = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip()]
 torch = {(r["model"], r["batch"]): r for r in (json.loads(l) for l in sys.argv[2].splitlines() if l.strip())}

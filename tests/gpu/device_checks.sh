@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU checks, on a machine with a GPU but none of strata's Debian packages (the lent CUDA
+# machines): unpacks the bundle of tests/gpu/make_device_bundle.sh and runs, each under a time
+# limit, the gpu unit tests, the split-model test with two ranks sharing the GPU, the multi-GPU
+# tests when there are two GPUs or more, the training benchmark against PyTorch on the same GPU,
+# and the NCCL bandwidth benchmark. Run from the repo root (the benchmarks read configs/ and
+# tests/bench/ there):
+#
+#   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
+#
+# Logs and summary.txt (one line per check with its exit status; 77 = skipped) go to $OUT, else
+# ./device-checks/. STRATA_TORCH_PYTHON names the Python with a CUDA torch (default python3).
+set -uo pipefail
+root="$(pwd)"
+bundle="${1:-.device/strata-gpu.tar.xz}"
+out="${OUT:-$root/device-checks}"
+mkdir -p "$out"
+dir="$(mktemp -d /tmp/strata-gpu.XXXXXX)"
+xz -dc "$bundle" | tar -C "$dir" -xf - || { echo "cannot unpack $bundle" >&2; exit 1; }
+python="${STRATA_TORCH_PYTHON:-python3}"
+# CUDA's libraries: the toolkit's where there is one, and the Python nvidia-* wheels' (cuDNN and
+# NCCL often come only that way).
+wheel_libs="$("$python" - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    roots = list(nvidia.__path__)
+except ImportError:
+    roots = []
+print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + "/*/lib/lib*.so*")})))
+PY
+)"
+export LD_LIBRARY_PATH="$dir/lib:${wheel_libs}:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export PATH="$dir/bin:$PATH"
+export HYDRA_LAUNCHER=fork OMP_WAIT_POLICY=PASSIVE STRATA_TORCH_PYTHON="$python"
+gpus="$(nvidia-smi --list-gpus 2>/dev/null | wc -l)"
+{ nvidia-smi -L; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; } > "$out/machine.txt" 2>&1
+: > "$out/summary.txt"
+
+check() {  # check NAME SECONDS COMMAND...
+  local name="$1" seconds="$2"
+  shift 2
+  echo "== $name" >&2
+  timeout "$seconds" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc" | tee -a "$out/summary.txt" >&2
+  tail -n 4 "$out/$name.log" >&2
+}
+
+check libraries 30 ldd "$dir/bin/strata_gpu_tests"
+check gpu_tests 300 strata_gpu_tests --durations yes
+check split_shared_gpu 300 mpiexec.hydra -n 2 strata_gpu_shared_tests
+if [ "$gpus" -ge 2 ]; then
+  check gpu_mpi_n2 300 mpiexec.hydra -n 2 strata_gpu_mpi_tests
+  [ "$gpus" -ge 4 ] && check gpu_model_parallel_n4 300 mpiexec.hydra -n 4 strata_gpu_mpi_tests '[model_parallel]'
+fi
+check gpu_bench 400 tests/bench/run_gpu_bench.sh "$dir/bin" -- --cnn-config "$root/configs/fashion_cnn.yaml"
+check nccl_bench 200 mpiexec.hydra -n "$(( gpus > 0 ? gpus : 1 ))" strata_bench_nccl_allreduce 20
+grep -c ": exit 0$" "$out/summary.txt" | xargs -I{} echo "{} of $(wc -l < "$out/summary.txt") checks passed" >&2
