@@ -27,7 +27,9 @@ try:
     roots = list(nvidia.__path__)
 except ImportError:
     roots = []
-print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + "/*/lib/lib*.so*")})))
+# nvidia/<library>/lib (CUDA 12 wheels) or nvidia/cu13/lib (CUDA 13 ones): any folder of .so files.
+print(":".join(sorted({os.path.dirname(p) for r in roots
+                       for p in glob.glob(r + "/**/lib*.so*", recursive=True)})))
 PY
 )"
 export LD_LIBRARY_PATH="$dir/lib:${wheel_libs}:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
