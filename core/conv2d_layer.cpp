@@ -97,7 +97,7 @@ Shape Conv2DLayer::build(const Shape& input_shape) {
   weight_grad_ = Tensor(weight_.shape());
   bias_ = Tensor({filters_});
   bias_grad_ = Tensor({filters_});
-  primitives_.reset();
+  primitives_.clear();
   return {filters_, out_h_, out_w_};
 }
 
@@ -108,8 +108,12 @@ void Conv2DLayer::initialize(Rng& rng) {
 }
 
 Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout input_layout) {
-  if (primitives_ && primitives_->batch == batch && primitives_->input_layout == input_layout)
-    return *primitives_;
+  return primitives_.get({batch, input_layout},
+                         [&] { return make_primitives(batch, input_layout); });
+}
+
+std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64_t batch,
+                                                                      Layout input_layout) const {
   auto p = std::make_unique<Primitives>();
   p->batch = batch;
   p->input_layout = input_layout;
@@ -148,12 +152,12 @@ Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout 
       filters_ % 16 == 0 && p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_,
                                                                     Layout::channel_blocked16);
   p->output_layout = blocked_out ? Layout::channel_blocked16 : Layout::plain;
-  primitives_ = std::move(p);
-  return *primitives_;
+  return p;
 }
 
 std::string Conv2DLayer::implementation() const {
-  return primitives_ ? std::string(primitives_->fwd_pd.impl_info_str()) : std::string("not built");
+  const Primitives* newest = primitives_.newest();
+  return newest != nullptr ? std::string(newest->fwd_pd.impl_info_str()) : std::string("not built");
 }
 
 void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {

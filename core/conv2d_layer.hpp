@@ -6,6 +6,7 @@
 
 #include "core/config.hpp"
 #include "core/layer.hpp"
+#include "core/recent_cache.hpp"
 
 namespace strata {
 
@@ -37,6 +38,7 @@ class Conv2DLayer final : public Layer {
  private:
   struct Primitives;  // oneDNN state for one batch size and input layout
   Primitives& primitives_for(std::int64_t batch, Layout input_layout);
+  std::unique_ptr<Primitives> make_primitives(std::int64_t batch, Layout input_layout) const;
 
   int filters_, kernel_, stride_, padding_;
   InitKind init_;
@@ -45,7 +47,7 @@ class Conv2DLayer final : public Layer {
   std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
   Tensor weight_, bias_, weight_grad_, bias_grad_;
   Tensor masked_grad_;  // grad_out with the fused ReLU's derivative applied
-  std::unique_ptr<Primitives> primitives_;
+  RecentCache<std::pair<std::int64_t, Layout>, Primitives> primitives_;
 };
 
 }  // namespace strata

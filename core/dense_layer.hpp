@@ -5,6 +5,7 @@
 
 #include "core/config.hpp"
 #include "core/layer.hpp"
+#include "core/recent_cache.hpp"
 
 namespace strata {
 
@@ -21,8 +22,8 @@ class DenseLayer final : public Layer {
   std::vector<Param> params() override;
 
  private:
-  struct Forward;
-  std::unique_ptr<Forward> forward_;  // for one batch size
+  struct Forward;                               // for one batch size
+  RecentCache<std::int64_t, Forward> forward_;  // by batch size
   std::int64_t inputs_ = 0;
   std::int64_t units_;
   InitKind init_;

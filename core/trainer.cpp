@@ -316,6 +316,11 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
         std::max<std::int64_t>(1, (count + cap - 1) / std::max<std::int64_t>(cap, 1));
     w.loss_sum = 0.0;
     w.correct = 0;
+    if (count == 0) {
+      // More workers than samples: this one adds nothing to the step's sums.
+      for (const Param& p : replica_params_[static_cast<std::size_t>(i)]) p.grad->fill(0.0f);
+      return;
+    }
     for (std::int64_t c = 0; c < chunks; ++c) {
       auto [begin, end] = share(count, static_cast<int>(chunks), static_cast<int>(c));
       begin += first;

@@ -6,11 +6,25 @@
 
 namespace strata {
 
+namespace {
+
+// Tells the core that this thread spins, so that it yields to a sibling hyperthread.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
 void WorkerPool::await(std::condition_variable& signal, const std::function<bool()>& ready) {
   // About as long as a sleeping thread takes to wake on these machines; past it, sleep.
   constexpr auto spin = std::chrono::microseconds(50);
   const auto until = std::chrono::steady_clock::now() + spin;
-  while (!ready() && std::chrono::steady_clock::now() < until) {
+  for (unsigned n = 1; !ready(); ++n) {
+    spin_pause();
+    // The clock is read now and then: the wait is short, and its end need not be exact.
+    if (n % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
   }
   std::unique_lock lock(mutex_);
   signal.wait(lock, ready);

@@ -274,6 +274,19 @@ parallel: {lr_scaling: none}
   }
 }
 
+TEST_CASE("more worker threads than samples train as one thread, with a finite loss", "[trainer]") {
+  Config config = small_config();
+  config.data.synthetic = SyntheticSpec{64, 16, 4, 1, 8, 8};
+  config.training.local_batch = 1;  // two of the three workers have no sample
+  const TrainingData data = load_training_data(config);
+  Trainer one(config, build_model(config, data), data, standalone_plan(config), 1),
+      three(config, build_model(config, data), data, standalone_plan(config), 3);
+  const auto m1 = one.run_epoch({}), m3 = three.run_epoch({});
+  CHECK(std::isfinite(m3.train_loss));
+  CHECK(m3.train_loss == Approx(m1.train_loss).epsilon(1e-6));
+  CHECK(largest_weight_difference(one.model(), three.model()) < 1e-6);
+}
+
 TEST_CASE("reading shards from the file trains exactly as reading everything into memory",
           "[trainer][shards]") {
   strata::testing::TempDir dir;
