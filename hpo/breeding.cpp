@@ -1,4 +1,5 @@
 #include "hpo/breeding.hpp"
+#include "hpo/genetic_search.hpp"
 
 #include <utility>
 

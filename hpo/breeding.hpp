@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hpo/genetic_operators.hpp"
+#include "hpo/genetic_search.hpp"
 #include "hpo/search.hpp"
 #include "hpo/tpe_search.hpp"
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "hpo/breeding.hpp"
+#include "hpo/genetic_search.hpp"
 
 namespace strata {
 

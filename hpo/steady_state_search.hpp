@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hpo/genetic_search.hpp"
 #include "hpo/search.hpp"
 
 namespace strata {

@@ -8,6 +8,7 @@
 
 #include "core/clock.hpp"
 #include "core/errors.hpp"
+#include "hpo/grid_search.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/run_output.hpp"

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/rng.hpp"
+#include "hpo/genetic_search.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/steady_state_search.hpp"
 #include "hpo/trial_scheduler.hpp"

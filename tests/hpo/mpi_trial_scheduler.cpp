@@ -14,8 +14,10 @@
 
 #include <fmt/format.h>
 
+#include "hpo/genetic_search.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/pruning.hpp"
+#include "hpo/random_search.hpp"
 #include "hpo/steady_state_search.hpp"
 #include "hpo/trial_scheduler.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "core/rng.hpp"
 #include "hpo/breeding.hpp"
+#include "hpo/genetic_search.hpp"
 #include "hpo/objectives.hpp"
 
 using namespace strata;

@@ -15,6 +15,7 @@
 #include "hpo/gaussian_process.hpp"
 #include "hpo/gp_search.hpp"
 #include "hpo/objectives.hpp"
+#include "hpo/random_search.hpp"
 #include "tests/hpo/out_of_order.hpp"
 
 using namespace strata;

@@ -11,7 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "hpo/genetic_search.hpp"
+#include "hpo/grid_search.hpp"
 #include "hpo/objectives.hpp"
+#include "hpo/random_search.hpp"
 #include "hpo/search.hpp"
 
 using namespace strata;

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "hpo/genetic_search.hpp"
+#include "hpo/grid_search.hpp"
 #include "hpo/objectives.hpp"
+#include "hpo/random_search.hpp"
 #include "hpo/search.hpp"
 #include "hpo/trial_log.hpp"
 #include "tests/core/temp_dir.hpp"

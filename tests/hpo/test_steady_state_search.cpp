@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/rng.hpp"
+#include "hpo/genetic_search.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/steady_state_search.hpp"
 #include "tests/hpo/out_of_order.hpp"

@@ -13,6 +13,7 @@
 #include "hpo/joint_parzen.hpp"
 #include "hpo/objectives.hpp"
 #include "hpo/parzen.hpp"
+#include "hpo/random_search.hpp"
 #include "hpo/tpe_search.hpp"
 #include "tests/hpo/out_of_order.hpp"
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpo/objectives.hpp"
+#include "hpo/random_search.hpp"
 #include "hpo/trial_log.hpp"
 #include "tests/core/temp_dir.hpp"
 
