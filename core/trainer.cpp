@@ -16,17 +16,6 @@ namespace strata {
 
 namespace {
 
-// Worker i's share [begin, end) of n items split over `workers`.
-std::pair<std::int64_t, std::int64_t> share(std::int64_t n, int workers, int i) {
-  return {n * i / workers, n * (i + 1) / workers};
-}
-
-constexpr std::int64_t eval_batch = 256;
-
-}  // namespace
-
-namespace {
-
 // Goyal et al.: a k times larger global batch takes a k times larger rate (warm it up in the
 // schedule). The config's rate is for one local batch, so k = K x D: a function of the global
 // batch alone, which a restart on another decomposition keeps.
@@ -131,62 +120,6 @@ void Trainer::broadcast_weights() {
   }
 }
 
-void Trainer::sum_worker_gradients() {
-  const auto& total = replica_params_.front();
-  const int threads = pool_.size();
-  pool_.run([&](int worker) {
-    for (std::size_t k = 0; k < total.size(); ++k) {
-      auto [begin, end] = share(total[k].grad->size(), threads, worker);
-      float* g = total[k].grad->data();
-      for (std::size_t r = 1; r < replicas_.size(); ++r) {
-        const float* h = replica_params_[r][k].grad->data();
-        for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
-      }
-    }
-  });
-}
-
-void Trainer::apply_gradients(double lr, bool reported) {
-  const auto& total = replica_params_.front();
-  // The workers' sum must be complete before the processes reduce it, unless a single worker
-  // already handed each layer to sync_ during backward. An engine that sums over the replicas
-  // itself returned the sums.
-  bool workers_summed = replicas_.size() == 1 || accumulate_ > 1;
-  const bool host_sums = sync_ != nullptr && (engine_ == nullptr || !engine_->sums_over_replicas());
-  if (host_sums && !reported) {
-    if (!workers_summed) sum_worker_gradients();
-    workers_summed = true;
-    for (std::size_t k = total.size(); k-- > 0;) sync_->gradients_ready(std::span(&total[k], 1));
-  }
-  if (host_sums) sync_->finish();
-  const TraceSpan step(trace_, "optimizer step", "compute");
-  optimizer_->begin_step(total);
-  const int threads = pool_.size();
-  // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
-  // order, so the result does not depend on timing), updates it, and copies it back to the
-  // replicas. It does so in chunks that stay in L1 between the three passes, so each array crosses
-  // the cache hierarchy once per step.
-  constexpr std::int64_t chunk = 2048;
-  pool_.run([&](int worker) {
-    for (std::size_t k = 0; k < total.size(); ++k) {
-      auto [slice_begin, slice_end] = share(total[k].value->size(), threads, worker);
-      float* g = total[k].grad->data();
-      const float* w = total[k].value->data();
-      for (std::int64_t begin = slice_begin; begin < slice_end; begin += chunk) {
-        const std::int64_t end = std::min(begin + chunk, slice_end);
-        if (!workers_summed)
-          for (std::size_t r = 1; r < replicas_.size(); ++r) {
-            const float* h = replica_params_[r][k].grad->data();
-            for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
-          }
-        if (total[k].trainable) optimizer_->update(total[k], k, begin, end, lr * total[k].lr_scale);
-        for (std::size_t r = 1; r < replicas_.size(); ++r)
-          std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);
-      }
-    }
-  });
-}
-
 void Trainer::set_gradient_engine(GradientEngine* engine) {
   if (engine != nullptr && pool_.size() != 1)
     throw std::invalid_argument(
@@ -219,51 +152,6 @@ Model& Trainer::model() {
 void Trainer::set_trace(Trace* trace) {
   trace_ = trace;
   for (Model& replica : replicas_) replica.set_trace(trace);
-}
-
-void Trainer::sum_chunk_gradients(Worker& w, const std::vector<Param>& params, bool first,
-                                  bool last) {
-  if (w.chunk_sum.size() != params.size()) {
-    w.chunk_sum.clear();
-    for (const Param& p : params) w.chunk_sum.emplace_back(p.grad->shape());
-  }
-  // The last chunk leaves the whole sum in the replica's gradients, where the step reads it.
-  for (std::size_t k = 0; k < params.size(); ++k) {
-    float* g = params[k].grad->data();
-    float* sum = w.chunk_sum[k].data();
-    const std::int64_t n = params[k].grad->size();
-    if (first)
-      std::copy(g, g + n, sum);
-    else if (last)
-      for (std::int64_t j = 0; j < n; ++j) g[j] += sum[j];
-    else
-      for (std::int64_t j = 0; j < n; ++j) sum[j] += g[j];
-  }
-}
-
-void Trainer::accumulate_gradients(bool first, bool last) {
-  const auto& total = replica_params_.front();
-  if (accumulated_.empty())
-    for (const auto& p : total) accumulated_.emplace_back(p.grad->shape());
-  const int threads = pool_.size();
-  // Adds every worker's micro-batch gradients to the running sum; the last micro-batch leaves the
-  // whole sum in replica 0's gradients, where the optimizer step reads it.
-  pool_.run([&](int worker) {
-    for (std::size_t k = 0; k < total.size(); ++k) {
-      auto [begin, end] = share(total[k].grad->size(), threads, worker);
-      float* acc = accumulated_[k].data();
-      float* g = total[k].grad->data();
-      for (std::int64_t i = begin; i < end; ++i) {
-        float sum = first ? 0.0f : acc[i];
-        for (std::size_t r = 0; r < replicas_.size(); ++r)
-          sum += replica_params_[r][k].grad->data()[i];
-        if (last)
-          g[i] = sum;
-        else
-          acc[i] = sum;
-      }
-    }
-  });
 }
 
 void Trainer::sum_over_replicas(std::span<double> values) {
@@ -306,7 +194,7 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
   }
   const int threads = pool_.size();
   pool_.run([&](int i) {
-    auto [first, last] = share(local, threads, i);
+    auto [first, last] = worker_share(local, threads, i);
     Worker& w = workers_[static_cast<std::size_t>(i)];
     Model& model = replicas_[static_cast<std::size_t>(i)];
     // A large share goes through the model in chunks whose activations stay in cache, their
@@ -322,7 +210,7 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
       return;
     }
     for (std::int64_t c = 0; c < chunks; ++c) {
-      auto [begin, end] = share(count, static_cast<int>(chunks), static_cast<int>(c));
+      auto [begin, end] = worker_share(count, static_cast<int>(chunks), static_cast<int>(c));
       begin += first;
       end += first;
       if (workers_read) {
@@ -481,84 +369,6 @@ EpochMetrics Trainer::run_epoch(const ProgressCallback& on_progress) {
   pos.global_step = global_step;
   last_epoch_ = m;
   return m;
-}
-
-void Trainer::for_each_evaluation_chunk(
-    const SampleSet& set,
-    const std::function<void(Worker&, std::int64_t chunk, std::int64_t first, const Tensor&)>&
-        visit) {
-  // The rows go in fixed chunks of eval_batch, chunk c to replica c mod D and there to worker
-  // (c / D) mod threads. Callers keep each chunk's results in their own slot and combine them in
-  // chunk order, so the result is the same to the bit on any number of replicas and threads:
-  // strata predict on one rank reproduces what a run reported.
-  const std::int64_t count = set.count();
-  const std::int64_t chunks = (count + eval_batch - 1) / eval_batch;
-  const int replica = sync_ != nullptr ? sync_->replica() : 0;
-  const int threads = pool_.size();
-  // The engine's parameters are the newest after its own steps; otherwise the host's go in.
-  if (engine_ != nullptr && !engine_ahead_) engine_->load_parameters();
-  pool_.run([&](int i) {
-    Worker& w = workers_[static_cast<std::size_t>(i)];
-    std::vector<std::int64_t> rows;
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      if (c % replicas_count_ != replica || (c / replicas_count_) % threads != i) continue;
-      const std::int64_t first = c * eval_batch, last = std::min(first + eval_batch, count);
-      rows.resize(static_cast<std::size_t>(last - first));
-      for (std::int64_t r = first; r < last; ++r) rows[static_cast<std::size_t>(r - first)] = r;
-      gather_batch(set, rows, w.images, w.labels);
-      visit(w, c, first,
-            engine_ != nullptr ? engine_->logits(w.images)
-                               : replicas_[static_cast<std::size_t>(i)].forward(w.images, false));
-      if (i == 0 && evaluation_hook_) evaluation_hook_();  // worker 0 is the calling thread
-    }
-  });
-}
-
-Evaluation Trainer::evaluate(const SampleSet& set) {
-  const TraceSpan span(trace_, "evaluate", "compute");
-  Evaluation e;
-  e.count = set.count();
-  if (e.count == 0) return e;
-  const std::int64_t chunks = (e.count + eval_batch - 1) / eval_batch;
-  std::vector<double> sums(static_cast<std::size_t>(2 * chunks), 0.0);
-  for_each_evaluation_chunk(set, [&](Worker& w, std::int64_t c, std::int64_t,
-                                     const Tensor& logits) {
-    sums[static_cast<std::size_t>(2 * c)] = softmax_cross_entropy(logits, w.labels, w.grad_logits) *
-                                            static_cast<double>(w.labels.size());
-    sums[static_cast<std::size_t>(2 * c + 1)] =
-        static_cast<double>(count_correct(logits, w.labels));
-  });
-  sum_over_replicas(sums);
-  double loss = 0.0, correct = 0.0;
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    loss += sums[static_cast<std::size_t>(2 * c)];
-    correct += sums[static_cast<std::size_t>(2 * c + 1)];
-  }
-  e.loss = loss / static_cast<double>(e.count);
-  e.accuracy = correct / static_cast<double>(e.count);
-  return e;
-}
-
-std::vector<float> Trainer::predict(const SampleSet& set) {
-  const std::int64_t classes = replicas_.front().num_classes();
-  // Each row is this replica's or zero; the sum over replicas assembles them (adding zeros is
-  // exact).
-  std::vector<double> probabilities(static_cast<std::size_t>(set.count() * classes), 0.0);
-  for_each_evaluation_chunk(set,
-                            [&](Worker&, std::int64_t, std::int64_t first, const Tensor& logits) {
-                              const std::int64_t rows = logits.shape()[0];
-                              for (std::int64_t r = 0; r < rows; ++r) {
-                                const float* z = logits.data() + r * classes;
-                                const float top = *std::max_element(z, z + classes);
-                                double total = 0.0;
-                                double* out = probabilities.data() + (first + r) * classes;
-                                for (std::int64_t k = 0; k < classes; ++k)
-                                  total += out[k] = std::exp(double{z[k]} - top);
-                                for (std::int64_t k = 0; k < classes; ++k) out[k] /= total;
-                              }
-                            });
-  sum_over_replicas(probabilities);
-  return {probabilities.begin(), probabilities.end()};
 }
 
 }  // namespace strata

@@ -8,9 +8,15 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace strata {
+
+// Worker i's share [begin, end) of n items split over `workers`: as even as integers allow.
+inline std::pair<std::int64_t, std::int64_t> worker_share(std::int64_t n, int workers, int i) {
+  return {n * i / workers, n * (i + 1) / workers};
+}
 
 class WorkerPool {
  public:

@@ -1,0 +1,112 @@
+// The trainer's gradient sums: over its worker threads, over micro-batches and chunks, and the
+// optimizer step that each worker applies to its slice of every parameter.
+#include "core/trainer.hpp"
+
+#include <algorithm>
+
+#include "core/worker_pool.hpp"
+
+namespace strata {
+
+void Trainer::sum_worker_gradients() {
+  const auto& total = replica_params_.front();
+  const int threads = pool_.size();
+  pool_.run([&](int worker) {
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      auto [begin, end] = worker_share(total[k].grad->size(), threads, worker);
+      float* g = total[k].grad->data();
+      for (std::size_t r = 1; r < replicas_.size(); ++r) {
+        const float* h = replica_params_[r][k].grad->data();
+        for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
+      }
+    }
+  });
+}
+
+void Trainer::apply_gradients(double lr, bool reported) {
+  const auto& total = replica_params_.front();
+  // The workers' sum must be complete before the processes reduce it, unless a single worker
+  // already handed each layer to sync_ during backward. An engine that sums over the replicas
+  // itself returned the sums.
+  bool workers_summed = replicas_.size() == 1 || accumulate_ > 1;
+  const bool host_sums = sync_ != nullptr && (engine_ == nullptr || !engine_->sums_over_replicas());
+  if (host_sums && !reported) {
+    if (!workers_summed) sum_worker_gradients();
+    workers_summed = true;
+    for (std::size_t k = total.size(); k-- > 0;) sync_->gradients_ready(std::span(&total[k], 1));
+  }
+  if (host_sums) sync_->finish();
+  const TraceSpan step(trace_, "optimizer step", "compute");
+  optimizer_->begin_step(total);
+  const int threads = pool_.size();
+  // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
+  // order, so the result does not depend on timing), updates it, and copies it back to the
+  // replicas. It does so in chunks that stay in L1 between the three passes, so each array crosses
+  // the cache hierarchy once per step.
+  constexpr std::int64_t chunk = 2048;
+  pool_.run([&](int worker) {
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      auto [slice_begin, slice_end] = worker_share(total[k].value->size(), threads, worker);
+      float* g = total[k].grad->data();
+      const float* w = total[k].value->data();
+      for (std::int64_t begin = slice_begin; begin < slice_end; begin += chunk) {
+        const std::int64_t end = std::min(begin + chunk, slice_end);
+        if (!workers_summed)
+          for (std::size_t r = 1; r < replicas_.size(); ++r) {
+            const float* h = replica_params_[r][k].grad->data();
+            for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
+          }
+        if (total[k].trainable) optimizer_->update(total[k], k, begin, end, lr * total[k].lr_scale);
+        for (std::size_t r = 1; r < replicas_.size(); ++r)
+          std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);
+      }
+    }
+  });
+}
+
+void Trainer::sum_chunk_gradients(Worker& w, const std::vector<Param>& params, bool first,
+                                  bool last) {
+  if (w.chunk_sum.size() != params.size()) {
+    w.chunk_sum.clear();
+    for (const Param& p : params) w.chunk_sum.emplace_back(p.grad->shape());
+  }
+  // The last chunk leaves the whole sum in the replica's gradients, where the step reads it.
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    float* g = params[k].grad->data();
+    float* sum = w.chunk_sum[k].data();
+    const std::int64_t n = params[k].grad->size();
+    if (first)
+      std::copy(g, g + n, sum);
+    else if (last)
+      for (std::int64_t j = 0; j < n; ++j) g[j] += sum[j];
+    else
+      for (std::int64_t j = 0; j < n; ++j) sum[j] += g[j];
+  }
+}
+
+void Trainer::accumulate_gradients(bool first, bool last) {
+  const auto& total = replica_params_.front();
+  if (accumulated_.empty())
+    for (const auto& p : total) accumulated_.emplace_back(p.grad->shape());
+  const int threads = pool_.size();
+  // Adds every worker's micro-batch gradients to the running sum; the last micro-batch leaves the
+  // whole sum in replica 0's gradients, where the optimizer step reads it.
+  pool_.run([&](int worker) {
+    for (std::size_t k = 0; k < total.size(); ++k) {
+      auto [begin, end] = worker_share(total[k].grad->size(), threads, worker);
+      float* acc = accumulated_[k].data();
+      float* g = total[k].grad->data();
+      for (std::int64_t i = begin; i < end; ++i) {
+        float sum = first ? 0.0f : acc[i];
+        for (std::size_t r = 0; r < replicas_.size(); ++r)
+          sum += replica_params_[r][k].grad->data()[i];
+        if (last)
+          g[i] = sum;
+        else
+          acc[i] = sum;
+      }
+    }
+  });
+}
+
+}  // namespace strata
