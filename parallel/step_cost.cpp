@@ -64,14 +64,20 @@ OneThreadCompute one_thread_compute(const Calibration& c, int shards) {
   }
   const double all = static_cast<double>(std::max<std::int64_t>(1, c.parameters()));
   out.optimizer_s -= c.optimizer_s * split_parameters / all;
+  // From the layers' own times: the unsplit step less the split layers' (1 - 1/M).
+  const double from_layers = out.micro_s - split_layers_s * (1.0 - 1.0 / shards);
   if (c.split_step_s > 0.0 && c.intra_node) {
     // Measured at M = 2, less the collectives the model adds back for the plan's M and link: what
     // remains is compute and the split layers' copies; their compute share moves from 1/2 to 1/M.
-    out.micro_s = c.split_step_s - c.split_optimizer_s -
-                  model_parallel_seconds(c, 2, *c.intra_node) +
-                  split_layers_s * (1.0 / shards - 0.5);
+    // The split step carries copies the layer times lack, so it is the larger where both are
+    // sound; a calibration taken on a busy node can measure MPI latencies longer than the split
+    // step itself, and then the layer times are the estimate left.
+    const double from_split_step = c.split_step_s - c.split_optimizer_s -
+                                   model_parallel_seconds(c, 2, *c.intra_node) +
+                                   split_layers_s * (1.0 / shards - 0.5);
+    out.micro_s = std::max(from_split_step, from_layers);
   } else {
-    out.micro_s -= split_layers_s * (1.0 - 1.0 / shards);
+    out.micro_s = from_layers;
   }
   return out;
 }

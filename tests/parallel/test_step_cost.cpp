@@ -155,6 +155,22 @@ TEST_CASE("a step measured split over 2 ranks replaces the model's guess at M = 
   CHECK(m4.model_parallel_s == Approx(allreduce_seconds(80.0, 4, *c.intra_node)));
 }
 
+TEST_CASE("a split step shorter than its measured collectives falls back to the layer times",
+          "[cost]") {
+  // A calibration on a busy node: 100 ms MPI latency, longer than the 50 ms split step.
+  Calibration c = mlp();
+  c.intra_node = LinkCost{0.1, 1e9};
+  c.split_step_s = 0.050;
+  c.split_optimizer_s = 0.004;
+  PredictionSettings s = settings(4);
+  const double optimizer_m2 = 0.006 * (1.0 - 22.0 / 46.0);
+  const StepCost m2 = predict_step(c, plan(2, 1, 2, 4), s);
+  // The unsplit micro-batch (0.060 - 0.006) less half the split layers' 0.042, as without a
+  // measured split step: never the negative 0.050 - 0.004 - (allreduce at 100 ms).
+  CHECK(m2.compute_s == Approx(0.054 - 0.042 * 0.5 + optimizer_m2));
+  CHECK(m2.compute_s > 0.0);
+}
+
 TEST_CASE("data parallelism pays an allreduce per bucket and one for the step's sums", "[cost]") {
   const Calibration c = mlp();
   // D = 2 on one node: one bucket of all 46 gradients (all small) and 16 bytes of sums.
