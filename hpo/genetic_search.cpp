@@ -5,8 +5,6 @@
 #include <cmath>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "hpo/bad_setting.hpp"
 #include "hpo/breeding.hpp"
 

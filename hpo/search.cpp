@@ -5,7 +5,6 @@
 #include <cmath>
 #include <set>
 #include <stdexcept>
-#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
