@@ -111,7 +111,9 @@ std::string row(const Bench& b, const Payload& payload) {
                                      b.replica_sum.finish(compute);
                                    }});
   const double n = b.world.size(), bytes = static_cast<double>(floats) * sizeof(float);
-  auto bus = [&](double seconds) { return 2.0 * (n - 1.0) / n * bytes / seconds / 1e9; };
+  // One rank moves no bytes between GPUs (bus factor 0): report bytes / time, nccl-tests' algbw.
+  const double factor = n > 1 ? 2.0 * (n - 1.0) / n : 1.0;
+  auto bus = [&](double seconds) { return factor * bytes / seconds / 1e9; };
   return fmt::format("| {} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {:.1f} | {:.2f} |\n", payload.name,
                      bytes / (1 << 20), bus(t[0]), bus(t[1]), t[0] / t[1], bus(t[2]), t[0] / t[2]);
 }
@@ -146,13 +148,16 @@ int main(int argc, char** argv) {
       int version = 0;
       static_cast<void>(ncclGetVersion(&version));
       std::string table = fmt::format(
-          "{} ranks, one {} each, NCCL {}; median of {} interleaved rounds; bus bandwidth = "
-          "2(n-1)/n x bytes / time; ratio = raw ncclAllReduce time / strata time\n\n"
+          "{} ranks, one {} each, NCCL {}; median of {} interleaved rounds; {}; ratio = raw "
+          "ncclAllReduce time / strata time\n\n"
           "| payload | MiB | raw ncclAllReduce GB/s | strata NcclCommunicator GB/s | ratio | "
           "strata "
           "gradient sum (per tensor, on its own stream) GB/s | ratio |\n"
           "| --- | --- | --- | --- | --- | --- | --- |\n",
-          world.size(), props.name, version, repeats);
+          world.size(), props.name, version, repeats,
+          world.size() > 1 ? "bus bandwidth = 2(n-1)/n x bytes / time"
+                           : "one rank: GB/s = bytes / time (algorithm bandwidth; bus bandwidth "
+                             "is 0 by definition)");
       for (const Payload& payload : payloads) table += row(bench, payload);
       if (world.rank() == 0) fmt::print("{}", table);
     }

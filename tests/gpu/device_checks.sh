@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with a GPU but none of strata's Debian packages (the lent CUDA
 # machines): unpacks the bundle of tests/gpu/make_device_bundle.sh and runs, each under a time
-# limit, the gpu unit tests, the split-model test with two ranks sharing the GPU, the multi-GPU
-# tests when there are two GPUs or more, the training benchmark against PyTorch on the same GPU,
-# and the NCCL bandwidth benchmark. Run from the repo root (the benchmarks read configs/ and
-# tests/bench/ there):
+# limit, the gpu unit tests, the Fashion-MNIST GPU training against the CPU (tests/e2e/gpu_train.sh,
+# when the bundle carries the data), the split-model test with two ranks sharing the GPU, the
+# multi-GPU tests when there are two GPUs or more, the training benchmark against PyTorch on the
+# same GPU, and the NCCL bandwidth benchmark. Run from the repo root (the benchmarks read configs/
+# and tests/bench/ there):
 #
 #   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
+#
+# The limits keep the whole run inside about 8 minutes, so that a lent machine's 15 minutes leave
+# room for a second try. Each check's log is one file: the device tool brings back at most 8.
 #
 # Logs and summary.txt (one line per check with its exit status; 77 = skipped) go to $OUT, else
 # ./device-checks/. STRATA_TORCH_PYTHON names the Python with a CUDA torch (default python3).
@@ -36,8 +40,18 @@ export LD_LIBRARY_PATH="$dir/lib:${wheel_libs}:/usr/local/cuda/lib64:/usr/local/
 export PATH="$dir/bin:$PATH"
 export HYDRA_LAUNCHER=fork OMP_WAIT_POLICY=PASSIVE STRATA_TORCH_PYTHON="$python"
 gpus="$(nvidia-smi --list-gpus 2>/dev/null | wc -l)"
-{ nvidia-smi -L; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; } > "$out/machine.txt" 2>&1
+{ nvidia-smi -L; nproc; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; ldd "$dir/bin/strata_gpu_tests"
+} > "$out/machine.txt" 2>&1
 : > "$out/summary.txt"
+if grep -q '=> not found' "$out/machine.txt"; then
+  echo "libraries: exit 1 (missing: $(grep '=> not found' "$out/machine.txt" | awk '{print $1}' | xargs))" |
+    tee -a "$out/summary.txt" >&2
+fi
+# The e2e scripts read data/ at the repo root and call /usr/bin/python3 (for json and csv only).
+if [ -f "$dir/fashion_mnist.h5.xz" ] && [ ! -f "$root/data/fashion_mnist.h5" ]; then
+  mkdir -p "$root/data" && xz -dc "$dir/fashion_mnist.h5.xz" > "$root/data/fashion_mnist.h5"
+fi
+[ -x /usr/bin/python3 ] || ln -s "$(command -v "$python")" /usr/bin/python3 2>/dev/null
 
 check() {  # check NAME SECONDS COMMAND...
   local name="$1" seconds="$2"
@@ -49,13 +63,15 @@ check() {  # check NAME SECONDS COMMAND...
   tail -n 4 "$out/$name.log" >&2
 }
 
-check libraries 30 ldd "$dir/bin/strata_gpu_tests"
-check gpu_tests 300 strata_gpu_tests --durations yes
-check split_shared_gpu 300 mpiexec.hydra -n 2 strata_gpu_shared_tests
-if [ "$gpus" -ge 2 ]; then
-  check gpu_mpi_n2 300 mpiexec.hydra -n 2 strata_gpu_mpi_tests
-  [ "$gpus" -ge 4 ] && check gpu_model_parallel_n4 300 mpiexec.hydra -n 4 strata_gpu_mpi_tests '[model_parallel]'
+check gpu_tests 120 strata_gpu_tests --durations yes
+if [ -f "$root/data/fashion_mnist.h5" ]; then
+  check e2e_gpu_train 150 bash tests/e2e/gpu_train.sh "$dir/bin/strata"
 fi
-check gpu_bench 400 tests/bench/run_gpu_bench.sh "$dir/bin" -- --cnn-config "$root/configs/fashion_cnn.yaml"
-check nccl_bench 200 mpiexec.hydra -n "$(( gpus > 0 ? gpus : 1 ))" strata_bench_nccl_allreduce 20
+check split_shared_gpu 90 mpiexec.hydra -n 2 strata_gpu_shared_tests
+if [ "$gpus" -ge 2 ]; then
+  check gpu_mpi_n2 120 mpiexec.hydra -n 2 strata_gpu_mpi_tests
+  [ "$gpus" -ge 4 ] && check gpu_model_parallel_n4 120 mpiexec.hydra -n 4 strata_gpu_mpi_tests '[model_parallel]'
+fi
+check gpu_bench 180 tests/bench/run_gpu_bench.sh "$dir/bin" -- --cnn-config "$root/configs/fashion_cnn.yaml"
+check nccl_bench 45 mpiexec.hydra -n "$(( gpus > 0 ? gpus : 1 ))" strata_bench_nccl_allreduce 20
 grep -c ": exit 0$" "$out/summary.txt" | xargs -I{} echo "{} of $(wc -l < "$out/summary.txt") checks passed" >&2

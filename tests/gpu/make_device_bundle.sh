@@ -7,7 +7,7 @@
 #
 #   tests/gpu/make_device_bundle.sh [BUILD_DIR]     (default build-device/)
 #
-# Writes .device/strata-gpu.tar.xz (ignored by git); on the GPU machine, from the repo root:
+# Writes .device/strata-gpu.tar.xz (ignored by git; with data/fashion_mnist.h5, about 50 MB); on the GPU machine, from the repo root:
 #   tests/gpu/device_checks.sh .device/strata-gpu.tar.xz
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -43,6 +43,8 @@ done | sort -u | while read -r lib; do
   cp -L "$lib" "$stage/lib/$name"
 done
 cp tests/gpu/device_checks.sh "$stage/"
+# Fashion-MNIST for the GPU training test, when jobs/setup.sh has fetched it (xz: 55 -> 26 MB).
+[ -f data/fashion_mnist.h5 ] && xz -T0 -6 -c data/fashion_mnist.h5 > "$stage/fashion_mnist.h5.xz"
 mkdir -p .device
 tar -C "$stage" -cf - . | xz -T0 -6 > .device/strata-gpu.tar.xz
 echo "wrote .device/strata-gpu.tar.xz: $(du -h .device/strata-gpu.tar.xz | cut -f1)," \
