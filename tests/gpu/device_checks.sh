@@ -4,7 +4,8 @@
 # limit, the gpu unit tests, the Fashion-MNIST GPU training against the CPU (tests/e2e/gpu_train.sh,
 # when the bundle carries the data), the split-model test with two ranks sharing the GPU, the
 # multi-GPU tests when there are two GPUs or more, the training benchmark against PyTorch on the
-# same GPU, and the NCCL bandwidth benchmark. Run from the repo root (the benchmarks read configs/
+# same GPU, the NCCL bandwidth benchmark, and the whole Fashion-MNIST CNN training on the GPU and on
+# the CPU (tests/bench/run_gpu_fashion_bench.sh). Run from the repo root (the benchmarks read configs/
 # and tests/bench/ there):
 #
 #   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
@@ -53,9 +54,10 @@ if [ -f "$dir/fashion_mnist.h5.xz" ] && [ ! -f "$root/data/fashion_mnist.h5" ]; 
 fi
 [ -x /usr/bin/python3 ] || ln -s "$(command -v "$python")" /usr/bin/python3 2>/dev/null
 
-check() {  # check NAME SECONDS COMMAND...
+check() {  # check NAME SECONDS COMMAND...; STRATA_DEVICE_CHECKS="NAME ..." runs only those named
   local name="$1" seconds="$2"
   shift 2
+  [[ -z "${STRATA_DEVICE_CHECKS:-}" || " $STRATA_DEVICE_CHECKS " == *" $name "* ]] || return 0
   echo "== $name" >&2
   timeout "$seconds" "$@" > "$out/$name.log" 2>&1
   local rc=$?
@@ -74,4 +76,7 @@ if [ "$gpus" -ge 2 ]; then
 fi
 check gpu_bench 180 tests/bench/run_gpu_bench.sh "$dir/bin" -- --cnn-config "$root/configs/fashion_cnn.yaml"
 check nccl_bench 45 mpiexec.hydra -n "$(( gpus > 0 ? gpus : 1 ))" strata_bench_nccl_allreduce 20
+if [ -f "$root/data/fashion_mnist.h5" ]; then
+  check fashion_bench 200 tests/bench/run_gpu_fashion_bench.sh "$dir/bin/strata"
+fi
 grep -c ": exit 0$" "$out/summary.txt" | xargs -I{} echo "{} of $(wc -l < "$out/summary.txt") checks passed" >&2
