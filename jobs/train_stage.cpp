@@ -34,7 +34,9 @@ void print_startup(const StageContext& c, const TrainingData& data, Trainer& tra
   if (const GradientEngine* gpu = trainer.gradient_engine())
     fmt::print("[device] forward and backward on {}; optimizer {}; gradient sums {}\n",
                gpu->where(), trainer.steps_on_engine() ? "on the GPU" : "on the CPU",
-               gpu->sums_over_replicas() ? "on the GPUs (NCCL)" : "on the CPU");
+               c.topology.data().size() == 1 ? "none (one replica)"
+               : gpu->sums_over_replicas()   ? "on the GPUs (NCCL)"
+                                             : "on the CPU");
   else
     fmt::print("[device] {}\n", detect_devices().summary);
   fmt::print(
