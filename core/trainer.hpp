@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/config.hpp"
@@ -123,6 +124,8 @@ class Trainer {
   // thread (std::invalid_argument otherwise).
   void set_gradient_engine(GradientEngine* engine);
   const GradientEngine* gradient_engine() const { return engine_; }
+  // Where the forward and backward passes run: the engine's GPU ("GPU 0 (NVIDIA H200)"), or "CPU".
+  std::string device() const { return engine_ != nullptr ? engine_->where() : "CPU"; }
   // Whether the optimizer steps run on the engine (see set_gradient_engine).
   bool steps_on_engine() const;
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on

@@ -145,7 +145,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
       };
       try {
         session->run(config.training.epochs, {}, [&](const EpochMetrics& m) {
-          if (curve) curve->append_metrics(m);
+          if (curve) curve->append_metrics(m, trainer->device());
           // Every epoch's value goes to the pruner, whose history the journal keeps; after the
           // last one there is nothing left to save by stopping.
           if (channel.stop_after_epoch(m.epoch, fitness_of(m)) && m.epoch < config.training.epochs)

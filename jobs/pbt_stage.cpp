@@ -204,7 +204,7 @@ PbtMemberResult PbtRun::train(int member, int round, ProgressBoard& board, State
           report.update(m);
           send(MemberState::running);
           if (!output) return;
-          output->append_metrics(m);
+          output->append_metrics(m, trainer.device());
           log.line(
               fmt::format("[epoch {}/{}] round {} {} | train loss {:.4f} | val acc {:.4f} | "
                           "test acc {:.4f} | {:.1f}s",

@@ -103,7 +103,7 @@ void RunOutput::keep_metrics_before(int epoch) {
   write_text_atomically(metrics_path(), kept);
 }
 
-void RunOutput::append_metrics(const EpochMetrics& m) {
+void RunOutput::append_metrics(const EpochMetrics& m, const std::string& device) {
   // Opened on the first epoch, so a run that fails before training leaves no metrics.jsonl behind
   // and the next attempt needs no --fresh; a resumed run appends to the rows it kept.
   if (!metrics_.is_open()) {
@@ -119,7 +119,8 @@ void RunOutput::append_metrics(const EpochMetrics& m) {
                                {"test_accuracy", m.test_accuracy},
                                {"samples_per_s", m.samples_per_s},
                                {"seconds", m.seconds},
-                               {"lr", m.lr}};
+                               {"lr", m.lr},
+                               {"device", device}};
   metrics_ << line.dump() << '\n';
   metrics_.flush();
   if (!metrics_)

@@ -32,7 +32,8 @@ class RunOutput {
   // nor loses a row. Appends go after them.
   void keep_metrics_before(int epoch);
   // Appends one JSON line and flushes it, so a killed job keeps every finished epoch.
-  void append_metrics(const EpochMetrics& m);
+  // `device`: where the epoch's passes ran (Trainer::device()), kept in each row as provenance.
+  void append_metrics(const EpochMetrics& m, const std::string& device);
   // Writes (replaces) a small text file in the directory, such as plan.txt, atomically.
   void write_text(const std::string& name, const std::string& text) const;
   // Where an earlier run was moved, empty if none.

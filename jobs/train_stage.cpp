@@ -145,7 +145,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
                 log.detail(
                     fmt::format("[kernels] {}: oneDNN {}", conv->name(), conv->implementation()));
           first_epoch = false;
-          output->append_metrics(m);
+          output->append_metrics(m, trainer.device());
           report.update(m);
           send(MemberState::running);
           log.line(fmt::format(

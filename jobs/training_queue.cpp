@@ -54,7 +54,7 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
       out->keep_metrics_before(trainer.position().epoch);
     }
     session->run(job->config.training.epochs, {}, [&](const EpochMetrics& e) {
-      if (out) out->append_metrics(e);
+      if (out) out->append_metrics(e, trainer.device());
     });
     session->save_final_weights(dir / "weights.h5");
     if (job->finish) job->finish(trainer);

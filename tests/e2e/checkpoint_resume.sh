@@ -32,6 +32,7 @@ YAML
 sed 's/dir: out,/dir: ref,/' run.yaml > ref.yaml
 
 expect_exit 0 'done' -- "$STRATA" run ref.yaml
+expect_gpu_training ref
 
 # The final weights and every metrics row but the wall-clock ones, for comparison with ref/.
 fingerprint() {

@@ -47,6 +47,7 @@ output: {dir: out, progress_seconds: 100}
 YAML
 sed 's/dir: out/dir: ref/' pipeline.yaml > ref.yaml
 expect_exit 0 '\[transfer\] test acc .* fine-tuned' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
+expect_gpu_training ref
 
 /usr/bin/python3 - ref <<'PY' || fails=$((fails + 1))
 import json, sys

@@ -41,4 +41,13 @@ moved, cpu = ([json.loads(l) for l in open(p)][-1]["test_accuracy"] for p in sys
 assert abs(moved - cpu) < 0.01, (moved, cpu)
 print(f"ok: resumed on the CPU: test accuracy {moved:.4f} ({cpu:.4f} all on the CPU)")
 PY
+# Each metrics row says where its epoch ran: the moved run's first epoch on the GPU, its second,
+# resumed mid-epoch, on the CPU.
+/usr/bin/python3 - gpu/metrics.jsonl cpu/metrics.jsonl moved/metrics.jsonl <<'PY' || fails=$((fails + 1))
+import json, sys
+gpu, cpu, moved = ([json.loads(l)["device"] for l in open(p)] for p in sys.argv[1:])
+assert all(d.startswith("GPU ") for d in gpu) and set(cpu) == {"CPU"}, (gpu, cpu)
+assert moved == [gpu[0], "CPU"], moved
+print(f"ok: metrics rows name the device: {moved}")
+PY
 finish

@@ -23,6 +23,7 @@ grep -q 'generations: 3' search.yaml && grep -q 'choice: \[16, 32\]' search.yaml
   { echo "FAIL: configs/fashion_hpo.yaml no longer matches this test's edits"; exit 1; }
 sed 's/dir: out/dir: ref/' search.yaml > ref.yaml
 expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
+expect_gpu_training ref
 
 best_of() { /usr/bin/python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["best"]; print(b["trial"], b["fitness"], b["params"])' "$1/hpo_summary.json"; }
 trials_without_timing ref > ref.txt

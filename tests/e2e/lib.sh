@@ -22,6 +22,25 @@ expect_exit() {
   fi
 }
 
+# On a GPU machine run.device's default (auto) trains on the GPU, so these CPU tests check the GPU
+# path there. tests/gpu/device_checks.sh sets STRATA_E2E_EXPECT_GPU=1: then every epoch row of every
+# metrics.jsonl under run directory $1 (each training, trial and member) must say it ran on a GPU.
+# Elsewhere it checks nothing.
+expect_gpu_training() {
+  [ -n "${STRATA_E2E_EXPECT_GPU:-}" ] || return 0
+  /usr/bin/python3 - "$1" <<'PY' || fails=$((fails + 1))
+import json, pathlib, sys
+files = sorted(pathlib.Path(sys.argv[1]).rglob("metrics.jsonl"))
+rows = [(f, json.loads(l)) for f in files for l in open(f) if l.strip()]
+off = [f"{f}: epoch {r['epoch']} on {r.get('device')}" for f, r in rows
+       if not str(r.get("device", "")).startswith("GPU")]
+if not rows or off:
+    print(f"FAIL: not every training in {sys.argv[1]} ran on the GPU:", off[:3] or "no metrics rows")
+    sys.exit(1)
+print(f"ok: all {len(rows)} epochs of {len(files)} trainings in {sys.argv[1]} ran on {rows[0][1]['device']}")
+PY
+}
+
 finish() {
   if [ "$fails" -gt 0 ]; then echo "$fails check(s) failed"; exit 1; fi
   echo "all checks passed"

@@ -20,6 +20,7 @@ grep -q 'population: 4' pbt.yaml && grep -q 'epochs: 3' pbt.yaml ||
   { echo "FAIL: configs/fashion_pbt.yaml no longer matches this test's edits"; exit 1; }
 sed 's/dir: out/dir: ref/' pbt.yaml > ref.yaml
 expect_exit 0 '\[pbt\] round 3/3 .*best' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
+expect_gpu_training ref
 
 best_of() { /usr/bin/python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["best"]; print(b["member"], b["fitness"], b["params"], b["lineage"])' "$1/hpo_summary.json"; }
 [ "$(wc -l < ref/pbt.csv)" = 13 ] || { echo "FAIL: the reference run has $(wc -l < ref/pbt.csv) lines in pbt.csv"; exit 1; }

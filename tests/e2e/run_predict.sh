@@ -13,11 +13,13 @@ lines=$(wc -l < out/metrics.jsonl)
 /usr/bin/python3 - out/metrics.jsonl <<'PY' || fails=$((fails + 1))
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-need = {"epoch", "train_loss", "val_accuracy", "test_accuracy", "samples_per_s", "seconds"}
+need = {"epoch", "train_loss", "val_accuracy", "test_accuracy", "samples_per_s", "seconds", "device"}
 for r in rows:
     missing = need - r.keys()
     assert not missing, f"metrics.jsonl lacks {missing}"
 assert [r["epoch"] for r in rows] == [1, 2]
+# Where the passes ran: the CPU here, or under run.device auto the GPU where there is one.
+assert all(r["device"] == "CPU" or r["device"].startswith("GPU ") for r in rows), rows
 assert 0.5 < rows[-1]["test_accuracy"] < 0.99, f"subset test accuracy {rows[-1]['test_accuracy']} <= 0.9"
 print("ok: metrics.jsonl has the keys; final test accuracy", rows[-1]["test_accuracy"])
 PY

@@ -35,6 +35,7 @@ stages:
 output: {dir: few, progress_seconds: 100}
 YAML
 expect_exit 0 '\[transfer\] test acc .* fine-tuned, .* from scratch' -- "$MPIEXEC" -n 2 "$STRATA" run few.yaml
+expect_gpu_training few
 
 /usr/bin/python3 - <<'PY' || fails=$((fails + 1))
 import json, h5py, numpy as np

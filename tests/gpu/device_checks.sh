@@ -2,15 +2,16 @@
 # The GPU checks, on a machine with a GPU but none of strata's Debian packages (the lent CUDA
 # machines): unpacks the bundle of tests/gpu/make_device_bundle.sh and runs, each under a time
 # limit, the gpu unit tests, the Fashion-MNIST GPU training against the CPU (tests/e2e/gpu_train.sh,
-# when the bundle carries the data), the split-model test with two ranks sharing the GPU, the
-# multi-GPU tests when there are two GPUs or more, the training benchmark against PyTorch on the
-# same GPU, the NCCL bandwidth benchmark, and the whole Fashion-MNIST CNN training on the GPU and on
+# when the bundle carries the data), six CPU end-to-end tests with their trainings on the GPU
+# (checkpoints, searches, PBT, transfer, the combined workflow), the split-model test with two ranks
+# sharing the GPU, the multi-GPU tests when there are two GPUs or more, the training benchmark
+# against PyTorch on the same GPU, the NCCL bandwidth benchmark, and the whole Fashion-MNIST CNN training on the GPU and on
 # the CPU (tests/bench/run_gpu_fashion_bench.sh). Run from the repo root (the benchmarks read configs/
 # and tests/bench/ there):
 #
 #   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
 #
-# The limits keep the whole run inside about 8 minutes, so that a lent machine's 15 minutes leave
+# The limits keep the whole run inside about 10 minutes, so that a lent machine's 15 minutes leave
 # room for a second try. Each check's log is one file: the device tool brings back at most 8.
 #
 # Logs and summary.txt (one line per check with its exit status; 77 = skipped) go to $OUT, else
@@ -38,6 +39,7 @@ print(":".join(sorted({os.path.dirname(p) for r in roots
 PY
 )"
 export LD_LIBRARY_PATH="$dir/lib:${wheel_libs}:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+ln -sf mpiexec.hydra "$dir/bin/mpiexec"  # the e2e scripts look for mpiexec.mpich or mpiexec
 export PATH="$dir/bin:$PATH"
 export HYDRA_LAUNCHER=fork OMP_WAIT_POLICY=PASSIVE STRATA_TORCH_PYTHON="$python"
 gpus="$(nvidia-smi --list-gpus 2>/dev/null | wc -l)"
@@ -70,6 +72,16 @@ if [ -f "$root/data/fashion_mnist.h5" ]; then
   check e2e_gpu_train 150 bash tests/e2e/gpu_train.sh "$dir/bin/strata"
 fi
 check split_shared_gpu 90 mpiexec.hydra -n 2 strata_gpu_shared_tests
+if [ -f "$root/data/fashion_mnist.h5" ]; then
+  # CPU end-to-end tests where run.device auto means the GPU (up to 4 ranks sharing it): a
+  # training killed and resumed bit-identically, searches and PBT killed and resumed, transfer with
+  # a frozen trunk, the search -> ensemble -> transfer workflow. Every training must run on the GPU.
+  STRATA_E2E_EXPECT_GPU=1 check e2e_on_gpu 300 bash -c 'rc=0
+    for t in run_predict checkpoint_resume transfer_run hpo_resume pbt_resume combined_run; do
+      echo "== $t"; bash "tests/e2e/$t.sh" "$0" || rc=1
+    done
+    exit $rc' "$dir/bin/strata"
+fi
 if [ "$gpus" -ge 2 ]; then
   check gpu_mpi_n2 120 mpiexec.hydra -n 2 strata_gpu_mpi_tests
   [ "$gpus" -ge 4 ] && check gpu_model_parallel_n4 120 mpiexec.hydra -n 4 strata_gpu_mpi_tests '[model_parallel]'
