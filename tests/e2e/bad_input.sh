@@ -89,7 +89,7 @@ YAML
 expect_exit 0 'done' -- bash -c "cd / && '$STRATA' run '$work/project/configs/rel.yaml' --set output.dir='$work/rel_out'"
 # A Keras-style file (x_train/y_train, float32 images in [0, 1], int64 labels, no num_classes)
 # trains through data.images/data.labels to the same accuracy as the uint8 file it came from.
-/usr/bin/python3 - "$work/full.h5" "$work/keras.h5" <<'PY'
+"$PYTHON3" - "$work/full.h5" "$work/keras.h5" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
     for split in ("train", "test"):
@@ -108,7 +108,7 @@ done
 sed -i 's|path: full.h5,|path: keras.h5, images: "x_{split}", labels: "y_{split}",|' reals.yaml
 expect_exit 0 'done' -- "$STRATA" run bytes.yaml
 expect_exit 0 'done' -- "$STRATA" run reals.yaml
-/usr/bin/python3 - out_bytes/metrics.jsonl out_reals/metrics.jsonl <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - out_bytes/metrics.jsonl out_reals/metrics.jsonl <<'PY' || fails=$((fails + 1))
 import json, sys
 a, b = (json.loads(open(p).readline()) for p in sys.argv[1:])
 ok = abs(a["test_accuracy"] - b["test_accuracy"]) <= 0.002 and a["test_accuracy"] > 0.6

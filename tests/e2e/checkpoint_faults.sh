@@ -56,7 +56,7 @@ same_as_ref "truncated newest checkpoint"
 
 # One flipped byte inside a tensor's data: the checksum finds it.
 restore
-/usr/bin/python3 - "$(newest)" <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - "$(newest)" <<'PY' || fails=$((fails + 1))
 import sys, h5py
 path = sys.argv[1]
 with h5py.File(path, "r") as f:

@@ -49,7 +49,7 @@ sed 's/dir: out/dir: ref/' pipeline.yaml > ref.yaml
 expect_exit 0 '\[transfer\] test acc .* fine-tuned' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
 expect_gpu_training ref
 
-/usr/bin/python3 - ref <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - ref <<'PY' || fails=$((fails + 1))
 import json, sys
 d = sys.argv[1]
 r = json.load(open(f"{d}/ensemble_report.json"))
@@ -79,7 +79,7 @@ PY
 
 # strata predict on the ensemble gives the report's accuracies, to the last digit.
 "$STRATA" predict ref.yaml ref > predict.txt 2>&1 || { echo "FAIL: predict on the ensemble"; cat predict.txt; fails=$((fails + 1)); }
-/usr/bin/python3 - ref/ensemble_report.json predict.txt <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - ref/ensemble_report.json predict.txt <<'PY' || fails=$((fails + 1))
 import json, re, sys
 r = json.load(open(sys.argv[1]))
 got = dict(re.findall(r"(\w+): test accuracy (\S+)", open(sys.argv[2]).read()))
@@ -124,7 +124,7 @@ variations subsets '{feature_subsets: [{rows: [0, 4]}, {rows: [4, 8]}, {cols: [2
 expect_exit 0 'ensemble\] 3 members \(1 config\(s\) x 3\)' -- "$MPIEXEC" -n 2 "$STRATA" run seeds.yaml
 expect_exit 0 'ensemble\] 2 members \(1 config\(s\) x 2\)' -- "$MPIEXEC" -n 2 "$STRATA" run bagging.yaml
 expect_exit 0 'ensemble\] 3 members \(1 config\(s\) x 3\)' -- "$MPIEXEC" -n 2 "$STRATA" run subsets.yaml
-/usr/bin/python3 - <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - <<'PY' || fails=$((fails + 1))
 import json
 s = json.load(open("seeds/ensemble_report.json"))
 assert [m["variation"] for m in s["members"]] == ["seed 0", "seed 1", "seed 2"]

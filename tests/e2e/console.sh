@@ -17,7 +17,7 @@ YAML
 start=$EPOCHREALTIME
 timeout 300 "$MPIEXEC" -n 4 "$STRATA" run console.yaml > quiet.log 2>&1 || { echo "FAIL: the run failed"; cat quiet.log; exit 1; }
 end=$EPOCHREALTIME
-/usr/bin/python3 - quiet.log "$start" "$end" "$work/quiet" <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - quiet.log "$start" "$end" "$work/quiet" <<'PY' || fails=$((fails + 1))
 import re, sys, os
 lines = open(sys.argv[1]).read().splitlines()
 wall, out = float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4]
@@ -54,7 +54,7 @@ sys.exit(1 if problems else 0)
 PY
 sed "s|dir: $work/quiet|dir: $work/verbose|" console.yaml > verbose.yaml
 timeout 300 "$MPIEXEC" -n 4 "$STRATA" run verbose.yaml --verbose > verbose.log 2>&1 || { echo "FAIL: the verbose run failed"; fails=$((fails + 1)); }
-/usr/bin/python3 - verbose.log <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - verbose.log <<'PY' || fails=$((fails + 1))
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 epochs = [l for l in lines if "[epoch " in l]

@@ -11,7 +11,7 @@ config="$root/configs/parallel.yaml"
 fast=(--steps 20 --repeats 1 --set data.train_subset=2000 --set run.threads=0)
 
 expect_exit 0 'wrote cal.json' -- "$MPIEXEC" -n 2 "$STRATA" calibrate "$config" "${fast[@]}" --out cal.json
-/usr/bin/python3 - cal.json <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - cal.json <<'PY' || fails=$((fails + 1))
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["format"] == "strata-calibration" and c["local_batch"] == 32, c
@@ -34,7 +34,7 @@ predict=("${plan[@]}" --calibration cal.json)
 expect_exit 0 '^\| 4 \| 1 \| 2 x 2 x 1 \| 64 \| ' -- "${predict[@]}" --ranks 2,4 --network local
 expect_exit 0 '^\| 2 \| 2 \| 1 x 2 x 1 \| 64 \| ' -- "${predict[@]}" --ranks 2,4 --ranks-per-node 1
 out="$("${predict[@]}" --ranks 4,8 --ranks-per-node 1 --network slingshot --set parallel.model=2)"
-/usr/bin/python3 - "$out" <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - "$out" <<'PY' || fails=$((fails + 1))
 import sys
 rows = [l.split("|")[1:-1] for l in sys.argv[1].splitlines() if l.startswith("| 4 ") or l.startswith("| 8 ")]
 assert len(rows) == 2, sys.argv[1]
@@ -48,7 +48,7 @@ PY
 # The faster the network, the shorter the predicted step of a group spread over nodes.
 slow="$("${predict[@]}" --ranks 4 --ranks-per-node 1 --inter-gbs 0.01 | awk -F'|' '/^\| 4 /{print $7}')"
 fast_net="$("${predict[@]}" --ranks 4 --ranks-per-node 1 --inter-gbs 100 | awk -F'|' '/^\| 4 /{print $7}')"
-if /usr/bin/python3 -c "import sys; sys.exit(not float('$slow') > float('$fast_net'))"; then
+if "$PYTHON3" -c "import sys; sys.exit(not float('$slow') > float('$fast_net'))"; then
   echo "ok: --inter-gbs 0.01 predicts $slow ms, 100 GB/s $fast_net ms"
 else
   echo "FAIL: a slower network did not lengthen the step ($slow vs $fast_net ms)"; fails=$((fails + 1))
@@ -68,7 +68,7 @@ expect_exit 2 'calibrate under mpiexec -n 2' -- \
 # A split that 2 ranks cannot halve (a config meant for M = 3) is calibrated unsplit, not aborted.
 expect_exit 0 'does not divide over 2 ranks' -- "$MPIEXEC" -n 2 "$STRATA" calibrate "$config" "${fast[@]}" \
   --set 'model.layers[7].dense.units=129' --out odd.json
-if /usr/bin/python3 -c 'import json, sys; sys.exit("split_over_2" in json.load(open("odd.json")))'; then
+if "$PYTHON3" -c 'import json, sys; sys.exit("split_over_2" in json.load(open("odd.json")))'; then
   echo "ok: the odd split's calibration has no split step"
 else
   echo "FAIL: odd.json has a split step"; fails=$((fails + 1))

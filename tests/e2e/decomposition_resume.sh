@@ -74,7 +74,7 @@ output: {dir: $1, progress_seconds: 100}
 checkpoint: {every_steps: 20}
 YAML
 }
-accuracy() { /usr/bin/python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["test_accuracy"])' "$1/metrics.jsonl"; }
+accuracy() { "$PYTHON3" -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["test_accuracy"])' "$1/metrics.jsonl"; }
 write_split ref4 2 > ref4.yaml
 write_split ref1 1 > ref1.yaml
 expect_exit 0 'global batch 64 \(1 micro-batch\(es\) x 2 replicas x 32\)' -- "$MPIEXEC" -n 4 "$STRATA" run ref4.yaml
@@ -89,7 +89,7 @@ for ranks in 2 1; do
   STRATA_FAULT=stop_at_step=150 expect_exit 75 'stopped by a signal at epoch 2 step 67' -- "$MPIEXEC" -n 4 "$STRATA" run split4.yaml
   expect_exit 0 "resume\] from .*epoch 2/2 step 67/84 \(global step 151\), written on G 1 x D 2 x M 2" -- "$MPIEXEC" -n "$ranks" "$STRATA" run resumed.yaml
   a=$(accuracy out)
-  if /usr/bin/python3 -c "import sys; a, b, c, t = map(float, sys.argv[1:]); sys.exit(not (abs(a - b) <= t and abs(c - b) <= t))" "$a" "$a4" "$a1" "$tolerance"; then
+  if "$PYTHON3" -c "import sys; a, b, c, t = map(float, sys.argv[1:]); sys.exit(not (abs(a - b) <= t and abs(c - b) <= t))" "$a" "$a4" "$a1" "$tolerance"; then
     echo "ok: D=2 x M=2 resumed on $ranks rank(s): test accuracy $a, uninterrupted $a4 (1 rank: $a1), within $tolerance"
   else echo "FAIL: resumed on $ranks rank(s): test accuracy $a against $a4 (1 rank: $a1), tolerance $tolerance"; fails=$((fails + 1)); fi
 done

@@ -12,9 +12,9 @@ check_accuracy() {
     echo "FAIL: $config did not run"; tail -5 "$work/$name.log"; fails=$((fails + 1)); return
   fi
   local acc
-  acc=$(/usr/bin/python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["test_accuracy"])' \
+  acc=$("$PYTHON3" -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1]["test_accuracy"])' \
     "$work/$name/metrics.jsonl")
-  if /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= $floor else 1)"; then
+  if "$PYTHON3" -c "import sys; sys.exit(0 if $acc >= $floor else 1)"; then
     echo "ok: $config test accuracy $acc >= $floor ($((SECONDS - t0)) s)"
   else
     echo "FAIL: $config test accuracy $acc < $floor"; grep '^\[epoch' "$work/$name.log"; fails=$((fails + 1))

@@ -24,7 +24,7 @@ fi
 sed -e 's/device: cuda/device: cpu/' -e 's|dir: gpu|dir: cpu|' gpu.yaml > cpu.yaml
 expect_exit 0 '\[device\] CPU' -- "$STRATA" run cpu.yaml
 # Test accuracy of the last epoch on either device: the same training up to float rounding.
-/usr/bin/python3 - gpu/metrics.jsonl cpu/metrics.jsonl <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - gpu/metrics.jsonl cpu/metrics.jsonl <<'PY' || fails=$((fails + 1))
 import json, sys
 gpu, cpu = ([json.loads(l) for l in open(p)][-1]["test_accuracy"] for p in sys.argv[1:])
 assert gpu > 0.85 and abs(gpu - cpu) < 0.01, (gpu, cpu)
@@ -35,7 +35,7 @@ sed -e 's|dir: gpu|dir: moved|' gpu.yaml > moved.yaml
 STRATA_FAULT=stop_at_step=300 expect_exit 75 'exit 75' -- "$STRATA" run moved.yaml
 sed -i 's/device: cuda/device: cpu/' moved.yaml
 expect_exit 0 '\[resume\].*epoch 2/2 step [0-9]+/' -- "$STRATA" run moved.yaml
-/usr/bin/python3 - moved/metrics.jsonl cpu/metrics.jsonl <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - moved/metrics.jsonl cpu/metrics.jsonl <<'PY' || fails=$((fails + 1))
 import json, sys
 moved, cpu = ([json.loads(l) for l in open(p)][-1]["test_accuracy"] for p in sys.argv[1:])
 assert abs(moved - cpu) < 0.01, (moved, cpu)
@@ -43,7 +43,7 @@ print(f"ok: resumed on the CPU: test accuracy {moved:.4f} ({cpu:.4f} all on the 
 PY
 # Each metrics row says where its epoch ran: the moved run's first epoch on the GPU, its second,
 # resumed mid-epoch, on the CPU.
-/usr/bin/python3 - gpu/metrics.jsonl cpu/metrics.jsonl moved/metrics.jsonl <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - gpu/metrics.jsonl cpu/metrics.jsonl moved/metrics.jsonl <<'PY' || fails=$((fails + 1))
 import json, sys
 gpu, cpu, moved = ([json.loads(l)["device"] for l in open(p)] for p in sys.argv[1:])
 assert all(d.startswith("GPU ") for d in gpu) and set(cpu) == {"CPU"}, (gpu, cpu)

@@ -33,7 +33,7 @@ write still 'lr_groups: [{layers: [trunk], lr_scale: 0}]' > still.yaml
 expect_exit 0 '\[hierarchy\] test acc .* hierarchical \([0-9]+ parameters\), .* flat' -- "$MPIEXEC" -n 2 "$STRATA" run learn.yaml
 expect_exit 0 '\[hierarchy\] report' -- "$MPIEXEC" -n 2 "$STRATA" run still.yaml
 
-/usr/bin/python3 - <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - <<'PY' || fails=$((fails + 1))
 import json, h5py, numpy as np
 r = json.load(open("learn/hierarchy_report.json"))
 assert r["super_classes"] == {"tops": [0, 2, 3, 4, 6], "footwear": [5, 7, 9], "other": [1, 8]}, r

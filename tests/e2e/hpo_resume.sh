@@ -25,7 +25,7 @@ sed 's/dir: out/dir: ref/' search.yaml > ref.yaml
 expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run ref.yaml
 expect_gpu_training ref
 
-best_of() { /usr/bin/python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["best"]; print(b["trial"], b["fitness"], b["params"])' "$1/hpo_summary.json"; }
+best_of() { "$PYTHON3" -c 'import json,sys; b=json.load(open(sys.argv[1]))["best"]; print(b["trial"], b["fitness"], b["params"])' "$1/hpo_summary.json"; }
 trials_without_timing ref > ref.txt
 best_of ref > ref_best.txt
 [ "$(wc -l < ref.txt)" = 22 ] || { echo "FAIL: the reference search has $(wc -l < ref.txt) trials"; exit 1; }
@@ -111,7 +111,7 @@ killed_and_resumed() {
   [ "$kept" -ge "$kill_after" ] && [ "$kept" -lt "$trials" ] || { echo "FAIL: the $name search was not killed mid-way"; fails=$((fails + 1)); }
   expect_exit 0 '\[resume\] hpo: [0-9]+ trials replayed from the journal' -- "$MPIEXEC" -n 2 "$STRATA" run "$name.yaml"
   if [ "$(head -n $((kept + 1)) "$name/trials.csv")" = "$(cat "${name}_killed.csv")" ] &&
-     /usr/bin/python3 - "$name/trials.csv" "$trials" <<'PY'
+     "$PYTHON3" - "$name/trials.csv" "$trials" <<'PY'
 import csv, sys
 ids = [int(r["trial"]) for r in csv.DictReader(open(sys.argv[1]))]
 n = int(sys.argv[2])
@@ -145,7 +145,7 @@ grep -q '^\[hpo\] gp search' default_killed.log || { echo "FAIL: the default sea
 # The killed journal with two rows swapped is another search's: the resume refuses it before
 # anything runs, naming the trial.
 rm -rf async && mv async_killed async
-/usr/bin/python3 - async/trials.jsonl <<'PY'
+"$PYTHON3" - async/trials.jsonl <<'PY'
 import sys
 rows = open(sys.argv[1]).read().splitlines(keepends=True)
 rows[5], rows[25] = rows[25], rows[5]

@@ -117,7 +117,7 @@ stages:
 output: {dir: $work/fashion_prune}
 YAML
 expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs, [1-9][0-9]* stopped early by the median rule in .*stopped: max_epochs' -- "$MPIEXEC" -n 2 "$STRATA" run fashion_prune.yaml
-/usr/bin/python3 - "$work/fashion_prune" <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - "$work/fashion_prune" <<'PY' || fails=$((fails + 1))
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1] + "/trials.jsonl")]
 trained = [r for r in rows if r["status"] != "cached"]
@@ -153,12 +153,12 @@ fi
 
 # best.yaml is a plain config that runs as it is, and predict on the best weights gives the best
 # trial's test accuracy.
-best_test=$(/usr/bin/python3 -c 'import json,sys; d=sys.argv[1]; b=json.load(open(d+"/hpo_summary.json"))["best"]["trial"]; print(repr([json.loads(l) for l in open(d+"/trials.jsonl") if json.loads(l)["trial"] == b][0]["test_accuracy"]))' "$work/fashion")
+best_test=$("$PYTHON3" -c 'import json,sys; d=sys.argv[1]; b=json.load(open(d+"/hpo_summary.json"))["best"]["trial"]; print(repr([json.loads(l) for l in open(d+"/trials.jsonl") if json.loads(l)["trial"] == b][0]["test_accuracy"]))' "$work/fashion")
 expect_exit 0 "test accuracy $best_test " -- "$STRATA" predict "$work/fashion/best.yaml" "$work/fashion/best_weights.h5"
 grep -q '^stages' "$work/fashion/best.yaml" && { echo "FAIL: best.yaml still has a stages section"; fails=$((fails + 1)); }
 expect_exit 0 'epoch 1/1\] train loss' -- "$STRATA" run "$work/fashion/best.yaml"
 
-/usr/bin/python3 - "$work" <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - "$work" <<'PY' || fails=$((fails + 1))
 import csv, json, sys
 work = sys.argv[1]
 for name, dims in (("function", 10), ("fashion", 7), ("fashion_d2", 7), ("fashion_timeout", 7),

@@ -3,6 +3,9 @@ set -uo pipefail
 fails=0
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+# The tests' Python, with h5py and numpy: Debian's (jobs/install_deps.sh installs them), not a pyenv
+# one on PATH; STRATA_TEST_PYTHON names another (tests/gpu/device_checks.sh: the GPU machine's).
+PYTHON3="${STRATA_TEST_PYTHON:-/usr/bin/python3}"
 
 # expect_exit CODE PATTERN -- CMD...: runs CMD, checks its exit code and that stderr+stdout match PATTERN.
 expect_exit() {
@@ -28,7 +31,7 @@ expect_exit() {
 # Elsewhere it checks nothing.
 expect_gpu_training() {
   [ -n "${STRATA_E2E_EXPECT_GPU:-}" ] || return 0
-  /usr/bin/python3 - "$1" <<'PY' || fails=$((fails + 1))
+  "$PYTHON3" - "$1" <<'PY' || fails=$((fails + 1))
 import json, pathlib, sys
 files = sorted(pathlib.Path(sys.argv[1]).rglob("metrics.jsonl"))
 rows = [(f, json.loads(l)) for f in files for l in open(f) if l.strip()]
@@ -48,7 +51,7 @@ finish() {
 
 # metrics.jsonl of run directory $1 without the wall-clock fields, one row per line.
 metrics_without_timing() {
-  /usr/bin/python3 -c '
+  "$PYTHON3" -c '
 import json, sys
 for line in open(sys.argv[1]):
     print({k: v for k, v in json.loads(line).items() if k not in ("seconds", "samples_per_s")})' "$1/metrics.jsonl"
@@ -57,7 +60,7 @@ for line in open(sys.argv[1]):
 # trials.csv of run directory $1 by trial id, without the columns that depend on timing and on
 # which member group ran a trial.
 trials_without_timing() {
-  /usr/bin/python3 - "$1/trials.csv" <<'PY'
+  "$PYTHON3" - "$1/trials.csv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 for r in sorted(rows, key=lambda r: int(r["trial"])):

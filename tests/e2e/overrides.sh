@@ -21,7 +21,7 @@ for task in 1 2 3; do
   expect_exit 0 "Results: runs/task$task/members/<m>/metrics.jsonl" -- \
     env STRATA_TEST_ID="task$task" "$MPIEXEC" -n 2 "$STRATA" run array.yaml --set run.seed=$((task * 10)) --set data.synthetic.train=400
 done
-/usr/bin/python3 - <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - <<'PY' || fails=$((fails + 1))
 import json
 rows = {t: [json.loads(l) for l in open(f"runs/task{t}/members/0/metrics.jsonl")] for t in (1, 2, 3)}
 assert all(len(r) == 2 for r in rows.values()), rows

@@ -16,7 +16,7 @@ for g in 0 1; do
   [ "$(wc -l < out/members/$g/metrics.jsonl)" = 1 ] || { echo "FAIL: members/$g/metrics.jsonl"; fails=$((fails + 1)); }
   [ -f out/members/$g/weights.h5 ] || { echo "FAIL: members/$g/weights.h5 missing"; fails=$((fails + 1)); }
   # The stage publishes each member's weights for later stages (artifacts.json).
-  /usr/bin/python3 -c 'import json,sys; m=json.load(open("out/artifacts.json"))["train.model"]["members"][int(sys.argv[1])]; assert m["weights"] == f"members/{sys.argv[1]}/weights.h5", m' "$g" ||
+  "$PYTHON3" -c 'import json,sys; m=json.load(open("out/artifacts.json"))["train.model"]["members"][int(sys.argv[1])]; assert m["weights"] == f"members/{sys.argv[1]}/weights.h5", m' "$g" ||
     { echo "FAIL: artifacts.json lacks member $g's weights"; fails=$((fails + 1)); }
 done
 grep -q 'group 1: ranks 2-3' out/plan.txt || { echo "FAIL: plan.txt lacks the group layout"; fails=$((fails + 1)); }
@@ -36,7 +36,7 @@ h5ls -r out_mp/weights.h5 | grep -q '/weights/dense_7/weight  *Dataset {128, 512
 # The sharded sums round differently from the whole ones, so a borderline sample may flip: compare
 # the loss closely and the accuracy to within a sample or two.
 predicted="$("$STRATA" predict model_parallel.yaml out_mp/weights.h5)"
-/usr/bin/python3 - out_mp/metrics.jsonl "$predicted" <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - out_mp/metrics.jsonl "$predicted" <<'PY' || fails=$((fails + 1))
 import json, re, sys
 last = [json.loads(l) for l in open(sys.argv[1])][-1]
 acc, loss = map(float, re.search(r"test accuracy ([0-9.]+) loss ([0-9.]+)", sys.argv[2]).groups())

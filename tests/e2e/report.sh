@@ -55,7 +55,7 @@ else
     echo "ok: chromium rendered the page with no console message"
   fi
   grep -q '<svg' dom.html && grep -q 'Ensemble' dom.html || { echo "FAIL: the rendered DOM lacks the charts"; fails=$((fails + 1)); }
-  /usr/bin/python3 - shot.png <<'PY' || fails=$((fails + 1))
+  "$PYTHON3" - shot.png <<'PY' || fails=$((fails + 1))
 import struct, sys, zlib
 import numpy as np
 data = open(sys.argv[1], "rb").read()

@@ -10,7 +10,7 @@ write_synthetic_config "$work/out" | sed "s|source: synthetic|source: hdf5\n  pa
 expect_exit 0 '\[train\] epoch 1/2 step [0-9]+/84 loss' -- "$STRATA" run synth.yaml
 lines=$(wc -l < out/metrics.jsonl)
 [ "$lines" = 2 ] || { echo "FAIL: metrics.jsonl has $lines lines, expected 2"; fails=$((fails + 1)); }
-/usr/bin/python3 - out/metrics.jsonl <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - out/metrics.jsonl <<'PY' || fails=$((fails + 1))
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 need = {"epoch", "train_loss", "val_accuracy", "test_accuracy", "samples_per_s", "seconds", "device"}
@@ -27,7 +27,7 @@ h5ls -r out/weights.h5 | grep -q '/weights/conv2d_0/weight  *Dataset {4, 1, 3, 3
   || { echo "FAIL: weights.h5 lacks /weights/conv2d_0/weight [4,1,3,3]"; h5ls -r out/weights.h5; fails=$((fails + 1)); }
 
 # Exactly the run's numbers, on another thread count than the run's 2.
-want=$(/usr/bin/python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; print(repr(r["test_accuracy"]), "loss", repr(r["test_loss"]))' out/metrics.jsonl)
+want=$("$PYTHON3" -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; print(repr(r["test_accuracy"]), "loss", repr(r["test_loss"]))' out/metrics.jsonl)
 expect_exit 0 "test accuracy $want " -- "$STRATA" predict synth.yaml out/weights.h5 --threads 1
 expect_exit 0 "test accuracy $want " -- "$STRATA" predict synth.yaml out/weights.h5 --threads 3
 

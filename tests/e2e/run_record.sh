@@ -16,7 +16,7 @@ YAML
 STRATA_RECORD_ID=r1 ONEDNN_MAX_CPU_ISA=AVX2 expect_exit 0 '\[run\] done' -- \
   "$MPIEXEC" -n 4 "$STRATA" run record.yaml --set training.epochs=3
 STRATA_RECORD_ID=r1 expect_exit 0 'every stage is done' -- "$MPIEXEC" -n 2 "$STRATA" run record.yaml --set training.epochs=3
-/usr/bin/python3 - runs/r1/run.json <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - runs/r1/run.json <<'PY' || fails=$((fails + 1))
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = r["config"]
@@ -52,7 +52,7 @@ PY
 # A run that fails records its exit status and error.
 sed -e 's|source: synthetic, synthetic: {[^}]*}|source: hdf5, path: absent.h5|' record.yaml > failing.yaml
 STRATA_RECORD_ID=r2 expect_exit 3 'absent.h5' -- "$STRATA" run failing.yaml
-/usr/bin/python3 - runs/r2/run.json <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - runs/r2/run.json <<'PY' || fails=$((fails + 1))
 import json, sys
 a = json.load(open(sys.argv[1]))["allocations"][-1]
 ok = a["exit_status"] == 3 and "absent.h5" in a.get("error", "") and a["ended"]

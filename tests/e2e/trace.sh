@@ -23,7 +23,7 @@ parallel: {data: 2, max_global_batch: 64, allreduce: mpi}
 output: {dir: traced, trace: true}
 YAML
 expect_exit 0 'trace of 2 rank\(s\) in .*traced/trace.json' -- "$MPIEXEC" -n 2 "$STRATA" run trace.yaml
-/usr/bin/python3 - traced/trace.json <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - traced/trace.json <<'PY' || fails=$((fails + 1))
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 complete = [e for e in events if e["ph"] == "X"]
@@ -48,7 +48,7 @@ PY
 # With allreduce auto, 2 replicas on one node sum through the shared window: one sum per step.
 sed -e 's/dir: traced/dir: window/' -e 's/, allreduce: mpi//' trace.yaml > window.yaml
 expect_exit 0 'trace of 2 rank' -- "$MPIEXEC" -n 2 "$STRATA" run window.yaml
-/usr/bin/python3 - window/trace.json <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - window/trace.json <<'PY' || fails=$((fails + 1))
 import json, sys
 complete = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
 for rank in (0, 1):

@@ -37,7 +37,7 @@ YAML
 expect_exit 0 '\[transfer\] test acc .* fine-tuned, .* from scratch' -- "$MPIEXEC" -n 2 "$STRATA" run few.yaml
 expect_gpu_training few
 
-/usr/bin/python3 - <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - <<'PY' || fails=$((fails + 1))
 import json, h5py, numpy as np
 r = json.load(open("few/transfer_report.json"))
 assert r["classes"] == [5, 6, 7, 8, 9] and r["samples_per_class"] == 20, r
@@ -66,7 +66,7 @@ print("ok: few-sample transfer:", {k: r[k]["test_accuracy"] for k in ("fine_tune
 PY
 
 # strata predict on the fine-tuned weights, with the config the stage wrote, reproduces the report.
-want="$(/usr/bin/python3 -c 'import json; print(json.load(open("few/transfer_report.json"))["fine_tuned"]["test_accuracy"])')"
+want="$("$PYTHON3" -c 'import json; print(json.load(open("few/transfer_report.json"))["fine_tuned"]["test_accuracy"])')"
 expect_exit 0 "test accuracy $want " -- "$STRATA" predict few/transfer/0/config.yaml few/transfer/0/weights.h5
 
 # A transfer stage with its own parallel block: the same fine-tuning with the model split over
@@ -76,7 +76,7 @@ sed -e 's/name: trunk}/name: trunk, split: column}/' -e 's/name: out}/name: out,
     -e 's/      compare_scratch: true/      compare_scratch: true\n      parallel: {model: 2}/' \
     -e 's/dir: few/dir: split/' few.yaml > split.yaml
 expect_exit 0 '\[run\] stage 2/2: transfer on G = 1 x D = 1 x M = 2' -- "$MPIEXEC" -n 2 "$STRATA" run split.yaml
-/usr/bin/python3 - <<'PY' || fails=$((fails + 1))
+"$PYTHON3" - <<'PY' || fails=$((fails + 1))
 import h5py, numpy as np
 pre = h5py.File("split/members/0/weights.h5")
 tuned = h5py.File("split/transfer/0/weights.h5")

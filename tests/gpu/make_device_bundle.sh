@@ -30,7 +30,8 @@ for t in "${targets[@]}"; do
   [ -n "$found" ] || { echo "make_device_bundle.sh: $t was not built in $build" >&2; exit 1; }
   cp "$found" "$stage/bin/"
 done
-cp /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy "$stage/bin/"
+# MPICH's launcher, and HDF5's h5dump and h5ls, which the e2e tests read checkpoints with.
+cp /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy /usr/bin/h5dump /usr/bin/h5ls "$stage/bin/"
 # The C and C++ runtimes (all of glibc: its libraries share private symbols) come from the GPU
 # machine's newer system, the CUDA libraries from its CUDA install (or its Python's nvidia-*
 # wheels): both are newer than or the same as what was linked here. Everything else travels.
