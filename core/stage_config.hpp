@@ -17,13 +17,13 @@ void read_stage_parallel(const Reader& list, const ParallelConfig& run,
 // A list of layer names, each with its place in the file (training.freeze, transfer.head).
 std::vector<FrozenLayer> parse_layer_names(const Reader& at);
 
-// training.lr_groups' list of {layers: [names], lr_scale: x} (config.cpp).
+// training.lr_groups' list of {layers: [names], lr_scale: x} (config_sections.cpp).
 std::vector<LrGroup> parse_lr_groups(const Reader& at);
 
-// A list of distinct class labels ("[5, 6, 7]") (config.cpp).
+// A list of distinct class labels ("[5, 6, 7]") (config_sections.cpp).
 std::vector<int> parse_class_list(const Reader& at);
 
-// The parallel section's keys over `base` (config.cpp).
+// The parallel section's keys over `base` (config_sections.cpp).
 ParallelConfig parse_parallel(const MapReader& m, ParallelConfig base);
 
 }  // namespace strata::config_reader
