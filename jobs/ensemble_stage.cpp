@@ -16,6 +16,7 @@
 #include "ensemble/peer_combine.hpp"
 #include "jobs/predictions_file.hpp"
 #include "jobs/training_queue.hpp"
+#include "jobs/training_session.hpp"
 
 namespace strata {
 
@@ -254,8 +255,9 @@ nlohmann::json ensemble_stage(const StageContext& c, const EnsembleSpec& spec,
   // Members that change the data get their own copy of it; the rest share this one.
   const TrainingData shared = load_training_data(c.config);
   if (coordinator) {
-    fmt::print("[ensemble] {} members ({} config(s) x {}) on {} member groups\n", n, bases.size(),
-               variations_of(spec), topology.plan().groups);
+    fmt::print("[ensemble] {} members ({} config(s) x {}) on {} member groups, training {}\n", n,
+               bases.size(), variations_of(spec), topology.plan().groups,
+               trainings_device(c.config));
     std::fflush(stdout);
   }
   const std::vector<bool> done = run_training_queue(

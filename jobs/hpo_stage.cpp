@@ -32,6 +32,7 @@
 #include "jobs/hpo_trial.hpp"
 #include "jobs/pbt_stage.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/training_session.hpp"
 
 namespace strata {
 
@@ -293,8 +294,9 @@ void hpo_stage(const StageContext& c, const HpoSpec& spec) {
           spec.algorithm == SearchAlgorithm::genetic ? "generation" : "batch",
           search->history().size() + 1, search->unfinished().size());
     }
-    fmt::print("[hpo] {} search over {} parameters on {} member groups\n",
-               to_string(spec.algorithm), space.params.size(), groups);
+    fmt::print("[hpo] {} search over {} parameters on {} member groups, {}\n",
+               to_string(spec.algorithm), space.params.size(), groups,
+               config.objective ? "evaluating a function" : "training " + trainings_device(config));
     // Past a few hundred results each GP proposal refits for about 0.4 s on one core: a long
     // search of cheap trainings would spend its time proposing.
     if (spec.algorithm == SearchAlgorithm::gp && spec.trials > long_gp_search)

@@ -343,8 +343,9 @@ void PbtRun::run() {
   if (topology_.world_rank() == 0)
     fmt::print(
         "[pbt] {} members on {} member groups, {} rounds of {} epoch(s); the worst {:.0f}% "
-        "copy the best after each\n",
-        members(), groups(), rounds_, spec_.interval, 100 * spec_.quantile);
+        "copy the best after each; training {}\n",
+        members(), groups(), rounds_, spec_.interval, 100 * spec_.quantile,
+        trainings_device(c_.config));
   const auto start = Clock::now();
   // A stop cut the last round's exploits short: the sources still stand at that round's end.
   if (population_.round() > 1 && exploited_ < population_.round() - 1 &&

@@ -145,6 +145,14 @@ std::unique_ptr<cuda::GpuGradients> gpu_training(const Config& config, const Top
 
 }  // namespace
 
+std::string trainings_device(const Config& config) {
+  const DeviceReport devices = detect_devices();
+  if (config.run.device == DeviceChoice::cpu || !devices.cuda_built || devices.cuda_devices == 0)
+    return "on the CPU";
+  return fmt::format("on GPUs (run.device {}; this node: {})", to_string(config.run.device),
+                     devices.summary);
+}
+
 GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                              const Topology& topology, const Plan& plan, int threads,
                              Trace* trace) {

@@ -39,6 +39,11 @@ struct GroupTraining {
   std::optional<Trainer> trainer;
 };
 
+// Where a stage's trainings run, as this rank's node sees it, for the stage's first console line:
+// "on the CPU", or "on GPUs (run.device auto; this node: 1 CUDA GPU(s) visible (NVIDIA H200))".
+// Never fails (run.device cuda without a GPU fails when the training is built).
+std::string trainings_device(const Config& config);
+
 struct SessionSettings {
   std::filesystem::path checkpoint_dir;  // this training's own checkpoints
   int epochs = 1;
