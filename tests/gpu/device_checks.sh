@@ -12,10 +12,12 @@
 #   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
 #
 # The limits keep the whole run inside about 10 minutes, so that a lent machine's 15 minutes leave
-# room for a second try. Each check's log is one file: the device tool brings back at most 8.
+# room for a second try.
 #
-# Logs and summary.txt (one line per check with its exit status; 77 = skipped) go to $OUT, else
-# ./device-checks/. STRATA_TORCH_PYTHON names the Python with a CUDA torch (default python3).
+# Three files go to $OUT, else ./device-checks/: machine.txt (the GPUs, the libraries found),
+# summary.txt (one line per check with its exit status; 77 = skipped) and checks.log (every check's
+# output, one after another). STRATA_TORCH_PYTHON names the Python with a CUDA torch (default
+# python3).
 set -uo pipefail
 root="$(pwd)"
 bundle="${1:-.device/strata-gpu.tar.xz}"
@@ -62,10 +64,13 @@ check() {  # check NAME SECONDS COMMAND...; STRATA_DEVICE_CHECKS="NAME ..." runs
   shift 2
   [[ -z "${STRATA_DEVICE_CHECKS:-}" || " $STRATA_DEVICE_CHECKS " == *" $name "* ]] || return 0
   echo "== $name" >&2
-  timeout "$seconds" "$@" > "$out/$name.log" 2>&1
+  timeout "$seconds" "$@" > "$dir/$name.log" 2>&1
   local rc=$?
   echo "$name: exit $rc" | tee -a "$out/summary.txt" >&2
-  tail -n 4 "$out/$name.log" >&2
+  # One file for all the logs: the device tool brings back at most 8 files, and a run cut short
+  # still returns the logs of the checks that ended.
+  { echo "===== $name: exit $rc"; cat "$dir/$name.log"; } >> "$out/checks.log"
+  tail -n 4 "$dir/$name.log" >&2
 }
 
 check gpu_tests 120 strata_gpu_tests --durations yes
