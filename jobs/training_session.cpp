@@ -150,7 +150,7 @@ std::string trainings_device(const Config& config) {
   if (config.run.device == DeviceChoice::cpu || !devices.cuda_built || devices.cuda_devices == 0)
     return "on the CPU";
   return fmt::format("on GPUs (run.device {}; this node: {})", to_string(config.run.device),
-                     devices.summary);
+                     devices.detail);
 }
 
 GroupTraining::GroupTraining(const Config& config, const TrainingData& data,

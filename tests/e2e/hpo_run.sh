@@ -75,7 +75,7 @@ sed -e "s|dir: $work/fashion|dir: $work/fashion_d2|" -e 's/batch: {choice: \[16,
 printf 'parallel: {data: 2, max_global_batch: 128, accumulate: auto}\n' >> fashion_d2.yaml
 grep -q 'choice: \[16, 32, 64\]' fashion_d2.yaml || { echo "FAIL: fashion_d2.yaml lacks its batch choice"; fails=$((fails + 1)); }
 expect_exit 0 'local batch: planned for 64, the largest a search trial can have' -- "$STRATA" plan fashion_d2.yaml --ranks 4
-expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
+expect_exit 0 '\[hpo\] .* search over 7 parameters on 2 member groups, training on (the CPU|GPUs \(run.device)' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_d2.yaml
 
 # trial_timeout_s (1 us: less than any step) stops every trial after its first steps, alike on both
 # ranks of each D=2 group; each is recorded as a timeout and the search goes on to its end, which
