@@ -146,9 +146,11 @@ std::unique_ptr<cuda::GpuGradients> gpu_training(const Config& config, const Top
 }  // namespace
 
 std::string trainings_device(const Config& config) {
+  if (config.run.device == DeviceChoice::cpu) return "on the CPU";
+  // auto's decision for both auto and cuda: cuda without a GPU fails on every rank when the
+  // training is built, not on this rank alone while it prints.
   const DeviceReport devices = detect_devices();
-  if (config.run.device == DeviceChoice::cpu || !devices.cuda_built || devices.cuda_devices == 0)
-    return "on the CPU";
+  if (!trains_on_gpu(DeviceChoice::automatic, devices)) return "on the CPU";
   return fmt::format("on GPUs (run.device {}; this node: {})", to_string(config.run.device),
                      devices.detail);
 }
