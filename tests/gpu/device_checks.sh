@@ -2,12 +2,12 @@
 # The GPU checks, on a machine with a GPU but none of strata's Debian packages (the lent CUDA
 # machines): unpacks the bundle of tests/gpu/make_device_bundle.sh and runs, each under a time
 # limit, the gpu unit tests, the Fashion-MNIST GPU training against the CPU (tests/e2e/gpu_train.sh,
-# when the bundle carries the data), six CPU end-to-end tests with their trainings on the GPU
-# (checkpoints, searches, PBT, transfer, the combined workflow), the split-model test with two ranks
-# sharing the GPU, the multi-GPU tests when there are two GPUs or more, the training benchmark
-# against PyTorch on the same GPU, the NCCL bandwidth benchmark, and the whole Fashion-MNIST CNN training on the GPU and on
-# the CPU (tests/bench/run_gpu_fashion_bench.sh). Run from the repo root (the benchmarks read configs/
-# and tests/bench/ there):
+# when the bundle carries the data), four CPU end-to-end tests with their trainings on the GPU
+# (checkpoints, transfer, PBT, the combined workflow), the split-model test with two ranks sharing
+# the GPU, the multi-GPU tests when there are two GPUs or more, the training benchmark against
+# PyTorch on the same GPU, the NCCL bandwidth benchmark, and the whole Fashion-MNIST CNN training
+# on the GPU and on the CPU (tests/bench/run_gpu_fashion_bench.sh). Run from the repo root (the
+# benchmarks read configs/ and tests/bench/ there):
 #
 #   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
 #

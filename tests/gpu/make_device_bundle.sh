@@ -7,7 +7,8 @@
 #
 #   tests/gpu/make_device_bundle.sh [BUILD_DIR]     (default build-device/)
 #
-# Writes .device/strata-gpu.tar.xz (ignored by git; with data/fashion_mnist.h5, about 50 MB); on the GPU machine, from the repo root:
+# Writes .device/strata-gpu.tar.xz (ignored by git; with data/fashion_mnist.h5, about 50 MB); on
+# the GPU machine, from the repo root:
 #   tests/gpu/device_checks.sh .device/strata-gpu.tar.xz
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
