@@ -1,0 +1,220 @@
+// Trainings to a target accuracy of strata's GP search against random search (400 trainings, the
+// same seeds, in the same run) on a surrogate of the Fashion-MNIST search objective
+// (tests/bench/fit_search_surrogate.py): hundreds of seeds in minutes where the real bench trains
+// 80 networks per seed, for telling search variants apart.
+//
+//   strata_bench_search_surrogate SURROGATE [--seeds N] [--first S] [--groups G] [--trials T]
+//                                 [--startup K] [--noise SD]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/measurement.hpp"
+#include "core/rng.hpp"
+#include "hpo/gp_search.hpp"
+#include "hpo/random_search.hpp"
+
+namespace {
+
+using namespace strata;
+
+// One fully connected network: SiLU between layers, none after the last.
+struct Network {
+  struct Dense {
+    int outputs = 0, inputs = 0;
+    std::vector<double> weights, bias;  // weights row-major [outputs][inputs]
+  };
+  std::vector<Dense> layers;
+
+  double operator()(std::vector<double> x) const {
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const Dense& d = layers[l];
+      std::vector<double> y(static_cast<std::size_t>(d.outputs));
+      for (int o = 0; o < d.outputs; ++o) {
+        double s = d.bias[static_cast<std::size_t>(o)];
+        for (int i = 0; i < d.inputs; ++i)
+          s += d.weights[static_cast<std::size_t>(o * d.inputs + i)] *
+               x[static_cast<std::size_t>(i)];
+        y[static_cast<std::size_t>(o)] = l + 1 < layers.size() ? s / (1.0 + std::exp(-s)) : s;
+      }
+      x = std::move(y);
+    }
+    return x.at(0);
+  }
+};
+
+std::vector<Network> read_surrogate(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the surrogate " + path);
+  std::size_t networks = 0;
+  in >> networks;
+  std::vector<Network> out(networks);
+  for (Network& n : out) {
+    std::size_t layers = 0;
+    in >> layers;
+    n.layers.resize(layers);
+    for (Network::Dense& d : n.layers) {
+      in >> d.outputs >> d.inputs;
+      d.weights.resize(static_cast<std::size_t>(d.outputs * d.inputs));
+      d.bias.resize(static_cast<std::size_t>(d.outputs));
+      for (double& w : d.weights) in >> w;
+      for (double& b : d.bias) in >> b;
+    }
+  }
+  if (!in || out.empty() || out.front().layers.front().inputs != 7)
+    throw std::runtime_error(path + " is not a surrogate of the 7-parameter search");
+  return out;
+}
+
+// configs/fashion_hpo.yaml's space, in the surrogate's order.
+SearchSpace fashion_space() {
+  SearchSpace space;
+  space.params = {{"lr", ParamKind::log_uniform, 1e-4, 1.0},
+                  {"momentum", ParamKind::uniform, 0.0, 0.99},
+                  {"weight_decay", ParamKind::log_uniform, 1e-6, 1e-2},
+                  {"units1", ParamKind::integer, 16, 512},
+                  {"units2", ParamKind::integer, 16, 512},
+                  {"dropout", ParamKind::uniform, 0.0, 0.6},
+                  {"batch", ParamKind::choice, 0, 0, {"16", "32", "64", "128", "256", "512"}}};
+  return space;
+}
+
+// The networks' median at a genome, capped at the best accuracy trained (0.855).
+double surrogate_accuracy(const std::vector<Network>& networks, const Genome& g) {
+  const std::vector<double> x{(std::log10(g[0]) + 4) / 4,
+                              g[1] / 0.99,
+                              (std::log10(g[2]) + 6) / 4,
+                              (g[3] - 16) / 496,
+                              (g[4] - 16) / 496,
+                              g[5] / 0.6,
+                              g[6] / 5};
+  std::vector<double> values;
+  for (const Network& n : networks) values.push_back(n(x));
+  return std::min(median(values), 0.855);
+}
+
+struct Options {
+  std::string surrogate, search = "gp";  // search: gp or random
+  int seeds = 200, first = 1, groups = 2, trials = 80, startup = 10;
+  double noise = 0.009;  // the spread of real trainings about the surrogate above 0.8
+};
+
+Options parse(int argc, char** argv) {
+  if (argc < 2)
+    throw std::invalid_argument("usage: strata_bench_search_surrogate SURROGATE [options]");
+  if (argc % 2 != 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
+  Options o;
+  o.surrogate = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--seeds")
+      o.seeds = std::stoi(value);
+    else if (key == "--first")
+      o.first = std::stoi(value);
+    else if (key == "--groups")
+      o.groups = std::stoi(value);
+    else if (key == "--trials")
+      o.trials = std::stoi(value);
+    else if (key == "--startup")
+      o.startup = std::stoi(value);
+    else if (key == "--noise")
+      o.noise = std::stod(value);
+    else
+      throw std::invalid_argument("unknown option " + key);
+  }
+  return o;
+}
+
+std::unique_ptr<Search> make(const Options& o, std::uint64_t seed) {
+  if (o.search == "random")
+    return std::make_unique<RandomSearch>(
+        fashion_space(), RandomConfig{o.trials, o.groups, std::nullopt, Direction::maximize, seed});
+  GpConfig c;
+  c.trials = o.trials;
+  c.startup = o.startup;
+  c.slots = o.groups;
+  c.seed = seed;
+  return std::make_unique<GpSearch>(fashion_space(), c);
+}
+
+// The results in the order they came in: `groups` trainings in flight, the next to end drawn at
+// random (as on a cluster, where trainings of other batch sizes take other times).
+std::vector<double> run_search(const Options& o, const std::vector<Network>& networks,
+                               std::uint64_t seed) {
+  const std::unique_ptr<Search> search = make(o, seed);
+  std::mt19937_64 noise_stream(seed * 7919);
+  std::normal_distribution<double> noise(0.0, o.noise);
+  Rng order(seed * 31 + 7);
+  std::vector<Trial> in_flight;
+  std::vector<double> results;
+  while (!search->done()) {
+    for (const Trial& t : search->next_batch()) in_flight.push_back(t);
+    if (in_flight.empty()) break;
+    const auto pick = static_cast<std::size_t>(order.uniform_double() * in_flight.size());
+    const Trial t = in_flight[pick];
+    in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(pick));
+    const double y = surrogate_accuracy(networks, t.genome) + noise(noise_stream);
+    search->report(t.id, y, false);
+    results.push_back(y);
+  }
+  return results;
+}
+
+// For each target, the trainings each seed needed to reach it; a miss counts as trials + 1 (past
+// the budget, as in run_hpo_fashion_bench.sh).
+std::vector<std::vector<double>> trainings_to(const std::vector<double>& targets, const Options& o,
+                                              const std::vector<Network>& networks) {
+  std::vector<std::vector<double>> out(targets.size());
+  for (int seed = o.first; seed < o.first + o.seeds; ++seed) {
+    const std::vector<double> results = run_search(o, networks, static_cast<std::uint64_t>(seed));
+    for (std::size_t k = 0; k < targets.size(); ++k) {
+      const auto hit =
+          std::find_if(results.begin(), results.end(), [&](double y) { return y >= targets[k]; });
+      out[k].push_back(hit == results.end() ? o.trials + 1.0
+                                            : static_cast<double>(hit - results.begin() + 1));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options gp = parse(argc, argv);
+  Options random = gp;
+  random.search = "random";
+  random.groups = 1;
+  random.trials = 400;
+  const std::vector<Network> networks = read_surrogate(gp.surrogate);
+  const std::vector<double> targets{0.825, 0.83, 0.835};
+  const auto gp_to = trainings_to(targets, gp, networks);
+  const auto random_to = trainings_to(targets, random, networks);
+  fmt::print(
+      "Trainings to a target on the surrogate ({}), seeds {}-{}, noise {}: the GP search on {} "
+      "member group(s) with {} trials ({} startup) against random search with 400.\n\n",
+      gp.surrogate, gp.first, gp.first + gp.seeds - 1, gp.noise, gp.groups, gp.trials, gp.startup);
+  fmt::print(
+      "| target | GP: reached in | GP: median | GP: by training 16 | random: median | random / GP "
+      "|\n");
+  fmt::print("| --- | --- | --- | --- | --- | --- |\n");
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    const auto& v = gp_to[k];
+    const auto reached =
+        std::count_if(v.begin(), v.end(), [&](double n) { return n <= gp.trials; });
+    const auto by16 = std::count_if(v.begin(), v.end(), [](double n) { return n <= 16; });
+    const double gp_median = median(v), random_median = median(random_to[k]);
+    fmt::print("| {:.3f} | {} of {} | {} | {} of {} | {} | {:.2f} |\n", targets[k], reached,
+               v.size(), gp_median, by16, v.size(), random_median, random_median / gp_median);
+  }
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "strata_bench_search_surrogate: %s\n", e.what());
+  return 2;
+}
