@@ -36,7 +36,9 @@ def gather(dirs):
                 for r in csv.DictReader(f):
                     if "units1" not in r or r["status"] not in ("ok", "failed"):
                         continue
-                    if r["status"] == "ok" and int(r["epochs"]) != 1:
+                    # A training of more epochs (or one that failed in a later epoch) is not
+                    # this objective, nor is another config's batch size.
+                    if int(r["epochs"] or 0) > 1 or int(r["batch"]) not in BATCHES:
                         continue
                     rows.append(unit_point(r) + [float(r["fitness"]) if r["status"] == "ok" else 0.1])
     return np.array(rows, dtype=np.float32)
