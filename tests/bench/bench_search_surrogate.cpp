@@ -4,7 +4,9 @@
 // 80 networks per seed, for telling search variants apart.
 //
 //   strata_bench_search_surrogate SURROGATE [--seeds N] [--first S] [--groups G] [--trials T]
-//                                 [--startup K] [--noise SD]
+//                                 [--startup K] [--noise SD] [--config CONFIG]
+//
+// CONFIG (default configs/fashion_hpo.yaml) gives the search space.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "core/config.hpp"
 #include "core/measurement.hpp"
 #include "core/rng.hpp"
 #include "hpo/gp_search.hpp"
@@ -81,36 +84,39 @@ std::vector<Network> read_surrogate(const std::string& path) {
   return out;
 }
 
-// configs/fashion_hpo.yaml's space, in the surrogate's order: this, surrogate_accuracy's scaling
-// and fit_search_surrogate.py's unit_point change together.
-SearchSpace fashion_space() {
+// The config's search space, checked to be the surrogate's: its seven parameters in its order, each
+// of which the GP's unit cube (UnitEncoding) maps onto one input, as fit_search_surrogate.py's
+// unit_point does.
+SearchSpace surrogate_space(const std::string& config_path) {
   SearchSpace space;
-  space.params = {{"lr", ParamKind::log_uniform, 1e-4, 1.0},
-                  {"momentum", ParamKind::uniform, 0.0, 0.99},
-                  {"weight_decay", ParamKind::log_uniform, 1e-6, 1e-2},
-                  {"units1", ParamKind::integer, 16, 512},
-                  {"units2", ParamKind::integer, 16, 512},
-                  {"dropout", ParamKind::uniform, 0.0, 0.6},
-                  {"batch", ParamKind::choice, 0, 0, {"16", "32", "64", "128", "256", "512"}}};
+  space.params = search_space(load_config(config_path));
+  std::vector<std::string> names;
+  for (const ParamSpec& p : space.params) names.push_back(p.name);
+  const std::vector<std::string> expected{"lr",     "momentum", "weight_decay", "units1",
+                                          "units2", "dropout",  "batch"};
+  if (names != expected || UnitEncoding(space).dims() != expected.size())
+    throw std::runtime_error(config_path + " does not search the surrogate's parameters (" +
+                             fmt::format("{}", fmt::join(expected, ", ")) + ")");
   return space;
 }
 
-// The networks' median at a genome, capped at the best accuracy in the fitted trainings (0.8555).
-double surrogate_accuracy(const std::vector<Network>& networks, const Genome& g) {
-  const std::vector<double> x{(std::log10(g[0]) + 4) / 4,
-                              g[1] / 0.99,
-                              (std::log10(g[2]) + 6) / 4,
-                              (g[3] - 16) / 496,
-                              (g[4] - 16) / 496,
-                              g[5] / 0.6,
-                              g[6] / 5};
-  std::vector<double> values;
-  for (const Network& n : networks) values.push_back(n(x));
-  return std::min(median(values), 0.855);
-}
+// The surrogate objective: the networks' median at a genome's point of the unit cube, capped at the
+// best accuracy in the fitted trainings (0.8555).
+struct Surrogate {
+  std::vector<Network> networks;
+  SearchSpace space;
+  UnitEncoding unit{space};
+
+  double accuracy(const Genome& g) const {
+    std::vector<double> values;
+    for (const Network& n : networks) values.push_back(n(unit.encode(g)));
+    return std::min(median(values), 0.855);
+  }
+};
 
 struct Options {
-  std::string surrogate, search = "gp";  // search: gp or random
+  std::string surrogate, search = "gp";             // search: gp or random
+  std::string config = "configs/fashion_hpo.yaml";  // whose space the surrogate models
   int seeds = 200, first = 1, groups = 2, trials = 80, startup = 10;
   double noise = 0.009;  // the spread of real trainings about the surrogate above 0.8
 };
@@ -123,7 +129,9 @@ Options parse(int argc, char** argv) {
   o.surrogate = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--seeds")
+    if (key == "--config")
+      o.config = value;
+    else if (key == "--seeds")
       o.seeds = std::stoi(value);
     else if (key == "--first")
       o.first = std::stoi(value);
@@ -144,23 +152,22 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::unique_ptr<Search> make(const Options& o, std::uint64_t seed) {
+std::unique_ptr<Search> make(const Options& o, const SearchSpace& space, std::uint64_t seed) {
   if (o.search == "random")
     return std::make_unique<RandomSearch>(
-        fashion_space(), RandomConfig{o.trials, o.groups, std::nullopt, Direction::maximize, seed});
+        space, RandomConfig{o.trials, o.groups, std::nullopt, Direction::maximize, seed});
   GpConfig c;
   c.trials = o.trials;
   c.startup = o.startup;
   c.slots = o.groups;
   c.seed = seed;
-  return std::make_unique<GpSearch>(fashion_space(), c);
+  return std::make_unique<GpSearch>(space, c);
 }
 
 // The results in the order they came in: `groups` trainings in flight, the next to end drawn at
 // random (as on a cluster, where trainings of other batch sizes take other times).
-std::vector<double> run_search(const Options& o, const std::vector<Network>& networks,
-                               std::uint64_t seed) {
-  const std::unique_ptr<Search> search = make(o, seed);
+std::vector<double> run_search(const Options& o, const Surrogate& surrogate, std::uint64_t seed) {
+  const std::unique_ptr<Search> search = make(o, surrogate.space, seed);
   // libstdc++'s normal_distribution: the figures in docs/benchmarks.md reproduce with the same
   // standard library.
   std::mt19937_64 noise_stream(seed * 7919);
@@ -174,7 +181,7 @@ std::vector<double> run_search(const Options& o, const std::vector<Network>& net
     const auto pick = static_cast<std::size_t>(order.uniform_double() * in_flight.size());
     const Trial t = in_flight[pick];
     in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(pick));
-    const double y = surrogate_accuracy(networks, t.genome) + noise(noise_stream);
+    const double y = surrogate.accuracy(t.genome) + noise(noise_stream);
     search->report(t.id, y, false);
     results.push_back(y);
   }
@@ -184,10 +191,10 @@ std::vector<double> run_search(const Options& o, const std::vector<Network>& net
 // For each target, the trainings each seed needed to reach it; a miss counts as trials + 1 (past
 // the budget, as in run_hpo_fashion_bench.sh).
 std::vector<std::vector<double>> trainings_to(const std::vector<double>& targets, const Options& o,
-                                              const std::vector<Network>& networks) {
+                                              const Surrogate& surrogate) {
   std::vector<std::vector<double>> out(targets.size());
   for (int seed = o.first; seed < o.first + o.seeds; ++seed) {
-    const std::vector<double> results = run_search(o, networks, static_cast<std::uint64_t>(seed));
+    const std::vector<double> results = run_search(o, surrogate, static_cast<std::uint64_t>(seed));
     for (std::size_t k = 0; k < targets.size(); ++k) {
       const auto hit =
           std::find_if(results.begin(), results.end(), [&](double y) { return y >= targets[k]; });
@@ -206,10 +213,10 @@ int main(int argc, char** argv) try {
   random.search = "random";
   random.groups = 1;
   random.trials = 400;
-  const std::vector<Network> networks = read_surrogate(gp.surrogate);
+  const Surrogate surrogate{read_surrogate(gp.surrogate), surrogate_space(gp.config)};
   const std::vector<double> targets{0.825, 0.83, 0.835};
-  const auto gp_to = trainings_to(targets, gp, networks);
-  const auto random_to = trainings_to(targets, random, networks);
+  const auto gp_to = trainings_to(targets, gp, surrogate);
+  const auto random_to = trainings_to(targets, random, surrogate);
   fmt::print(
       "Trainings to a target on the surrogate ({}), seeds {}-{}, noise {}: the GP search on {} "
       "member group(s) with {} trials ({} startup) against random search with 400.\n\n",

@@ -5,7 +5,8 @@ function of its seven hyperparameters. The surrogate is the median of five small
 32-1, SiLU) fitted to every one-epoch training in the trials.csv files under the given directories
 (as run_hpo_fashion_bench.sh and the hpo stage write them; a failed training counts as 0.1, the
 accuracy of a guess). Their median smooths the peaks that single networks invent where diverging and
-converging trainings meet. Inputs are the search space's unit cube, in the order and scales below.
+converging trainings meet. Inputs are the search space's unit cube as the GP search encodes it
+(UnitEncoding in hpo/gp_search.hpp), which unit_point repeats.
 
   /usr/bin/python3 fit_search_surrogate.py OUT.txt DIR [DIR ...]
 """
