@@ -16,7 +16,9 @@
 #include "core/training_data.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/training_session.hpp"
 #include "parallel/model_parallel_layers.hpp"
+#include "parallel/topology.hpp"
 
 namespace strata {
 
@@ -35,6 +37,7 @@ Config timed_config(const Config& config, const CalibrationOptions& options) {
   timed.training.epochs = 1 << 20;  // the schedule's horizon; only some epochs run
   timed.training.schedule = ScheduleSpec{};
   timed.parallel.accumulate = 1;
+  timed.run.device = DeviceChoice::cpu;  // the model is of CPU steps
   return timed;
 }
 
@@ -122,13 +125,22 @@ LinkCost measure_link(const Communicator& world) {
   return LinkCost{latency, 2.0 * (p - 1.0) / p * big_bytes / moving};
 }
 
-Calibration measure_compute(const Config& config, const CalibrationOptions& options) {
+// The cores of this node a rank may use, and a rank's share of them when `ranks` step at once.
+int node_cores(const CalibrationOptions& options) {
+  return options.max_threads > 0 ? options.max_threads : resolve_threads(0);
+}
+
+int share_of_cores(const CalibrationOptions& options, int ranks) {
+  return std::max(1, node_cores(options) / std::max(1, ranks));
+}
+
+Calibration measure_compute(const Config& config, const CalibrationOptions& options, int ranks) {
   const Config timed = timed_config(config, options);
   const TrainingData data = load_training_data(timed);
   Calibration c;
   c.config = config.file;
   c.cpu = cpu_model_name();
-  c.cores = options.max_threads > 0 ? options.max_threads : resolve_threads(0);
+  c.cores = node_cores(options);
   c.local_batch = timed.training.local_batch;
   c.bucket_mib = timed.parallel.bucket_mib;
 
@@ -142,9 +154,14 @@ Calibration measure_compute(const Config& config, const CalibrationOptions& opti
     c.data_s = seconds_of(per_step, "data read");
     c.optimizer_s = seconds_of(per_step, "optimizer step");
   }
+  // Powers of 2, all the cores, and a rank's share of them in this launch (which the shared step
+  // is compared with).
   std::vector<int> thread_counts{1};
   for (int t = 2; t < c.cores; t *= 2) thread_counts.push_back(t);
   if (c.cores > 1) thread_counts.push_back(c.cores);
+  thread_counts.push_back(share_of_cores(options, ranks));
+  std::sort(thread_counts.begin(), thread_counts.end());
+  thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());
   for (int threads : thread_counts) {
     Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), threads);
     c.steps.push_back(StepTiming{threads, step_seconds(trainer, options.repeats)});
@@ -156,13 +173,16 @@ Calibration measure_compute(const Config& config, const CalibrationOptions& opti
 }
 
 // A replica split over ranks 0 and 1 (its model-parallel layers on their own communicator), one
-// thread each: the step and its optimizer part, meaningful on rank 0. The other ranks only take
-// part in the split.
-void measure_split_step(const Config& config, const Communicator& world,
-                        const CalibrationOptions& options, Calibration& c) {
+// thread each, while the other ranks wait: the step and its optimizer part, meaningful on rank 0.
+struct SplitStep {
+  double step_s = 0.0, optimizer_s = 0.0;
+};
+
+SplitStep split_step(const Config& config, const Communicator& world,
+                     const CalibrationOptions& options) {
   const Communicator pair =
       world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "calibrate_model");
-  if (!pair.valid()) return;
+  if (!pair.valid()) return {};
   const Config timed = timed_config(config, options);
   const TrainingData data = load_training_data(timed);
   Plan plan = standalone_plan(timed);
@@ -171,25 +191,64 @@ void measure_split_step(const Config& config, const Communicator& world,
   Trainer trainer(timed, build_model(timed, data, model_parallel_factory(pair, timed.file)), data,
                   plan, 1);
   const auto per_step = traced_epoch(trainer);
-  const double step = step_seconds(trainer, options.repeats);
-  if (world.rank() != 0) return;
-  c.split_step_s = step;
-  c.split_optimizer_s = seconds_of(per_step, "optimizer step");
-  fmt::print("[calibrate] split over 2 ranks (M = 2), 1 thread each: {:.3f} ms per step\n",
-             1e3 * step);
+  return {step_seconds(trainer, options.repeats), seconds_of(per_step, "optimizer step")};
+}
+
+// Every rank of the launch training at once in groups of `replicas` x `shards` (as strata run
+// builds them: the same communicators, gradient sums and split layers) on `threads` workers each:
+// the mean step on rank 0. Only the whole launch: MPICH polls differently once a node holds more
+// ranks than cores, so a subset of a larger launch would not see what a launch of that size does.
+double node_step_seconds(const Config& config, const Communicator& world,
+                         const CalibrationOptions& options, int replicas, int shards, int threads) {
+  const Config timed = timed_config(config, options);
+  const TrainingData data = load_training_data(timed);
+  Plan plan = standalone_plan(timed, replicas);
+  plan.model = shards;
+  plan.groups = world.size() / plan.group_size();
+  plan.world_size = world.size();
+  plan.ranks_per_node = world.size();
+  const Topology topology(world, plan);
+  GroupTraining training(timed, data, topology, plan, threads);
+  world.barrier();
+  return world.allreduce_sum_double(step_seconds(*training.trainer, options.repeats)) /
+         world.size();
+}
+
+void print_step(const std::string& what, double seconds) {
+  fmt::print("[calibrate] {}: {:.3f} ms per step\n", what, 1e3 * seconds);
   std::fflush(stdout);
 }
 
-// A one-thread step on every calibrating rank while all of them step, on rank 0 the mean. Only the
-// whole launch: MPICH polls differently once a node holds more ranks than cores, so a subset of
-// a larger launch would not see what a launch of that size does.
-double shared_step_seconds(const Config& config, const Communicator& world,
-                           const CalibrationOptions& options) {
-  const Config timed = timed_config(config, options);
-  const TrainingData data = load_training_data(timed);
-  Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), 1);
-  world.barrier();
-  return world.allreduce_sum_double(step_seconds(trainer, options.repeats)) / world.size();
+// The node full of ranks, in each arrangement a plan on it can take: independent members on one
+// thread (as split models train) and on their share of the cores; pairs of replicas (D = 2) on
+// their share, their gradient sums included; pairs of shards (M = 2). Every rank computes the same
+// share and takes the same branches.
+void measure_node_steps(const Config& config, const Communicator& world,
+                        const CalibrationOptions& options, bool splits, Calibration& c) {
+  const int ranks = world.size();
+  const int share = share_of_cores(options, ranks);
+  std::vector<int> thread_counts{1};
+  if (share > 1) thread_counts.push_back(share);
+  for (int threads : thread_counts) {
+    const double step = node_step_seconds(config, world, options, 1, 1, threads);
+    if (world.rank() != 0) continue;
+    c.shared_steps.push_back(StepTiming{threads, step});
+    print_step(fmt::format("all {} ranks stepping at once on {} thread(s) each", ranks, threads),
+               step);
+  }
+  if (ranks % 2 != 0) return;
+  const double replicas = node_step_seconds(config, world, options, 2, 1, share);
+  if (world.rank() == 0) {
+    c.replica_pairs_step = StepTiming{share, replicas};
+    print_step(fmt::format("{} pair(s) of replicas (D = 2) stepping at once on {} thread(s) each",
+                           ranks / 2, share),
+               replicas);
+  }
+  if (!splits || ranks < 4) return;  // on 2 ranks the split step alone is this
+  c.shared_split_step_s = node_step_seconds(config, world, options, 1, 2, 1);
+  if (world.rank() == 0)
+    print_step(fmt::format("{} pairs of ranks stepping split at once", ranks / 2),
+               c.shared_split_step_s);
 }
 
 }  // namespace
@@ -198,7 +257,7 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
                                 const CalibrationOptions& options) {
   Calibration c;
   // The others wait in the barrier (sleeping, with the watchdog) while rank 0 has the cores.
-  if (world.rank() == 0) c = measure_compute(config, options);
+  if (world.rank() == 0) c = measure_compute(config, options, world.size());
   world.barrier();
   if (world.size() > 1) {
     const LinkCost link = measure_link(world);
@@ -217,18 +276,18 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       const int size = l.kind == LayerKind::conv2d ? l.filters : l.units;
       if (l.split == SplitKind::column && size % 2 != 0) halves = false;
     }
-    if (splits && halves) measure_split_step(config, world, options, c);
+    if (splits && halves) {
+      const SplitStep alone = split_step(config, world, options);
+      c.split_step_s = alone.step_s;
+      c.split_optimizer_s = alone.optimizer_s;
+      if (world.rank() == 0) print_step("split over 2 ranks (M = 2), 1 thread each", alone.step_s);
+      world.barrier();  // the others wait here, asleep, not polling in the next collective
+    }
     if (splits && !halves && world.rank() == 0)
       fmt::print(
           "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "
           "from the unsplit layer times\n");
-    const double shared = shared_step_seconds(config, world, options);
-    if (world.rank() == 0) {
-      c.shared_step_s = shared;
-      fmt::print("[calibrate] all {} ranks stepping at once: {:.3f} ms per one-thread step\n",
-                 world.size(), 1e3 * shared);
-      std::fflush(stdout);
-    }
+    measure_node_steps(config, world, options, splits && halves, c);
     world.barrier();
   }
   return c;

@@ -107,6 +107,32 @@ std::vector<double> bucket_bytes(const Calibration& c, int shards) {
   return bytes;
 }
 
+// How much slower a rank steps while all of the calibrated node's ranks step as the plan runs
+// them than alone: split into pairs (M = 2), as pairs of replicas (D = 2), or as members on
+// `threads` each. Factor 0 where the calibration did not measure that: another node, another rank
+// count, another thread count. A pair's steps hold its collectives, so their slowdown covers them.
+struct SharedSlowdown {
+  double factor = 0.0;
+  const char* measured_as = "";
+  bool covers_model_parallel = false, covers_data_parallel = false;
+};
+
+SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
+                               const PredictionSettings& settings, int threads) {
+  const int ranks_on_node = std::min(plan.ranks_per_node, plan.world_size);
+  if (!settings.calibrated_node || settings.cores_per_node != c.cores ||
+      ranks_on_node != c.intra_node_ranks || c.one_thread_step_s() <= 0.0)
+    return {};
+  if (plan.model == 2 && c.shared_split_step_s > 0.0 && c.split_step_s > 0.0)
+    return {c.shared_split_step_s / c.split_step_s, "shard pairs", true, false};
+  const auto& pairs = c.replica_pairs_step;
+  if (plan.model == 1 && plan.data == 2 && pairs && pairs->threads == threads)
+    return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true};
+  for (const StepTiming& s : c.shared_steps)
+    if (s.threads == threads) return {s.step_s / c.step_alone_s(threads), "members", false, false};
+  return {};
+}
+
 }  // namespace
 
 std::int64_t Calibration::parameters() const {
@@ -118,6 +144,10 @@ std::int64_t Calibration::parameters() const {
 
 double Calibration::one_thread_step_s() const {
   return steps.empty() ? 0.0 : steps.front().step_s;
+}
+
+double Calibration::step_alone_s(int threads) const {
+  return one_thread_step_s() / thread_speedup(*this, threads);
 }
 
 StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSettings& settings) {
@@ -137,13 +167,12 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   cost.oversubscription =
       std::max(1.0, static_cast<double>(ranks_on_node) * cost.threads / settings.cores_per_node);
 
-  // This node's ranks measured stepping together, one thread each: their slowdown against one
-  // rank alone replaces the division of the cores.
-  const bool shared = settings.calibrated_node && c.shared_step_s > 0.0 &&
-                      c.one_thread_step_s() > 0.0 && settings.cores_per_node == c.cores &&
-                      ranks_on_node == c.intra_node_ranks && cost.threads == 1;
-  cost.compute_slowdown = shared ? c.shared_step_s / c.one_thread_step_s() : cost.oversubscription;
-  cost.slowdown_measured = shared;
+  // This node's ranks measured stepping together as the plan runs them: their slowdown against
+  // one rank alone replaces the division of the cores.
+  const SharedSlowdown measured = shared_slowdown(c, plan, settings, cost.threads);
+  cost.slowdown_measured = measured.factor > 0.0;
+  cost.compute_slowdown = cost.slowdown_measured ? measured.factor : cost.oversubscription;
+  cost.measured_as = measured.measured_as;
 
   // K micro-batches of forward, backward and reads, then one optimizer step.
   const OneThreadCompute one = one_thread_compute(c, plan.model);
@@ -153,6 +182,7 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   const LinkCost& shard_link =
       plan.model_groups_within_nodes() ? settings.network.intra_node : settings.network.inter_node;
   cost.model_parallel_s = plan.accumulate * model_parallel_seconds(c, plan.model, shard_link);
+  if (measured.covers_model_parallel) cost.model_parallel_s *= cost.compute_slowdown;
 
   if (plan.data > 1) {
     // Replicas of one group on a node, and the nodes the group spans.
@@ -180,11 +210,36 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
     }
     cost.data_parallel_s += allreduce_seconds(2 * sizeof(double), plan.data, link);
   }
+  if (measured.covers_data_parallel) cost.data_parallel_s = 0.0;
   cost.step_s = cost.compute_s + cost.model_parallel_s + cost.data_parallel_s;
   cost.samples_per_s = plan.global_batch() / cost.step_s;
   cost.total_samples_per_s = cost.samples_per_s * plan.groups;
   return cost;
 }
+
+namespace {
+
+nlohmann::json step_json(const StepTiming& step) {
+  return {{"threads", step.threads}, {"step_s", step.step_s}};
+}
+
+StepTiming step_from_json(const nlohmann::json& json) {
+  return StepTiming{json.at("threads").get<int>(), json.at("step_s").get<double>()};
+}
+
+nlohmann::json steps_json(const std::vector<StepTiming>& steps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StepTiming& s : steps) out.push_back(step_json(s));
+  return out;
+}
+
+std::vector<StepTiming> steps_from_json(const nlohmann::json& json) {
+  std::vector<StepTiming> steps;
+  for (const auto& s : json) steps.push_back(step_from_json(s));
+  return steps;
+}
+
+}  // namespace
 
 nlohmann::json calibration_to_json(const Calibration& c) {
   nlohmann::json layers = nlohmann::json::array();
@@ -199,9 +254,6 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                       {"output_elements", l.output_elements},
                       {"forward_s", l.forward_s},
                       {"backward_s", l.backward_s}});
-  nlohmann::json steps = nlohmann::json::array();
-  for (const StepTiming& s : c.steps)
-    steps.push_back({{"threads", s.threads}, {"step_s", s.step_s}});
   nlohmann::json out{{"format", "strata-calibration"},
                      {"version", 1},
                      {"config", c.config},
@@ -212,14 +264,19 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                      {"layers", layers},
                      {"data_s", c.data_s},
                      {"optimizer_s", c.optimizer_s},
-                     {"steps", steps}};
+                     {"steps", steps_json(c.steps)}};
   if (c.intra_node)
     out["intra_node"] = {{"ranks", c.intra_node_ranks},
                          {"latency_s", c.intra_node->latency_s},
                          {"bytes_per_s", c.intra_node->bytes_per_s}};
   if (c.split_step_s > 0.0)
     out["split_over_2"] = {{"step_s", c.split_step_s}, {"optimizer_s", c.split_optimizer_s}};
-  if (c.intra_node && c.shared_step_s > 0.0) out["intra_node"]["shared_step_s"] = c.shared_step_s;
+  if (c.split_step_s > 0.0 && c.shared_split_step_s > 0.0)
+    out["split_over_2"]["all_pairs_step_s"] = c.shared_split_step_s;
+  if (c.intra_node && !c.shared_steps.empty())
+    out["intra_node"]["shared_steps"] = steps_json(c.shared_steps);
+  if (c.intra_node && c.replica_pairs_step)
+    out["intra_node"]["replica_pairs_step"] = step_json(*c.replica_pairs_step);
   return out;
 }
 
@@ -249,18 +306,23 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
           l.at("forward_s").get<double>(), l.at("backward_s").get<double>()});
     c.data_s = j.at("data_s").get<double>();
     c.optimizer_s = j.at("optimizer_s").get<double>();
-    for (const auto& s : j.at("steps"))
-      c.steps.push_back(StepTiming{s.at("threads").get<int>(), s.at("step_s").get<double>()});
+    c.steps = steps_from_json(j.at("steps"));
     if (j.contains("intra_node")) {
       const auto& link = j.at("intra_node");
       c.intra_node =
           LinkCost{link.at("latency_s").get<double>(), link.at("bytes_per_s").get<double>()};
       c.intra_node_ranks = link.at("ranks").get<int>();
-      c.shared_step_s = link.value("shared_step_s", 0.0);
+      if (link.contains("shared_steps")) c.shared_steps = steps_from_json(link.at("shared_steps"));
+      // Calibrations before the share-of-cores step held the one-thread step alone.
+      else if (link.contains("shared_step_s"))
+        c.shared_steps = {StepTiming{1, link.at("shared_step_s").get<double>()}};
+      if (link.contains("replica_pairs_step"))
+        c.replica_pairs_step = step_from_json(link.at("replica_pairs_step"));
     }
     if (j.contains("split_over_2")) {
       c.split_step_s = j.at("split_over_2").at("step_s").get<double>();
       c.split_optimizer_s = j.at("split_over_2").at("optimizer_s").get<double>();
+      c.shared_split_step_s = j.at("split_over_2").value("all_pairs_step_s", 0.0);
     }
     if (c.steps.empty() || c.steps.front().threads != 1)
       throw DataError(fmt::format("{}: \"steps\" must start with the one-thread step", source));

@@ -57,14 +57,26 @@ struct Calibration {
   // copies and collectives included), and its optimizer part; 0 when not measured (one rank, or
   // no split layers).
   double split_step_s = 0.0, split_optimizer_s = 0.0;
-  // A one-thread step on each of the intra_node_ranks ranks while all of them step; 0 when not
-  // measured. It carries what sharing the node costs (memory bandwidth, and past one rank per core
-  // the time slicing), which dividing the cores among the ranks does not show.
-  double shared_step_s = 0.0;
+  // The same split step while every pair of the launch's ranks steps split at once (an even
+  // count of 4 or more); 0 when not measured. Against split_step_s it carries what the
+  // model-parallel ranks of a full node cost each other: the cores, and MPICH's polling in their
+  // collectives.
+  double shared_split_step_s = 0.0;
+  // Steps on each of the intra_node_ranks ranks while all of them step, on one thread and on the
+  // rank's share of the cores; empty when not measured. They carry what sharing the node costs
+  // (memory bandwidth, caches, and past one rank per core the time slicing), which dividing the
+  // cores among the ranks does not show.
+  std::vector<StepTiming> shared_steps;
+  // A step of pairs of data-parallel replicas (D = 2, their gradient sums included) on every rank
+  // of the launch at once, on each rank's share of the cores; absent when not measured.
+  std::optional<StepTiming> replica_pairs_step;
 
   std::int64_t parameters() const;
   // A whole step on one thread, communication excluded.
   double one_thread_step_s() const;
+  // A whole step on `threads` workers with the node to itself: measured where calibrated, else
+  // scaled ideally from the largest thread count measured below it.
+  double step_alone_s(int threads) const;
 
   bool operator==(const Calibration&) const = default;
 };
@@ -92,6 +104,9 @@ struct StepCost {
   // ranks all stepping (slowdown_measured).
   double compute_slowdown = 1.0;
   bool slowdown_measured = false;
+  // Which measurement: "members", "replica pairs" (their gradient sums included, so that
+  // data_parallel_s is 0) or "shard pairs" (their collectives included).
+  std::string measured_as;
   double compute_s = 0.0;         // K micro-batches forward and backward, data reads, optimizer
   double model_parallel_s = 0.0;  // activations gathered and summed over the M shards
   double data_parallel_s = 0.0;   // the part of the gradient allreduce backward does not hide

@@ -20,12 +20,15 @@ if [ -f "$root/jobs/env.sh" ]; then
 fi
 strata="$build/strata"
 mpiexec="$(command -v mpiexec.mpich || command -v mpiexec)"
+# Only the standard library is needed: any Python 3 will do (a GPU machine may lack Debian's).
+python="$(command -v /usr/bin/python3 || command -v python3)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # Every rank takes its share of the cores (run.threads 0), as a user's run does; training data
-# enough for 100 steps of the largest global batch per epoch.
-common=(--set run.threads=0 --set data.train_subset=7200 --set data.test_subset=500
+# enough for 100 steps of the largest global batch per epoch. The model is of CPU steps: a
+# machine with a GPU would otherwise train on it (run.device auto).
+common=(--set run.device=cpu --set run.threads=0 --set data.train_subset=7200 --set data.test_subset=500
         --set data.validation_fraction=0.1)
 for n in 2 4; do
   "$mpiexec" -n "$n" "$strata" calibrate "$config" "${common[@]}" --repeats 5 \
@@ -53,7 +56,7 @@ for entry in "${cases[@]}"; do
   out="$work/run_${ranks}_${#rows[@]}"
   "$mpiexec" -n "$ranks" "$strata" run "$config" --fresh "${sets[@]}" --set training.epochs=4 \
     --set "output.dir=$out" > "$out.log" 2>&1 || { tail "$out.log" >&2; exit 1; }
-  measured="$(/usr/bin/python3 - "$out" <<'PY'
+  measured="$("$python" - "$out" <<'PY'
 import glob, json, statistics, sys
 out = sys.argv[1]
 files = glob.glob(f"{out}/members/*/metrics.jsonl") or [f"{out}/metrics.jsonl"]
@@ -70,15 +73,21 @@ PY
   echo "[bench] $name: predicted $predicted ms, measured at $measured samples/s (batch $batch)" >&2
 done
 
-/usr/bin/python3 - "$config" "$work/calibration_2.json" "$work/calibration_4.json" "${rows[@]}" <<'PY'
+"$python" - "$config" "$work/calibration_2.json" "$work/calibration_4.json" "${rows[@]}" <<'PY'
 import json, sys
 config, calibration, four = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 print(f"strata plan --predict --network local against strata run, {config.split('/')[-1]}, local "
       f"batch {calibration['local_batch']}, on {calibration['cpu']} ({calibration['cores']} cores); "
       f"one-thread step alone {calibration['steps'][0]['step_s'] * 1e3:.2f} ms; calibrated on "
       + "; ".join(f"{c['intra_node']['ranks']} ranks: MPI {c['intra_node']['latency_s'] * 1e6:.2f} us, "
-                  f"{c['intra_node']['bytes_per_s'] / 1e9:.1f} GB/s, one-thread step with all "
-                  f"stepping {c['intra_node']['shared_step_s'] * 1e3:.2f} ms" for c in (calibration, four))
+                  f"{c['intra_node']['bytes_per_s'] / 1e9:.1f} GB/s, with all stepping "
+                  + ", ".join(f"{s['step_s'] * 1e3:.2f} ms on {s['threads']} thread(s)"
+                              for s in c['intra_node']['shared_steps'])
+                  + (f", as replica pairs {c['intra_node']['replica_pairs_step']['step_s'] * 1e3:.2f} ms"
+                     if 'replica_pairs_step' in c['intra_node'] else "")
+                  + (f", split in pairs {c['split_over_2']['all_pairs_step_s'] * 1e3:.2f} ms"
+                     if 'all_pairs_step_s' in c.get('split_over_2', {}) else "")
+                  for c in (calibration, four))
       + ".\n")
 print("| ranks | predicted step ms | measured step ms | predicted / measured | within 15% |")
 print("| --- | --- | --- | --- | --- |")

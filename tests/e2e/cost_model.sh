@@ -25,8 +25,31 @@ assert all(l["forward_s"] > 0 for l in c["layers"] if l["tensors"]), c["layers"]
 assert c["steps"][0]["threads"] == 1 and c["steps"][0]["step_s"] > 0, c["steps"]
 assert c["intra_node"]["ranks"] == 2 and c["intra_node"]["bytes_per_s"] > 0, c.get("intra_node")
 assert c["split_over_2"]["step_s"] > 0, c.get("split_over_2")
-assert c["intra_node"]["shared_step_s"] > 0, c["intra_node"]
-print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks and 2 ranks stepping at once")
+shared = c["intra_node"]["shared_steps"]
+assert shared[0]["threads"] == 1 and all(s["step_s"] > 0 for s in shared), c["intra_node"]
+# Each rank's share of the cores is a thread count timed alone too, to compare the shared step with.
+alone = {s["threads"] for s in c["steps"]}
+assert all(s["threads"] in alone for s in shared), (shared, c["steps"])
+assert "all_pairs_step_s" not in c["split_over_2"], c["split_over_2"]  # 2 ranks: one pair
+pairs = c["intra_node"]["replica_pairs_step"]
+assert pairs["threads"] == shared[-1]["threads"] and pairs["step_s"] > 0, pairs
+print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks, 2 ranks stepping at once and as a pair of replicas")
+PY
+
+# 4 ranks: two pairs also step split at the same time, and a D 2 x M 2 plan on this node is
+# slowed by what they measured, not by the unsplit ranks' slowdown.
+expect_exit 0 '2 pairs of ranks stepping split at once' -- \
+  "$MPIEXEC" -n 4 "$STRATA" calibrate "$config" "${fast[@]}" --out cal4.json
+dm="$("$STRATA" plan "$config" --predict --set run.threads=0 --calibration cal4.json --ranks 4 \
+  --network local --set parallel.data=2 --set parallel.model=2)"
+"$PYTHON3" - cal4.json "$dm" <<'PY' || fails=$((fails + 1))
+import json, re, sys
+c = json.load(open(sys.argv[1]))
+pairs = c["split_over_2"]["all_pairs_step_s"] / c["split_over_2"]["step_s"]
+shown = re.search(r"\| 4 \| 1 \| 1 x 2 x 2 \|.*?\(([0-9.]+)x, measured: shard pairs\)", sys.argv[2])
+assert shown, sys.argv[2]
+assert abs(float(shown.group(1)) - pairs) < 0.006, (shown.group(1), pairs)
+print(f"ok: D 2 x M 2 on the 4 calibrated ranks is slowed {pairs:.2f}x, as the pairs measured")
 PY
 
 plan=("$STRATA" plan "$config" --predict --set run.threads=0)

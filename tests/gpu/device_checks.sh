@@ -6,8 +6,9 @@
 # (checkpoints, transfer, PBT, the combined workflow), the split-model test with two ranks sharing
 # the GPU, the multi-GPU tests when there are two GPUs or more, the training benchmark against
 # PyTorch on the same GPU, the NCCL bandwidth benchmark, and the whole Fashion-MNIST CNN training
-# on the GPU and on the CPU (tests/bench/run_gpu_fashion_bench.sh). Run from the repo root (the
-# benchmarks read configs/ and tests/bench/ there):
+# on the GPU and on the CPU (tests/bench/run_gpu_fashion_bench.sh), and the cost model against
+# CPU steps measured on the machine's cores (tests/bench/run_cost_model_bench.sh). Run from the repo
+# root (the benchmarks read configs/ and tests/bench/ there):
 #
 #   tests/gpu/device_checks.sh [BUNDLE]     (default .device/strata-gpu.tar.xz)
 #
@@ -98,5 +99,8 @@ check gpu_bench 180 tests/bench/run_gpu_bench.sh "$dir/bin" -- --cnn-config "$ro
 check nccl_bench 45 mpiexec.hydra -n "$(( gpus > 0 ? gpus : 1 ))" strata_bench_nccl_allreduce 20
 if [ -f "$root/data/fashion_mnist.h5" ]; then
   check fashion_bench 200 tests/bench/run_gpu_fashion_bench.sh "$dir/bin/strata"
+  # The cost model on a node with more cores than ranks (CPU steps; the development machines
+  # have 2 cores, where 4 ranks are oversubscribed).
+  check cost_model_bench 300 tests/bench/run_cost_model_bench.sh "$dir/bin"
 fi
 grep -c ": exit 0$" "$out/summary.txt" | xargs -I{} echo "{} of $(wc -l < "$out/summary.txt") checks passed" >&2

@@ -227,7 +227,7 @@ TEST_CASE("ranks measured sharing the node replace the division of its cores", "
   Calibration c = mlp();  // one thread: 0.060 s a step
   c.intra_node = LinkCost{1e-4, 5e8};
   c.intra_node_ranks = 8;
-  c.shared_step_s = 0.150;
+  c.shared_steps = {StepTiming{1, 0.150}};
   PredictionSettings local = settings(4);
   local.network.intra_node = *c.intra_node;
   local.calibrated_node = true;
@@ -259,6 +259,85 @@ TEST_CASE("ranks measured sharing the node replace the division of its cores", "
   CHECK(predict_step(c, plan(8, 1, 1, 8), wide).compute_s == Approx(0.040));
 }
 
+TEST_CASE("ranks measured sharing the node on their share of its cores", "[cost]") {
+  // 2 ranks calibrated on 4 cores: alone, 2 threads step in 0.040 s; with both ranks stepping on 2
+  // threads each, 0.050 s (1.25x: the caches and memory they share).
+  Calibration c = mlp();
+  c.intra_node = LinkCost{1e-4, 5e8};
+  c.intra_node_ranks = 2;
+  c.shared_steps = {StepTiming{1, 0.066}, StepTiming{2, 0.050}};
+  PredictionSettings local = settings(4);
+  local.network.intra_node = *c.intra_node;
+  local.calibrated_node = true;
+  const StepCost members = predict_step(c, plan(2, 1, 1, 2), local);
+  CHECK(members.threads == 2);
+  CHECK(members.slowdown_measured);
+  CHECK(members.compute_slowdown == Approx(0.050 / 0.040));
+  CHECK(members.compute_s == Approx(0.050));
+  CHECK(members.measured_as == "members");
+  // run.threads 1 on the same node: the one-thread shared step (1.1x).
+  PredictionSettings one = local;
+  one.threads = 1;
+  CHECK(predict_step(c, plan(2, 1, 1, 2), one).compute_slowdown == Approx(1.1));
+  // 3 threads each was not measured shared: no slowdown (2 x 3 > 4 cores: the oversubscription).
+  PredictionSettings three = local;
+  three.threads = 3;
+  const StepCost guessed = predict_step(c, plan(2, 1, 1, 2), three);
+  CHECK_FALSE(guessed.slowdown_measured);
+  CHECK(guessed.compute_slowdown == Approx(1.5));
+  // Pairs of replicas (D = 2) measured at once on 2 threads each, their gradient sums included
+  // (0.056 s): that step, with no allreduce added on top; D = 1 members keep their own measurement.
+  c.replica_pairs_step = StepTiming{2, 0.056};
+  const StepCost replicas = predict_step(c, plan(1, 2, 1, 2), local);
+  CHECK(replicas.slowdown_measured);
+  CHECK(replicas.compute_slowdown == Approx(0.056 / 0.040));
+  CHECK(replicas.data_parallel_s == 0.0);
+  CHECK(replicas.measured_as == "replica pairs");
+  CHECK(replicas.step_s == Approx(0.056));
+  CHECK(predict_step(c, plan(2, 1, 1, 2), local).compute_slowdown == Approx(0.050 / 0.040));
+  // Replicas on one thread were not measured in pairs: the members' one-thread slowdown, and the
+  // modelled sums.
+  const StepCost one_thread_replicas = predict_step(c, plan(1, 2, 1, 2), one);
+  CHECK(one_thread_replicas.compute_slowdown == Approx(1.1));
+  CHECK(one_thread_replicas.data_parallel_s > 0.0);
+  // A thread count between those measured alone scales ideally from the one below it.
+  CHECK(c.step_alone_s(3) == Approx(0.040 * 2.0 / 3.0));
+  CHECK(c.step_alone_s(4) == Approx(0.025));
+}
+
+TEST_CASE("pairs of ranks measured stepping split at once slow the split step", "[cost]") {
+  // 4 ranks calibrated: one pair alone steps split in 0.050 s, two pairs at once in 0.065 s.
+  Calibration c = mlp();
+  c.intra_node = LinkCost{1e-6, 1e9};
+  c.intra_node_ranks = 4;
+  c.split_step_s = 0.050;
+  c.split_optimizer_s = 0.004;
+  c.shared_split_step_s = 0.065;
+  c.shared_steps = {StepTiming{1, 0.090}};
+  PredictionSettings local = settings(4);
+  local.network.intra_node = *c.intra_node;
+  local.calibrated_node = true;
+  const double optimizer_m2 = 0.006 * (1.0 - 22.0 / 46.0);
+  // D 2 x M 2 on the 4 calibrated ranks: the pairs' slowdown (1.3x), not the unsplit ranks' (1.5x),
+  // on their compute and on the collectives that their measured steps held.
+  const StepCost dm = predict_step(c, plan(1, 2, 2, 4), local);
+  CHECK(dm.slowdown_measured);
+  CHECK(dm.compute_slowdown == Approx(1.3));
+  CHECK(dm.measured_as == "shard pairs");
+  const double mp2 = allreduce_seconds(80.0, 2, *c.intra_node);
+  CHECK(dm.compute_s == Approx((0.050 - 0.004 - mp2 + optimizer_m2) * 1.3));
+  CHECK(dm.model_parallel_s == Approx(mp2 * 1.3));
+  CHECK(dm.compute_s + dm.model_parallel_s == Approx((0.050 - 0.004 + optimizer_m2) * 1.3));
+  // Without the pairs' step, the unsplit ranks' one-thread slowdown stands in.
+  Calibration unpaired = c;
+  unpaired.shared_split_step_s = 0.0;
+  const StepCost unsplit_slowdown = predict_step(unpaired, plan(1, 2, 2, 4), local);
+  CHECK(unsplit_slowdown.compute_slowdown == Approx(1.5));
+  CHECK(unsplit_slowdown.model_parallel_s == Approx(mp2));
+  // M = 1 plans on those ranks keep the unsplit ranks' measurement.
+  CHECK(predict_step(c, plan(4, 1, 1, 4), local).compute_slowdown == Approx(1.5));
+}
+
 TEST_CASE("a calibration of another local batch is refused", "[cost]") {
   CHECK_THROWS_AS(predict_step(mlp(), plan(1, 1, 1, 1, 32), settings(4)), ConfigError);
 }
@@ -269,14 +348,25 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   written.intra_node_ranks = 2;
   written.split_step_s = 0.05;
   written.split_optimizer_s = 0.004;
-  written.shared_step_s = 0.07;
+  written.shared_split_step_s = 0.06;
+  written.shared_steps = {StepTiming{1, 0.07}, StepTiming{2, 0.045}};
+  written.replica_pairs_step = StepTiming{2, 0.052};
   const Calibration fresh;
   REQUIRE_FALSE(fresh == written);
   const Calibration read = calibration_from_json(calibration_to_json(written), "test");
   CHECK(read == written);
   CHECK(read.layers[1].split == SplitKind::column);
   CHECK(read.intra_node->bytes_per_s == 5e9);
-  CHECK(read.shared_step_s == 0.07);
+  CHECK(read.shared_steps[1].step_s == 0.045);
+  CHECK(read.shared_split_step_s == 0.06);
+  CHECK(read.replica_pairs_step == StepTiming{2, 0.052});
+
+  // A calibration from before the share-of-cores step: its one-thread shared step is read.
+  nlohmann::json legacy = calibration_to_json(written);
+  legacy["intra_node"].erase("shared_steps");
+  legacy["intra_node"]["shared_step_s"] = 0.08;
+  CHECK(calibration_from_json(legacy, "old.json").shared_steps ==
+        std::vector<StepTiming>{StepTiming{1, 0.08}});
 
   nlohmann::json other = calibration_to_json(written);
   other["format"] = "something else";
