@@ -123,8 +123,10 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
   if (!settings.calibrated_node || settings.cores_per_node != c.cores ||
       ranks_on_node != c.intra_node_ranks || c.one_thread_step_s() <= 0.0)
     return {};
-  if (plan.model == 2 && c.shared_split_step_s > 0.0 && c.split_step_s > 0.0)
-    return {c.shared_split_step_s / c.split_step_s, "shard pairs", true, false};
+  // On 2 ranks the split step is itself the node's ranks stepping as a pair of shards.
+  const double shard_pairs = c.intra_node_ranks == 2 ? c.split_step_s : c.shared_split_step_s;
+  if (plan.model == 2 && shard_pairs > 0.0 && c.split_step_s > 0.0)
+    return {shard_pairs / c.split_step_s, "shard pairs", true, false};
   const auto& pairs = c.replica_pairs_step;
   if (plan.model == 1 && plan.data == 2 && pairs && pairs->threads == threads)
     return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true};

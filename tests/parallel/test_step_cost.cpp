@@ -334,6 +334,15 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   const StepCost unsplit_slowdown = predict_step(unpaired, plan(1, 2, 2, 4), local);
   CHECK(unsplit_slowdown.compute_slowdown == Approx(1.5));
   CHECK(unsplit_slowdown.model_parallel_s == Approx(mp2));
+  // Calibrated on 2 ranks, the split step is already the pair filling the node: no slowdown on
+  // top of it (the members' one-thread 1.5x would count the sharing twice).
+  Calibration two = c;
+  two.intra_node_ranks = 2;
+  two.shared_split_step_s = 0.0;
+  const StepCost pair = predict_step(two, plan(1, 1, 2, 2), local);
+  CHECK(pair.compute_slowdown == Approx(1.0));
+  CHECK(pair.measured_as == "shard pairs");
+  CHECK(pair.step_s == Approx(0.050 - 0.004 + optimizer_m2));
   // M = 1 plans on those ranks keep the unsplit ranks' measurement.
   CHECK(predict_step(c, plan(4, 1, 1, 4), local).compute_slowdown == Approx(1.5));
 }
