@@ -3,10 +3,17 @@
 // (which knows no MPI) takes it as it is.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace strata {
+
+// A rank's share of its node's cores when `ranks_on_node` ranks share them: the worker threads
+// strata run gives each rank unless told otherwise (at least 1).
+inline int share_of_cores(int cores, int ranks_on_node) {
+  return std::max(1, cores / std::max(1, ranks_on_node));
+}
 
 // Rank coordinates in the layout world_rank = m + M*d + M*D*g (model shards vary fastest,
 // so the shards of one replica sit on neighbouring ranks, and therefore on one node when they can).

@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "core/errors.hpp"
 #include "core/measurement.hpp"
+#include "core/plan.hpp"
 #include "core/trace.hpp"
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
@@ -125,16 +127,18 @@ LinkCost measure_link(const Communicator& world) {
   return LinkCost{latency, 2.0 * (p - 1.0) / p * big_bytes / moving};
 }
 
-// The cores of this node a rank may use, and a rank's share of them when `ranks` step at once.
+void print_step(const std::string& what, double seconds) {
+  fmt::print("[calibrate] {}: {:.3f} ms per step\n", what, 1e3 * seconds);
+  std::fflush(stdout);
+}
+
+// The cores of this node a rank may use.
 int node_cores(const CalibrationOptions& options) {
   return options.max_threads > 0 ? options.max_threads : resolve_threads(0);
 }
 
-int share_of_cores(const CalibrationOptions& options, int ranks) {
-  return std::max(1, node_cores(options) / std::max(1, ranks));
-}
-
-Calibration measure_compute(const Config& config, const CalibrationOptions& options, int ranks) {
+// `share`: each rank's share of the cores in this launch, timed alone too to compare with.
+Calibration measure_compute(const Config& config, const CalibrationOptions& options, int share) {
   const Config timed = timed_config(config, options);
   const TrainingData data = load_training_data(timed);
   Calibration c;
@@ -159,15 +163,13 @@ Calibration measure_compute(const Config& config, const CalibrationOptions& opti
   std::vector<int> thread_counts{1};
   for (int t = 2; t < c.cores; t *= 2) thread_counts.push_back(t);
   if (c.cores > 1) thread_counts.push_back(c.cores);
-  thread_counts.push_back(share_of_cores(options, ranks));
+  thread_counts.push_back(share);
   std::sort(thread_counts.begin(), thread_counts.end());
   thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());
   for (int threads : thread_counts) {
     Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), threads);
     c.steps.push_back(StepTiming{threads, step_seconds(trainer, options.repeats)});
-    fmt::print("[calibrate] {} thread(s): {:.3f} ms per step\n", threads,
-               1e3 * c.steps.back().step_s);
-    std::fflush(stdout);
+    print_step(fmt::format("{} thread(s)", threads), c.steps.back().step_s);
   }
   return c;
 }
@@ -214,19 +216,13 @@ double node_step_seconds(const Config& config, const Communicator& world,
          world.size();
 }
 
-void print_step(const std::string& what, double seconds) {
-  fmt::print("[calibrate] {}: {:.3f} ms per step\n", what, 1e3 * seconds);
-  std::fflush(stdout);
-}
-
 // The node full of ranks, in each arrangement a plan on it can take: independent members on one
 // thread (as split models train) and on their share of the cores; pairs of replicas (D = 2) on
-// their share, their gradient sums included; pairs of shards (M = 2). Every rank computes the same
-// share and takes the same branches.
+// their share, their gradient sums included; pairs of shards (M = 2). Every rank takes the same
+// branches: `share` and `splits` are the same on all.
 void measure_node_steps(const Config& config, const Communicator& world,
-                        const CalibrationOptions& options, bool splits, Calibration& c) {
+                        const CalibrationOptions& options, int share, bool splits, Calibration& c) {
   const int ranks = world.size();
-  const int share = share_of_cores(options, ranks);
   std::vector<int> thread_counts{1};
   if (share > 1) thread_counts.push_back(share);
   for (int threads : thread_counts) {
@@ -255,9 +251,19 @@ void measure_node_steps(const Config& config, const Communicator& world,
 
 Calibration measure_calibration(const Config& config, const Communicator& world,
                                 const CalibrationOptions& options) {
+  // The steps of all ranks at once only mean something for ranks that share a node.
+  const int per_node = ranks_per_node(measure_ranks_per_node(world));
+  if (per_node != world.size())
+    throw ConfigError(fmt::format(
+        "strata calibrate times one node: its {} ranks span nodes (at most {} share one); launch "
+        "it on one node with as many ranks as the job puts on each",
+        world.size(), per_node));
+  // Ranks bound to core sets of different sizes would disagree on their share of the cores, and
+  // so on which steps to time: all take the largest.
+  const int share = world.allreduce_max(share_of_cores(node_cores(options), world.size()));
   Calibration c;
   // The others wait in the barrier (sleeping, with the watchdog) while rank 0 has the cores.
-  if (world.rank() == 0) c = measure_compute(config, options, world.size());
+  if (world.rank() == 0) c = measure_compute(config, options, share);
   world.barrier();
   if (world.size() > 1) {
     const LinkCost link = measure_link(world);
@@ -267,10 +273,12 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       fmt::print("[calibrate] MPI_Allreduce on {} ranks: {:.2f} us latency, {:.2f} GB/s\n",
                  world.size(), 1e6 * link.latency_s, link.bytes_per_s / 1e9);
     }
-    // Every rank reads the same layers, so all take the same path. A column split must divide
-    // by 2 (a config meant for M = 3 does not): such a model is not timed split.
+    // Every rank reads the same layers (the timed ones: a search's largest trial), so all take
+    // the same path. A column split must divide by 2 (a config meant for M = 3 does not): such a
+    // model is not timed split.
     bool splits = false, halves = true;
-    for (const LayerSpec& l : config.layers) {
+    const Config timed = timed_config(config, options);
+    for (const LayerSpec& l : timed.layers) {
       if (l.split == SplitKind::none) continue;
       splits = true;
       const int size = l.kind == LayerKind::conv2d ? l.filters : l.units;
@@ -287,7 +295,7 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       fmt::print(
           "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "
           "from the unsplit layer times\n");
-    measure_node_steps(config, world, options, splits && halves, c);
+    measure_node_steps(config, world, options, share, splits && halves, c);
     world.barrier();
   }
   return c;

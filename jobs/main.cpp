@@ -133,9 +133,10 @@ int dispatch(int argc, char** argv, int world_size) {
   auto* calibrate_cmd = app.add_subcommand(
       "calibrate",
       "Time CONFIG's model on this machine (each layer's forward and backward, data reads, the "
-      "optimizer, whole steps on 1..all cores; under mpiexec -n R also MPI_Allreduce between the "
-      "R ranks and a one-thread step on each while all R step: launch as many ranks per node as "
-      "the job will) and write the JSON strata plan --predict reads");
+      "optimizer, whole steps on 1..all cores; under mpiexec -n R on one node also "
+      "MPI_Allreduce between the R ranks and steps with all R training at once, as independent "
+      "members, pairs of replicas and pairs of shards: launch as many ranks per node as the job "
+      "will) and write the JSON strata plan --predict reads");
   calibrate_cmd->add_option("config", calibrate.config_path, "YAML run configuration")->required();
   calibrate_cmd->add_option("--set", calibrate.overrides,
                             "Override a config value, as strata run --set");

@@ -257,7 +257,7 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
     const int requested = options.threads >= 0 ? options.threads : config.run.threads;
     int threads = requested > 0
                       ? requested
-                      : std::max(1, resolve_threads(0) / std::min(per_node, world.size()));
+                      : share_of_cores(resolve_threads(0), std::min(per_node, world.size()));
     if (plan.model > 1 && threads > 1) {
       // Model-parallel layers communicate inside forward and backward; only the main thread calls
       // MPI.

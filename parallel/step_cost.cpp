@@ -118,8 +118,7 @@ struct SharedSlowdown {
 };
 
 SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
-                               const PredictionSettings& settings, int threads) {
-  const int ranks_on_node = std::min(plan.ranks_per_node, plan.world_size);
+                               const PredictionSettings& settings, int ranks_on_node, int threads) {
   if (!settings.calibrated_node || settings.cores_per_node != c.cores ||
       ranks_on_node != c.intra_node_ranks || c.one_thread_step_s() <= 0.0)
     return {};
@@ -127,8 +126,10 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
   const double shard_pairs = c.intra_node_ranks == 2 ? c.split_step_s : c.shared_split_step_s;
   if (plan.model == 2 && shard_pairs > 0.0 && c.split_step_s > 0.0)
     return {shard_pairs / c.split_step_s, "shard pairs", true, false};
+  // The pairs summed once per micro-batch: with K > 1 their sums would count K times.
   const auto& pairs = c.replica_pairs_step;
-  if (plan.model == 1 && plan.data == 2 && pairs && pairs->threads == threads)
+  if (plan.model == 1 && plan.data == 2 && plan.accumulate == 1 && pairs &&
+      pairs->threads == threads)
     return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true};
   for (const StepTiming& s : c.shared_steps)
     if (s.threads == threads) return {s.step_s / c.step_alone_s(threads), "members", false, false};
@@ -162,16 +163,15 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
     throw ConfigError("the calibration has no one-thread step time");
   StepCost cost;
   const int ranks_on_node = std::min(plan.ranks_per_node, plan.world_size);
-  cost.threads = settings.threads > 0
-                     ? settings.threads
-                     : std::max(1, settings.cores_per_node / std::max(1, ranks_on_node));
+  cost.threads = settings.threads > 0 ? settings.threads
+                                      : share_of_cores(settings.cores_per_node, ranks_on_node);
   if (plan.model > 1) cost.threads = 1;  // as strata run: only the main thread calls MPI
   cost.oversubscription =
       std::max(1.0, static_cast<double>(ranks_on_node) * cost.threads / settings.cores_per_node);
 
   // This node's ranks measured stepping together as the plan runs them: their slowdown against
   // one rank alone replaces the division of the cores.
-  const SharedSlowdown measured = shared_slowdown(c, plan, settings, cost.threads);
+  const SharedSlowdown measured = shared_slowdown(c, plan, settings, ranks_on_node, cost.threads);
   cost.slowdown_measured = measured.factor > 0.0;
   cost.compute_slowdown = cost.slowdown_measured ? measured.factor : cost.oversubscription;
   cost.measured_as = measured.measured_as;
@@ -328,6 +328,15 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
     }
     if (c.steps.empty() || c.steps.front().threads != 1)
       throw DataError(fmt::format("{}: \"steps\" must start with the one-thread step", source));
+    std::vector<StepTiming> all = c.steps;
+    all.insert(all.end(), c.shared_steps.begin(), c.shared_steps.end());
+    if (c.replica_pairs_step) all.push_back(*c.replica_pairs_step);
+    for (const StepTiming& s : all)
+      if (s.threads < 1 || !(s.step_s > 0.0))
+        throw DataError(
+            fmt::format("{}: a step on {} thread(s) of {} s: steps need a positive "
+                        "thread count and time",
+                        source, s.threads, s.step_s));
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format("{}: {}", source, e.what()));

@@ -101,7 +101,8 @@ struct StepCost {
   int threads = 1;
   double oversubscription = 1.0;  // ranks x threads over the node's cores, when above 1
   // What compute was slowed by: the oversubscription, or as measured with the calibrated node's
-  // ranks all stepping (slowdown_measured).
+  // ranks all stepping (slowdown_measured); a measurement of shard pairs slows their
+  // model-parallel collectives by as much.
   double compute_slowdown = 1.0;
   bool slowdown_measured = false;
   // Which measurement: "members", "replica pairs" (their gradient sums included, so that

@@ -36,6 +36,12 @@ assert pairs["threads"] == shared[-1]["threads"] and pairs["step_s"] > 0, pairs
 print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks, 2 ranks stepping at once and as a pair of replicas")
 PY
 
+# The ranks' steps at once mean something only on one node: a launch over (pretended) nodes is
+# refused on every rank, before any is timed.
+expect_exit 2 'strata calibrate times one node: its 2 ranks span nodes' -- \
+  env STRATA_RANKS_PER_NODE=1 "$MPIEXEC" -n 2 "$STRATA" calibrate "$config" "${fast[@]}" --out spread.json
+[ ! -e spread.json ] || { echo "FAIL: a refused calibration wrote spread.json"; fails=$((fails + 1)); }
+
 # 4 ranks: two pairs also step split at the same time, and a D 2 x M 2 plan on this node is
 # slowed by what they measured, not by the unsplit ranks' slowdown.
 expect_exit 0 '2 pairs of ranks stepping split at once' -- \

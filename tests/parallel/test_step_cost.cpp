@@ -295,6 +295,12 @@ TEST_CASE("ranks measured sharing the node on their share of its cores", "[cost]
   CHECK(replicas.measured_as == "replica pairs");
   CHECK(replicas.step_s == Approx(0.056));
   CHECK(predict_step(c, plan(2, 1, 1, 2), local).compute_slowdown == Approx(0.050 / 0.040));
+  // With 2 micro-batches a step the pairs' sums, measured once per micro-batch, would count twice:
+  // the members' slowdown and the modelled sums instead.
+  const StepCost accumulating = predict_step(c, plan(1, 2, 1, 2, 10, 2), local);
+  CHECK(accumulating.measured_as == "members");
+  CHECK(accumulating.compute_slowdown == Approx(0.050 / 0.040));
+  CHECK(accumulating.data_parallel_s > 0.0);
   // Replicas on one thread were not measured in pairs: the members' one-thread slowdown, and the
   // modelled sums.
   const StepCost one_thread_replicas = predict_step(c, plan(1, 2, 1, 2), one);
@@ -383,6 +389,9 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   nlohmann::json mistyped = calibration_to_json(written);
   mistyped["version"] = "one";
   CHECK_THROWS_AS(calibration_from_json(mistyped, "x.json"), DataError);
+  nlohmann::json zero_step = calibration_to_json(written);
+  zero_step["intra_node"]["replica_pairs_step"]["step_s"] = 0.0;
+  CHECK_THROWS_AS(calibration_from_json(zero_step, "x.json"), DataError);
   nlohmann::json missing = calibration_to_json(written);
   missing.erase("steps");
   CHECK_THROWS_AS(calibration_from_json(missing, "x.json"), DataError);
