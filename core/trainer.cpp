@@ -277,9 +277,10 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
     return loss_sum;
   }
   // A single worker without accumulation hands each layer's gradients to sync_ as backward
-  // finishes it, so the reduction of late layers overlaps the backward pass of early ones.
-  const bool overlap =
-      sync_ != nullptr && pool_.size() == 1 && accumulate_ == 1 && engine_ == nullptr;
+  // finishes it, so the reduction of late layers overlaps the backward pass of early ones (where
+  // the sync can start one then: otherwise the worker's share goes through in chunks instead).
+  const bool overlap = sync_ != nullptr && sync_->reduces_during_backward() && pool_.size() == 1 &&
+                       accumulate_ == 1 && engine_ == nullptr;
   std::function<void(std::size_t)> on_layer_done;
   if (overlap)
     on_layer_done = [this](std::size_t layer) {

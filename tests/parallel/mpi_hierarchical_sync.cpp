@@ -2,7 +2,7 @@
 // (1, 7 and 1 MiB + 3 floats) on 2, 3 and 4 ranks of one node, and on 2 simulated nodes of 2
 // ranks; bitwise equal to the sum in node-rank order, then across nodes (the order it fixes), and
 // to MPI_Allreduce within 1e-6 (bitwise on 2 ranks, where a + b is the only order). A D = 2
-// training on it ends bit-identical to one on MPI's allreduce.
+// training on it ends bit-identical to one on MPI's allreduce, and takes a large share in chunks.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,7 +11,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "core/config_names.hpp"
+#include "core/trace.hpp"
 #include "core/trainer.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/hierarchical_sync.hpp"
@@ -128,6 +131,54 @@ TEST_CASE("a D=2 training on the hierarchical sum ends bit-identical to one on M
     for (const auto& [key, t] : states[0].tensors()) {
       INFO(key);
       CHECK(states[1].tensor(key).values == t.values);
+    }
+  }
+  world.barrier();
+}
+
+TEST_CASE("one worker per replica takes a large share in chunks where the sum waits for finish()",
+          "[mpi][allreduce]") {
+  // The window sums every gradient in finish(), so handing layers on during backward gains nothing:
+  // a replica's 16 samples go through in chunks of 4 (184 512 floats of first-layer output a
+  // sample), as without a sync. MPI's buckets start during backward: there the share goes whole.
+  const Communicator world = Communicator::world();
+  const Communicator pair = world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "pair");
+  if (world.rank() < 2) {
+    Config config = parse_config(R"(run: {name: chunks, seed: 6}
+data:
+  source: synthetic
+  validation_fraction: 0.0
+  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 64, width: 64}
+model:
+  layers:
+    - conv2d: {filters: 48, kernel: 3, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dense: {units: 4, init: glorot}
+training: {epochs: 1, local_batch: 16, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
+parallel: {data: 2, max_global_batch: 32}
+)",
+                                 "chunks.yaml");
+    const TrainingData data = load_training_data(config);
+    const Plan plan = strata::testing::two_replica_plan();
+    const Topology topology(pair, plan);
+    for (const AllreduceKind kind : {AllreduceKind::mpi, AllreduceKind::hierarchical}) {
+      config.parallel.allreduce = kind;
+      GroupTraining training(config, data, topology, plan, 1);
+      REQUIRE(training.trainer->chunk_samples() == 4);
+      Trace trace;
+      training.trainer->set_trace(&trace);
+      strata::testing::train_until(*training.trainer, 2);
+      training.trainer->set_trace(nullptr);
+      int first_layer_passes = 0;
+      std::string events = "[";  // the trace's elements joined into one array
+      events += trace.events_json(0, "test");
+      events += "]";
+      for (const auto& event : nlohmann::json::parse(events))
+        if (event.value("name", "") == "forward conv2d_0") ++first_layer_passes;
+      INFO(to_string(kind));
+      CHECK(first_layer_passes == (kind == AllreduceKind::hierarchical ? 2 * 4 : 2));
     }
   }
   world.barrier();
