@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `strata calibrate` on 2 real ranks writes a calibration that `strata plan --predict` reads: one
 # table row per rank count, with model-parallel time where M > 1 and data-parallel time where D > 1;
-# bad input (no calibration, another local batch, an unknown network) is a clear error.
+# on 4 ranks it also times pairs of shards at once, which a D 2 x M 2 plan on that node takes its
+# slowdown from; bad input (no calibration, another local batch, an unknown network, a calibration
+# launched across nodes) is a clear error.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 root="$PWD"
