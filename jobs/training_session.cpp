@@ -83,6 +83,8 @@ cuda::NcclWatch nccl_watch(const Config& config) {
 // collectives need all M and NCCL refuses two on one GPU. `auto` otherwise trains every shard on
 // the CPU; `cuda` is a ConfigError. Collective over `shards`: all decide alike.
 bool shards_on_gpus(const Config& config, const Communicator& shards, const std::string& gpu) {
+  // Every shard reads the same config, so all return here or none does.
+  if (config.run.device == DeviceChoice::cpu) return false;
   auto gpus = shards.allgather_strings(gpu);
   const auto on_cpu = std::count(gpus.begin(), gpus.end(), std::string());
   std::sort(gpus.begin(), gpus.end());
@@ -100,7 +102,9 @@ bool shards_on_gpus(const Config& config, const Communicator& shards, const std:
         "run.device: cuda, but the model is split over M = {} ranks and {}; the split layers "
         "need a GPU of their own on every shard",
         shards.size(), why));
-  if (shards.rank() == 0)
+  // Where no shard has a GPU, auto means the CPU and there is nothing to warn of; GPUs that some
+  // shards have and all leave unused are worth a line.
+  if (shards.rank() == 0 && on_cpu < static_cast<std::ptrdiff_t>(gpus.size()))
     fmt::print(stderr,
                "warning: run.device auto: the model is split over M = {} ranks and {}; all train "
                "on the CPU\n",

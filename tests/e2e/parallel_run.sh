@@ -45,6 +45,18 @@ assert abs(acc - last["test_accuracy"]) <= 0.005, f"predict accuracy {acc} vs tr
 print(f"ok: one unsplit rank reproduces the M=2 model: loss {loss} vs {last['test_loss']:.4f}, accuracy {acc} vs {last['test_accuracy']}")
 PY
 
+# With no GPU on any shard (run.device auto on this machine) or with run.device cpu, a split model
+# trains on the CPU without a warning about GPUs.
+for device in auto cpu; do
+  out="$(timeout 120 "$MPIEXEC" -n 2 "$STRATA" run model_parallel.yaml --fresh \
+    --set parallel.data=1 --set run.device=$device --set training.epochs=1 \
+    --set data.train_subset=640 --set "output.dir=$work/out_device_$device" 2>&1)" ||
+    { echo "FAIL: the M=2 run with run.device $device failed"; echo "$out" | tail -3; fails=$((fails + 1)); }
+  if grep -q 'warning: run.device' <<<"$out"; then
+    echo "FAIL: run.device $device warned: $(grep -m1 'warning: run.device' <<<"$out")"; fails=$((fails + 1))
+  else echo "ok: run.device $device: the split model trains on the CPU without a GPU warning"; fi
+done
+
 sed 's/  model: 1 .*/  model: 2/' parallel.yaml > bad.yaml
 expect_exit 2 'bad.yaml:[0-9]+:[0-9]+: parallel.model: 3 ranks cannot be split into model groups of 2 shards' -- \
   "$MPIEXEC" -n 3 "$STRATA" run bad.yaml
