@@ -19,9 +19,6 @@ class GradientSync {
   // Backward has just written the gradients of `params` (calls come in backward order, and every
   // parameter comes exactly once per step): a bucket that is now full may start its reduction.
   virtual void gradients_ready(std::span<const Param> params) = 0;
-  // Whether a reduction can start before finish(): if not, the trainer gains nothing by reporting
-  // each layer as backward finishes it, and may take the batch through in cache-sized chunks.
-  virtual bool reduces_during_backward() const { return true; }
   // Blocks until every gradient holds its sum over all replicas.
   virtual void finish() = 0;
   // Sums small per-process statistics (loss sums, correct counts) over the replicas, in place.

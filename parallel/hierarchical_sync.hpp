@@ -32,7 +32,6 @@ class HierarchicalSync final : public GradientSync {
   int replicas() const override { return data_.size(); }
   // Counts them: the sum runs in finish(), once every gradient is written.
   void gradients_ready(std::span<const Param> params) override;
-  bool reduces_during_backward() const override { return false; }
   void finish() override;
   void sum(std::span<double> values) override { data_.allreduce_sum(values); }
   void set_trace(Trace* trace) { trace_ = trace; }
