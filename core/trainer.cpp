@@ -280,15 +280,18 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
   // finishes it, so the reduction of late layers may overlap the backward pass of early ones; but
   // not when its share would go through in chunks, whose gradients are whole only after the last:
   // chunks that stay in cache gained 4-6% on the benchmark CNN at local batch 128, and MPICH
-  // advanced no reduction during backward to set against that. (The same on every replica.)
-  const auto share = static_cast<std::int64_t>(micro_size) / replicas_count_;
+  // advanced no reduction during backward to set against that. (local_batch_ is every replica's
+  // share.)
   const bool overlap = sync_ != nullptr && pool_.size() == 1 && accumulate_ == 1 &&
-                       engine_ == nullptr && share <= chunk_samples_;
+                       engine_ == nullptr && local_batch_ <= chunk_samples_;
   std::function<void(std::size_t)> on_layer_done;
   if (overlap)
     on_layer_done = [this](std::size_t layer) {
+      // One at a time, last first: the order apply_gradients reports them in after backward, so
+      // that replicas that took different paths (another thread count) start the same buckets in
+      // the same order, as MPI's non-blocking collectives require.
       const auto& p = layer_params_[layer];
-      if (!p.empty()) sync_->gradients_ready(p);
+      for (std::size_t k = p.size(); k-- > 0;) sync_->gradients_ready(std::span(&p[k], 1));
     };
   double loss_sum = 0.0;
   for (int k = 0; k < accumulate_; ++k) {
