@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "core/config.hpp"
 #include "core/measurement.hpp"
@@ -121,37 +122,6 @@ struct Options {
   double noise = 0.009;  // the spread of real trainings about the surrogate above 0.8
 };
 
-Options parse(int argc, char** argv) {
-  if (argc < 2)
-    throw std::invalid_argument("usage: strata_bench_search_surrogate SURROGATE [options]");
-  if (argc % 2 != 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
-  Options o;
-  o.surrogate = argv[1];
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
-    if (key == "--config")
-      o.config = value;
-    else if (key == "--seeds")
-      o.seeds = std::stoi(value);
-    else if (key == "--first")
-      o.first = std::stoi(value);
-    else if (key == "--groups")
-      o.groups = std::stoi(value);
-    else if (key == "--trials")
-      o.trials = std::stoi(value);
-    else if (key == "--startup")
-      o.startup = std::stoi(value);
-    else if (key == "--noise")
-      o.noise = std::stod(value);
-    else
-      throw std::invalid_argument("unknown option " + key);
-  }
-  if (o.seeds < 1 || o.groups < 1 || o.trials < 1 || o.startup < 1 || !(o.noise >= 0.0))
-    throw std::invalid_argument(
-        "--seeds, --groups, --trials and --startup must be >= 1, --noise >= 0");
-  return o;
-}
-
 std::unique_ptr<Search> make(const Options& o, const SearchSpace& space, std::uint64_t seed) {
   if (o.search == "random")
     return std::make_unique<RandomSearch>(
@@ -205,10 +175,7 @@ std::vector<std::vector<double>> trainings_to(const std::vector<double>& targets
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  const Options gp = parse(argc, argv);
+int run(const Options& gp) {
   Options random = gp;
   random.search = "random";
   random.groups = 1;
@@ -240,7 +207,35 @@ int main(int argc, char** argv) try {
         gp_missed || random_missed ? std::string("-")
                                    : fmt::format("{:.2f}", random_median / gp_median));
   }
-} catch (const std::exception& e) {
-  std::fprintf(stderr, "strata_bench_search_surrogate: %s\n", e.what());
-  return 2;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "strata's GP search against random search (400 trainings, the same seeds) on a surrogate "
+      "of the Fashion-MNIST search objective (tests/bench/fit_search_surrogate.py fits one)"};
+  app.add_option("surrogate", o.surrogate, "the fitted networks (tests/bench/surrogates/)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--config", o.config, "the config whose search space the surrogate models")
+      ->check(CLI::ExistingFile);
+  app.add_option("--seeds", o.seeds, "seeds per search")->check(CLI::PositiveNumber);
+  app.add_option("--first", o.first, "the first seed");
+  app.add_option("--groups", o.groups, "member groups: GP trainings in flight")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--trials", o.trials, "the GP search's budget")->check(CLI::PositiveNumber);
+  app.add_option("--startup", o.startup, "the GP search's startup trials")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--noise", o.noise, "sd of the noise added to the surrogate's accuracy")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata_bench_search_surrogate: %s\n", e.what());
+    return 2;
+  }
 }
