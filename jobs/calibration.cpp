@@ -43,6 +43,19 @@ Config timed_config(const Config& config, const CalibrationOptions& options) {
   return timed;
 }
 
+// The model every measurement times and its data, built once: finding a search's largest trial
+// builds models at the bounds of every parameter.
+struct Timed {
+  Config config;
+  TrainingData data;
+};
+
+Timed timed_model(const Config& config, const CalibrationOptions& options) {
+  Config timed = timed_config(config, options);
+  TrainingData data = load_training_data(timed);
+  return {std::move(timed), std::move(data)};
+}
+
 // The median seconds of one optimizer step over `repeats` epochs (after one epoch of warm-up).
 double step_seconds(Trainer& trainer, int repeats) {
   trainer.run_epoch({});
@@ -138,9 +151,10 @@ int node_cores(const CalibrationOptions& options) {
 }
 
 // `share`: each rank's share of the cores in this launch, timed alone too to compare with.
-Calibration measure_compute(const Config& config, const CalibrationOptions& options, int share) {
-  const Config timed = timed_config(config, options);
-  const TrainingData data = load_training_data(timed);
+Calibration measure_compute(const Config& config, const Timed& t, const CalibrationOptions& options,
+                            int share) {
+  const Config& timed = t.config;
+  const TrainingData& data = t.data;
   Calibration c;
   c.config = config.file;
   c.cpu = cpu_model_name();
@@ -180,13 +194,12 @@ struct SplitStep {
   double step_s = 0.0, optimizer_s = 0.0;
 };
 
-SplitStep split_step(const Config& config, const Communicator& world,
-                     const CalibrationOptions& options) {
+SplitStep split_step(const Timed& t, const Communicator& world, const CalibrationOptions& options) {
   const Communicator pair =
       world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "calibrate_model");
   if (!pair.valid()) return {};
-  const Config timed = timed_config(config, options);
-  const TrainingData data = load_training_data(timed);
+  const Config& timed = t.config;
+  const TrainingData& data = t.data;
   Plan plan = standalone_plan(timed);
   plan.model = 2;
   plan.world_size = 2;
@@ -200,17 +213,15 @@ SplitStep split_step(const Config& config, const Communicator& world,
 // builds them: the same communicators, gradient sums and split layers) on `threads` workers each:
 // the mean step on rank 0. Only the whole launch: MPICH polls differently once a node holds more
 // ranks than cores, so a subset of a larger launch would not see what a launch of that size does.
-double node_step_seconds(const Config& config, const Communicator& world,
+double node_step_seconds(const Timed& t, const Communicator& world,
                          const CalibrationOptions& options, int replicas, int shards, int threads) {
-  const Config timed = timed_config(config, options);
-  const TrainingData data = load_training_data(timed);
-  Plan plan = standalone_plan(timed, replicas);
+  Plan plan = standalone_plan(t.config, replicas);
   plan.model = shards;
   plan.groups = world.size() / plan.group_size();
   plan.world_size = world.size();
   plan.ranks_per_node = world.size();
   const Topology topology(world, plan);
-  GroupTraining training(timed, data, topology, plan, threads);
+  GroupTraining training(t.config, t.data, topology, plan, threads);
   world.barrier();
   return world.allreduce_sum_double(step_seconds(*training.trainer, options.repeats)) /
          world.size();
@@ -220,20 +231,20 @@ double node_step_seconds(const Config& config, const Communicator& world,
 // thread (as split models train) and on their share of the cores; pairs of replicas (D = 2) on
 // their share, their gradient sums included; pairs of shards (M = 2). Every rank takes the same
 // branches: `share` and `splits` are the same on all.
-void measure_node_steps(const Config& config, const Communicator& world,
+void measure_node_steps(const Timed& t, const Communicator& world,
                         const CalibrationOptions& options, int share, bool splits, Calibration& c) {
   const int ranks = world.size();
   std::vector<int> thread_counts{1};
   if (share > 1) thread_counts.push_back(share);
   for (int threads : thread_counts) {
-    const double step = node_step_seconds(config, world, options, 1, 1, threads);
+    const double step = node_step_seconds(t, world, options, 1, 1, threads);
     if (world.rank() != 0) continue;
     c.shared_steps.push_back(StepTiming{threads, step});
     print_step(fmt::format("all {} ranks stepping at once on {} thread(s) each", ranks, threads),
                step);
   }
   if (ranks % 2 != 0) return;
-  const double replicas = node_step_seconds(config, world, options, 2, 1, share);
+  const double replicas = node_step_seconds(t, world, options, 2, 1, share);
   if (world.rank() == 0) {
     c.replica_pairs_step = StepTiming{share, replicas};
     print_step(fmt::format("{} pair(s) of replicas (D = 2) stepping at once on {} thread(s) each",
@@ -241,7 +252,7 @@ void measure_node_steps(const Config& config, const Communicator& world,
                replicas);
   }
   if (!splits || ranks < 4) return;  // on 2 ranks the split step alone is this
-  c.shared_split_step_s = node_step_seconds(config, world, options, 1, 2, 1);
+  c.shared_split_step_s = node_step_seconds(t, world, options, 1, 2, 1);
   if (world.rank() == 0)
     print_step(fmt::format("{} pairs of ranks stepping split at once", ranks / 2),
                c.shared_split_step_s);
@@ -261,9 +272,11 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
   // Ranks bound to core sets of different sizes would disagree on their share of the cores, and
   // so on which steps to time: all take the largest.
   const int share = world.allreduce_max(share_of_cores(node_cores(options), world.size()));
+  // Every rank reads the same config and file, so all fail here alike or none does.
+  const Timed timed = timed_model(config, options);
   Calibration c;
   // The others wait in the barrier (sleeping, with the watchdog) while rank 0 has the cores.
-  if (world.rank() == 0) c = measure_compute(config, options, share);
+  if (world.rank() == 0) c = measure_compute(config, timed, options, share);
   world.barrier();
   if (world.size() > 1) {
     const LinkCost link = measure_link(world);
@@ -277,15 +290,14 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
     // the same path. A column split must divide by 2 (a config meant for M = 3 does not): such a
     // model is not timed split.
     bool splits = false, halves = true;
-    const Config timed = timed_config(config, options);
-    for (const LayerSpec& l : timed.layers) {
+    for (const LayerSpec& l : timed.config.layers) {
       if (l.split == SplitKind::none) continue;
       splits = true;
       const int size = l.kind == LayerKind::conv2d ? l.filters : l.units;
       if (l.split == SplitKind::column && size % 2 != 0) halves = false;
     }
     if (splits && halves) {
-      const SplitStep alone = split_step(config, world, options);
+      const SplitStep alone = split_step(timed, world, options);
       c.split_step_s = alone.step_s;
       c.split_optimizer_s = alone.optimizer_s;
       if (world.rank() == 0) print_step("split over 2 ranks (M = 2), 1 thread each", alone.step_s);
@@ -295,7 +307,7 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       fmt::print(
           "[calibrate] a split layer does not divide over 2 ranks: M > 1 will be predicted "
           "from the unsplit layer times\n");
-    measure_node_steps(config, world, options, share, splits && halves, c);
+    measure_node_steps(timed, world, options, share, splits && halves, c);
     world.barrier();
   }
   return c;
