@@ -17,6 +17,7 @@
 #include "core/training_data.hpp"
 #include "tests/core/layer_specs.hpp"
 #include "tests/core/temp_dir.hpp"
+#include "tests/core/trainer_states.hpp"
 
 using namespace strata;
 using Catch::Matchers::Contains;
@@ -228,27 +229,7 @@ parallel: {lr_scaling: none}
 
 TEST_CASE("a worker's share larger than its chunk trains as the same batch in micro-batches",
           "[trainer]") {
-  // 184 512 floats of first-layer output a sample: a worker takes 4 samples at a time.
-  const std::string yaml = R"(run: {name: chunks, seed: 6}
-data:
-  source: synthetic
-  validation_fraction: 0.0
-  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 64, width: 64}
-model:
-  layers:
-    - conv2d: {filters: 48, kernel: 3, init: glorot}
-    - relu
-    - maxpool2d: {size: 2}
-    - flatten
-    - dropout: {rate: 0.3}
-    - dense: {units: 4, init: glorot}
-training:
-  epochs: 1
-  local_batch: 16
-  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-parallel: {lr_scaling: none}
-)";
-  const Config whole = parse_config(yaml, "chunks.yaml");
+  const Config whole = strata::testing::chunked_config();
   Config parts = whole;  // the same 16 samples a step as 4 micro-batches of one chunk each
   parts.training.local_batch = 4;
   parts.parallel.accumulate = 4;

@@ -1,5 +1,5 @@
-// Trainer states for tests: a config with every kind of state, stopping a training at a step,
-// and comparing two saved states key by key.
+// Trainer states for tests: a config with every kind of state, one whose samples go through in
+// chunks, stopping a training at a step, and comparing two saved states key by key.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -33,6 +33,31 @@ inline Config state_config(OptimizerKind optimizer) {
   c.training.schedule.kind = ScheduleKind::cosine;
   c.stages = {StageSpec{}};
   return c;
+}
+
+// A CNN on 64x64 images whose first layer writes 184 512 floats a sample: a worker takes 4 samples
+// at a time (Trainer::chunk_samples), so a local batch of 16 goes through in chunks.
+inline Config chunked_config() {
+  return parse_config(R"(run: {name: chunks, seed: 6}
+data:
+  source: synthetic
+  validation_fraction: 0.0
+  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 64, width: 64}
+model:
+  layers:
+    - conv2d: {filters: 48, kernel: 3, init: glorot}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dropout: {rate: 0.3}
+    - dense: {units: 4, init: glorot}
+training:
+  epochs: 1
+  local_batch: 16
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+parallel: {lr_scaling: none}
+)",
+                      "chunks.yaml");
 }
 
 // Stops a training after `steps` optimizer steps, at a step boundary.

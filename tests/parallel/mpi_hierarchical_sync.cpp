@@ -145,22 +145,7 @@ TEST_CASE("one worker per replica takes a share larger than a chunk in chunks, o
   const Communicator world = Communicator::world();
   const Communicator pair = world.split(world.rank() < 2 ? 0 : MPI_UNDEFINED, world.rank(), "pair");
   if (world.rank() < 2) {
-    Config config = parse_config(R"(run: {name: chunks, seed: 6}
-data:
-  source: synthetic
-  validation_fraction: 0.0
-  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 64, width: 64}
-model:
-  layers:
-    - conv2d: {filters: 48, kernel: 3, init: glorot}
-    - relu
-    - maxpool2d: {size: 2}
-    - flatten
-    - dense: {units: 4, init: glorot}
-training: {epochs: 1, local_batch: 16, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
-parallel: {data: 2, max_global_batch: 32}
-)",
-                                 "chunks.yaml");
+    Config config = strata::testing::chunked_config();
     const TrainingData data = load_training_data(config);
     const Plan plan = strata::testing::two_replica_plan();
     const Topology topology(pair, plan);

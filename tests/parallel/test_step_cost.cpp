@@ -63,6 +63,14 @@ PredictionSettings settings(int cores) {
   return s;
 }
 
+// --network local on the node `c` was calibrated on: its measured link inside the node.
+PredictionSettings on_calibrated_node(const Calibration& c, int cores) {
+  PredictionSettings s = settings(cores);
+  s.network.intra_node = *c.intra_node;
+  s.calibrated_node = true;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("collective costs follow their alpha-beta formulas", "[cost]") {
@@ -228,9 +236,7 @@ TEST_CASE("ranks measured sharing the node replace the division of its cores", "
   c.intra_node = LinkCost{1e-4, 5e8};
   c.intra_node_ranks = 8;
   c.shared_steps = {StepTiming{1, 0.150}};
-  PredictionSettings local = settings(4);
-  local.network.intra_node = *c.intra_node;
-  local.calibrated_node = true;
+  const PredictionSettings local = on_calibrated_node(c, 4);
   // 8 ranks of members on 4 cores: the step measured with 8 stepping (2.5x alone), not 2x.
   const StepCost over = predict_step(c, plan(8, 1, 1, 8), local);
   CHECK(over.oversubscription == Approx(2.0));
@@ -266,9 +272,7 @@ TEST_CASE("ranks measured sharing the node on their share of its cores", "[cost]
   c.intra_node = LinkCost{1e-4, 5e8};
   c.intra_node_ranks = 2;
   c.shared_steps = {StepTiming{1, 0.066}, StepTiming{2, 0.050}};
-  PredictionSettings local = settings(4);
-  local.network.intra_node = *c.intra_node;
-  local.calibrated_node = true;
+  const PredictionSettings local = on_calibrated_node(c, 4);
   const StepCost members = predict_step(c, plan(2, 1, 1, 2), local);
   CHECK(members.threads == 2);
   CHECK(members.slowdown_measured);
@@ -320,9 +324,7 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   c.split_optimizer_s = 0.004;
   c.shared_split_step_s = 0.065;
   c.shared_steps = {StepTiming{1, 0.090}};
-  PredictionSettings local = settings(4);
-  local.network.intra_node = *c.intra_node;
-  local.calibrated_node = true;
+  const PredictionSettings local = on_calibrated_node(c, 4);
   const double optimizer_m2 = 0.006 * (1.0 - 22.0 / 46.0);
   // D 2 x M 2 on the 4 calibrated ranks: the pairs' slowdown (1.3x), not the unsplit ranks' (1.5x),
   // on their compute and on the collectives that their measured steps held.
