@@ -18,7 +18,10 @@ namespace {
 
 memory::desc activation_desc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
                              Layout layout) {
-  return {{n, c, h, w}, dt::f32, layout == Layout::channel_blocked16 ? tag::nChw16c : tag::nchw};
+  const tag format = layout == Layout::channel_blocked16  ? tag::nChw16c
+                     : layout == Layout::channel_blocked8 ? tag::nChw8c
+                                                          : tag::nchw;
+  return {{n, c, h, w}, dt::f32, format};
 }
 
 // A strata tensor as oneDNN memory when its layout is the one a primitive wants, or a
@@ -148,10 +151,13 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
   p->fwd = dnnl::convolution_forward(p->fwd_pd);
   p->bwd_data = dnnl::convolution_backward_data(p->bwd_data_pd);
   p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
-  const bool blocked_out =
-      filters_ % 16 == 0 && p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_,
-                                                                    Layout::channel_blocked16);
-  p->output_layout = blocked_out ? Layout::channel_blocked16 : Layout::plain;
+  // The output stays in oneDNN's layout when strata has that layout too (nChw16c on AVX-512, nChw8c
+  // on AVX2), so that pooling and the next conv read it without a reorder.
+  p->output_layout = Layout::plain;
+  for (const Layout blocked : {Layout::channel_blocked16, Layout::channel_blocked8})
+    if (filters_ % channel_block(blocked) == 0 &&
+        p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, blocked))
+      p->output_layout = blocked;
   return p;
 }
 

@@ -10,24 +10,24 @@ namespace strata {
 
 namespace {
 
-// Pooling walks "planes": one channel of one sample in the plain layout, or a block of 16 channels
-// of one sample in the blocked layout, where 16 neighbouring channels sit side by side. A plane's
-// element type V is a float for the plain layout and a 16-float vector for the blocked one, so
-// one code path serves both and the blocked one runs as vector instructions (GCC/Clang vector
-// extensions; the compiler did not vectorise the per-lane loops with their selects).
+// Pooling walks "planes": one channel of one sample in the plain layout, or a block of 8 or 16
+// channels of one sample in a blocked layout, where those channels sit side by side. A plane's
+// element type V is a float for the plain layout and an 8- or 16-float vector for the blocked ones,
+// so one code path serves all three and the blocked ones run as vector instructions (GCC/Clang
+// vector extensions; the compiler did not vectorise the per-lane loops with their selects).
+using Lanes8 = float __attribute__((vector_size(32)));
 using Lanes16 = float __attribute__((vector_size(64)));
 // Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned
 // by value has another calling convention there; every such function here is internal to this
 // file, so no other code sees that convention.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-
 struct PlaneGeometry {
   std::int64_t planes, lanes, in_h, in_w, out_h, out_w;
 };
 
 PlaneGeometry geometry(const Tensor& in, std::int64_t out_h, std::int64_t out_w) {
-  const std::int64_t lanes = in.layout() == Layout::channel_blocked16 ? 16 : 1;
+  const std::int64_t lanes = channel_block(in.layout());
   return {in.dim(0) * in.dim(1) / lanes, lanes, in.dim(2), in.dim(3), out_h, out_w};
 }
 
@@ -157,6 +157,8 @@ void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   const bool max_mode = mode_ == Mode::max;
   if (g.lanes == 16)
     forward_planes<Lanes16>(in, out, g, size_, stride_, max_mode);
+  else if (g.lanes == 8)
+    forward_planes<Lanes8>(in, out, g, size_, stride_, max_mode);
   else
     forward_planes<float>(in, out, g, size_, stride_, max_mode);
 }
@@ -173,6 +175,9 @@ void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
   if (g.lanes == 16)
     backward_planes<Lanes16>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode,
                              tiles_exactly, relu_input);
+  else if (g.lanes == 8)
+    backward_planes<Lanes8>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly,
+                            relu_input);
   else
     backward_planes<float>(in, out, grad_out, *grad_in, g, size_, stride_, max_mode, tiles_exactly,
                            relu_input);

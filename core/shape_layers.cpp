@@ -43,15 +43,15 @@ void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {
   // Element j of a row (in plain C,H,W order, whatever the memory layout) takes draw j + 1 of its
   // row's stream, so that a mask does not depend on the layout or the device (the CUDA kernel
   // draws the same way).
-  const bool blocked = in.layout() == Layout::channel_blocked16;
-  const std::int64_t plane = blocked ? in.dim(2) * in.dim(3) : 1;
+  const std::int64_t block = channel_block(in.layout());
+  const std::int64_t plane = block > 1 ? in.dim(2) * in.dim(3) : 1;
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::uint64_t key =
         derive_seed(key_, {step_, first_sample_ + static_cast<std::uint64_t>(r)});
     for (std::int64_t at = 0; at < per_row; ++at) {
-      // Blocked: at = (block * plane + pixel) * 16 + lane holds channel block * 16 + lane.
+      // Blocked: at = (b * plane + pixel) * block + lane holds channel b * block + lane.
       const std::int64_t j =
-          blocked ? ((at / (16 * plane)) * 16 + at % 16) * plane + (at / 16) % plane : at;
+          ((at / (block * plane)) * block + at % block) * plane + (at / block) % plane;
       const std::int64_t i = r * per_row + at;
       mask_[i] = uniform24(stream_draw(key, static_cast<std::uint64_t>(j) + 1)) < rate_
                      ? 0.0f

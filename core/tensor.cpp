@@ -99,11 +99,24 @@ void Tensor::bind(std::span<float> storage) {
   bound_ = true;
 }
 
+std::int64_t channel_block(Layout layout) {
+  switch (layout) {
+    case Layout::channel_blocked8:
+      return 8;
+    case Layout::channel_blocked16:
+      return 16;
+    case Layout::plain:
+      break;
+  }
+  return 1;
+}
+
 void Tensor::resize(const Shape& shape, Layout layout) {
-  if (layout == Layout::channel_blocked16 && (shape.size() != 4 || shape[1] % 16 != 0))
+  const std::int64_t block = channel_block(layout);
+  if (block > 1 && (shape.size() != 4 || shape[1] % block != 0))
     throw std::invalid_argument(
-        fmt::format("a channel-blocked tensor needs [N,C,H,W] with C a multiple of 16, got {}",
-                    shape_string(shape)));
+        fmt::format("a channel-blocked tensor needs [N,C,H,W] with C a multiple of {}, got {}",
+                    block, shape_string(shape)));
   const std::int64_t count = element_count(shape);
   if (bound_ && count != size_)
     throw std::logic_error(
@@ -133,17 +146,15 @@ void convert_layout(const Tensor& in, Tensor& out, Layout layout) {
     return;
   }
   const std::int64_t n = in.dim(0), c = in.dim(1), hw = in.dim(2) * in.dim(3);
-  const bool to_blocked = layout == Layout::channel_blocked16;
+  const std::int64_t from_block = channel_block(in.layout()), to_block = channel_block(layout);
+  // Where element (sample b, channel ch, pixel i) sits in a layout with blocks of `block`.
+  const auto offset = [&](std::int64_t b, std::int64_t ch, std::int64_t i, std::int64_t block) {
+    return ((b * (c / block) + ch / block) * hw + i) * block + ch % block;
+  };
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t ch = 0; ch < c; ++ch)
-      for (std::int64_t i = 0; i < hw; ++i) {
-        const std::int64_t plain = (b * c + ch) * hw + i;
-        const std::int64_t blocked = ((b * (c / 16) + ch / 16) * hw + i) * 16 + ch % 16;
-        if (to_blocked)
-          out[blocked] = in[plain];
-        else
-          out[plain] = in[blocked];
-      }
+      for (std::int64_t i = 0; i < hw; ++i)
+        out[offset(b, ch, i, to_block)] = in[offset(b, ch, i, from_block)];
 }
 
 Tensor to_plain(const Tensor& t) {

@@ -17,10 +17,14 @@ enum class Device { cpu, cuda };
 using Shape = std::vector<std::int64_t>;
 
 // How a 4-D [N,C,H,W] tensor's elements are ordered in memory. `plain` is row-major NCHW.
-// `channel_blocked16` is oneDNN's nChw16c: channels in blocks of 16 innermost, so that pooling
-// and elementwise loops vectorise over channels and convolutions need no reorders between layers.
-// It is used only when C is a multiple of 16, so both layouts hold exactly N*C*H*W floats.
-enum class Layout { plain, channel_blocked16 };
+// `channel_blocked8` and `channel_blocked16` are oneDNN's nChw8c and nChw16c: channels in blocks of
+// 8 or 16 innermost (a vector register of AVX2 or AVX-512), so that pooling and elementwise loops
+// vectorise over channels and convolutions need no reorders between layers. A blocked layout is
+// used only when C is a multiple of its block, so every layout holds exactly N*C*H*W floats.
+enum class Layout { plain, channel_blocked8, channel_blocked16 };
+
+// The channels in one block of `layout`: 1 for plain.
+std::int64_t channel_block(Layout layout);
 
 std::int64_t element_count(const Shape& shape);
 std::string shape_string(const Shape& shape);

@@ -44,3 +44,29 @@ TEST_CASE("a bound tensor works on the storage it was bound to", "[tensor]") {
   CHECK(moved.bound());
   CHECK(moved.data() == window.data());
 }
+
+TEST_CASE("layouts convert into each other, element by element", "[tensor][layout]") {
+  Tensor plain({2, 16, 2, 3});
+  for (std::int64_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<float>(i);
+  Tensor eight, sixteen, from_sixteen, back;
+  convert_layout(plain, eight, Layout::channel_blocked8);
+  // Sample 0, pixel 0: channels 0..7 side by side (plain offsets 0, 6, 12, ...), then pixel 1.
+  CHECK(eight[1] == 6.0f);
+  CHECK(eight[8] == 1.0f);
+  // Channel 8 starts the second block, after the first block's 6 pixels.
+  CHECK(eight[48] == 48.0f);
+  convert_layout(eight, sixteen, Layout::channel_blocked16);
+  CHECK(sixteen.layout() == Layout::channel_blocked16);
+  CHECK(sixteen[8] == 48.0f);  // channel 8 of pixel 0 sits next to channels 0..7
+  CHECK(sixteen[16] == 1.0f);
+  convert_layout(sixteen, from_sixteen, Layout::channel_blocked8);
+  CHECK(from_sixteen.values().size() == eight.values().size());
+  for (std::int64_t i = 0; i < eight.size(); ++i) CHECK(from_sixteen[i] == eight[i]);
+  convert_layout(from_sixteen, back, Layout::plain);
+  for (std::int64_t i = 0; i < plain.size(); ++i) CHECK(back[i] == plain[i]);
+  CHECK(channel_block(Layout::plain) == 1);
+  Tensor twelve;
+  CHECK_THROWS_AS(twelve.resize({1, 12, 2, 2}, Layout::channel_blocked8), std::invalid_argument);
+  CHECK_NOTHROW(twelve.resize({1, 24, 2, 2}, Layout::channel_blocked8));
+  CHECK_THROWS_AS(twelve.resize({1, 24, 2, 2}, Layout::channel_blocked16), std::invalid_argument);
+}
