@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/conv_weight_grad.hpp"
 #include "core/init.hpp"
 
 namespace strata {
@@ -62,6 +63,9 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+  // oneDNN would pad the input's few channels to a whole block for the weight gradient (8 or 16
+  // times the work): strata's own kernel computes it instead.
+  bool own_weight_grad = false;
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
@@ -158,6 +162,8 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
     if (filters_ % channel_block(blocked) == 0 &&
         p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, blocked))
       p->output_layout = blocked;
+  p->own_weight_grad = input_layout == Layout::plain && p->output_layout != Layout::plain &&
+                       p->bwd_weights_pd.src_desc().data.padded_dims[1] > channels_;
   return p;
 }
 
@@ -186,20 +192,11 @@ void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   p.stream.wait();
 }
 
-void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
-                           Tensor* grad_in) {
+// The weight and bias gradients on oneDNN's backward-weights primitive.
+void Conv2DLayer::weight_gradient(Primitives& p, const Tensor& in, const float* diff,
+                                  Layout grad_layout) {
   const std::int64_t batch = in.dim(0);
-  Primitives& p = primitives_for(batch, in.layout());
-  const float* diff = grad_out.data();
-  if (fused_relu_ && !relu_derivative_applied_) {
-    // d relu(z)/dz is 1 where the output is positive; the output is all the forward kept.
-    masked_grad_.resize(grad_out.shape(), grad_out.layout());
-    const float* y = out.data();
-    float* g = masked_grad_.data();
-    for (std::int64_t i = 0; i < grad_out.size(); ++i) g[i] = y[i] > 0.0f ? diff[i] : 0.0f;
-    diff = masked_grad_.data();
-  }
-  const auto out_desc = activation_desc(batch, filters_, out_h_, out_w_, grad_out.layout());
+  const auto out_desc = activation_desc(batch, filters_, out_h_, out_w_, grad_layout);
   const Operand src = bind(activation_desc(batch, channels_, in_h_, in_w_, in.layout()), in.data(),
                            p.bwd_weights_pd.src_desc(), p.bwd_src, p.engine);
   const Operand diff_dst_w =
@@ -215,9 +212,32 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
                                    {DNNL_ARG_DIFF_WEIGHTS, diff_weights.primitive},
                                    {DNNL_ARG_DIFF_BIAS, diff_bias}});
   if (diff_weights.needs_reorder()) reorder(diff_weights.primitive, diff_weights.user, p.stream);
+}
 
+void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                           Tensor* grad_in) {
+  const std::int64_t batch = in.dim(0);
+  Primitives& p = primitives_for(batch, in.layout());
+  const float* diff = grad_out.data();
+  if (fused_relu_ && !relu_derivative_applied_) {
+    // d relu(z)/dz is 1 where the output is positive; the output is all the forward kept.
+    masked_grad_.resize(grad_out.shape(), grad_out.layout());
+    const float* y = out.data();
+    float* g = masked_grad_.data();
+    for (std::int64_t i = 0; i < grad_out.size(); ++i) g[i] = y[i] > 0.0f ? diff[i] : 0.0f;
+    diff = masked_grad_.data();
+  }
+  if (p.own_weight_grad && grad_out.layout() == p.output_layout) {
+    const ConvGeometry g{batch,   channels_, in_h_,    in_w_,  filters_,
+                         kernel_, stride_,   padding_, out_h_, out_w_};
+    few_channel_weight_grad(in.data(), diff, g, channel_block(grad_out.layout()),
+                            weight_grad_.data(), bias_grad_.data());
+  } else {
+    weight_gradient(p, in, diff, grad_out.layout());
+  }
   if (grad_in != nullptr) {
     grad_in->resize(in.shape(), in.layout());
+    const auto out_desc = activation_desc(batch, filters_, out_h_, out_w_, grad_out.layout());
     const Operand diff_dst_d =
         bind(out_desc, diff, p.bwd_data_pd.diff_dst_desc(), p.diff_dst_d, p.engine);
     const Operand weights =

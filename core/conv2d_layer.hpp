@@ -39,6 +39,7 @@ class Conv2DLayer final : public Layer {
   struct Primitives;  // oneDNN state for one batch size and input layout
   Primitives& primitives_for(std::int64_t batch, Layout input_layout);
   std::unique_ptr<Primitives> make_primitives(std::int64_t batch, Layout input_layout) const;
+  void weight_gradient(Primitives& p, const Tensor& in, const float* diff, Layout grad_layout);
 
   int filters_, kernel_, stride_, padding_;
   InitKind init_;

@@ -1,10 +1,11 @@
 #include "core/pool_layers.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "core/channel_lanes.hpp"
 
 namespace strata {
 
@@ -15,12 +16,6 @@ namespace {
 // element type V is a float for the plain layout and an 8- or 16-float vector for the blocked ones,
 // so one code path serves all three and the blocked ones run as vector instructions (GCC/Clang
 // vector extensions; the compiler did not vectorise the per-lane loops with their selects).
-using Lanes8 = float __attribute__((vector_size(32)));
-using Lanes16 = float __attribute__((vector_size(64)));
-// Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned
-// by value has another calling convention there; every such function here is internal to this
-// file, so no other code sees that convention.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 struct PlaneGeometry {
   std::int64_t planes, lanes, in_h, in_w, out_h, out_w;
@@ -29,18 +24,6 @@ struct PlaneGeometry {
 PlaneGeometry geometry(const Tensor& in, std::int64_t out_h, std::int64_t out_w) {
   const std::int64_t lanes = channel_block(in.layout());
   return {in.dim(0) * in.dim(1) / lanes, lanes, in.dim(2), in.dim(3), out_h, out_w};
-}
-
-template <class V>
-V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-
-template <class V>
-void store(float* p, V v) {
-  std::memcpy(p, &v, sizeof(V));
 }
 
 // `fixed`: the window's size and stride when known at compile time (2: the common 2x2, stride 2,
@@ -53,17 +36,17 @@ void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int si
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
     for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
       const float* first = x + ((oh * stride) * g.in_w + ow * stride) * L;
-      V acc = max_mode ? load<V>(first) : V{} * 0.0f;
+      V acc = max_mode ? load_lanes<V>(first) : V{} * 0.0f;
       for (int kh = 0; kh < size; ++kh)
         for (int kw = 0; kw < size; ++kw) {
-          const V v = load<V>(first + (kh * g.in_w + kw) * L);
+          const V v = load_lanes<V>(first + (kh * g.in_w + kw) * L);
           if constexpr (max_mode)
             acc = v > acc ? v : acc;
           else
             acc += v;
         }
       if constexpr (!max_mode) acc *= inv_area;
-      store(y + (oh * g.out_w + ow) * L, acc);
+      store_lanes(y + (oh * g.out_w + ow) * L, acc);
     }
   }
 }
@@ -83,8 +66,8 @@ void pool_plane_backward(const float* x, const float* y, const float* dy, float*
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
     for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
       const std::int64_t first = ((oh * stride) * g.in_w + ow * stride) * L;
-      const V y_at = load<V>(y + (oh * g.out_w + ow) * L);
-      const V dy_at = load<V>(dy + (oh * g.out_w + ow) * L);
+      const V y_at = load_lanes<V>(y + (oh * g.out_w + ow) * L);
+      const V dy_at = load_lanes<V>(dy + (oh * g.out_w + ow) * L);
       const V zero = dy_at * 0.0f;
       // The first match takes the gradient and leaves zero for the rest.
       V remaining = relu_input ? (y_at > zero ? dy_at : zero) : dy_at;
@@ -93,14 +76,14 @@ void pool_plane_backward(const float* x, const float* y, const float* dy, float*
           const std::int64_t at = first + (kh * g.in_w + kw) * L;
           V share = dy_at * inv_area;
           if constexpr (max_mode) {
-            const auto hit = load<V>(x + at) == y_at;
+            const auto hit = load_lanes<V>(x + at) == y_at;
             share = hit ? remaining : zero;
             remaining = hit ? zero : remaining;
           }
           if constexpr (assign)
-            store(dx + at, share);
+            store_lanes(dx + at, share);
           else
-            store(dx + at, load<V>(dx + at) + share);
+            store_lanes(dx + at, load_lanes<V>(dx + at) + share);
         }
     }
   }

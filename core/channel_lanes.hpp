@@ -1,0 +1,30 @@
+// Vectors of one channel block's lanes (8 floats for nChw8c, 16 for nChw16c) as GCC/Clang vector
+// extensions, with unaligned loads and stores: what the blocked-layout loops compute with.
+#pragma once
+
+#include <cstring>
+
+// Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned by
+// value has another calling convention there. Only .cpp files include this header, and their
+// functions that take or return these vectors stay internal to them, so no other code sees that
+// convention.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace strata {
+
+using Lanes8 = float __attribute__((vector_size(32)));
+using Lanes16 = float __attribute__((vector_size(64)));
+
+template <class V>
+V load_lanes(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+template <class V>
+void store_lanes(float* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+}  // namespace strata
