@@ -25,17 +25,11 @@ Span valid_outputs(std::int64_t tap, std::int64_t stride, std::int64_t padding, 
 // One kernel row's K taps (K known at compile time) against one output row: K independent sums,
 // so that the additions do not wait on each other. `in_row` is the input row the taps read;
 // sums[kw] += sum over outputs ow of in_row[ow * stride + kw - padding] * dy_row[ow].
+// `each[kw]`: the outputs whose input for tap kw lies inside the row; `all`: those of every tap.
 template <class V, int K>
-void accumulate_taps(const float* in_row, const float* dy_row, const ConvGeometry& g, V* sums) {
+void accumulate_taps(const float* in_row, const float* dy_row, const ConvGeometry& g,
+                     const Span* each, Span all, V* sums) {
   constexpr std::int64_t L = sizeof(V) / sizeof(float);
-  // Outputs where every tap reads inside the row; the edges go tap by tap.
-  Span all{0, g.out_w};
-  Span each[K];
-  for (int kw = 0; kw < K; ++kw) {
-    each[kw] = valid_outputs(kw, g.stride, g.padding, g.in_w, g.out_w);
-    all.first = std::max(all.first, each[kw].first);
-    all.last = std::min(all.last, each[kw].last);
-  }
   V acc[K];
   for (int kw = 0; kw < K; ++kw) acc[kw] = V{} * 0.0f;
   for (std::int64_t ow = all.first; ow < all.last; ++ow) {
@@ -65,6 +59,14 @@ template <class V, int K>
 void accumulate_block(const float* x, const float* dy_block, const ConvGeometry& g, V* sums) {
   constexpr std::int64_t L = sizeof(V) / sizeof(float);
   const std::int64_t k = g.kernel;
+  // Worked out once here, not per row: each takes a division.
+  std::vector<Span> each(static_cast<std::size_t>(k));
+  Span all{0, g.out_w};
+  for (std::int64_t kw = 0; kw < k; ++kw) {
+    each[static_cast<std::size_t>(kw)] = valid_outputs(kw, g.stride, g.padding, g.in_w, g.out_w);
+    all.first = std::max(all.first, each[static_cast<std::size_t>(kw)].first);
+    all.last = std::min(all.last, each[static_cast<std::size_t>(kw)].last);
+  }
   for (std::int64_t c = 0; c < g.channels; ++c) {
     const float* plane = x + c * g.in_h * g.in_w;
     for (std::int64_t kh = 0; kh < k; ++kh) {
@@ -74,10 +76,10 @@ void accumulate_block(const float* x, const float* dy_block, const ConvGeometry&
         const float* in_row = plane + (oh * g.stride + kh - g.padding) * g.in_w;
         const float* dy_row = dy_block + oh * g.out_w * L;
         if constexpr (K > 0) {
-          accumulate_taps<V, K>(in_row, dy_row, g, row_sums);
+          accumulate_taps<V, K>(in_row, dy_row, g, each.data(), all, row_sums);
         } else {
           for (std::int64_t kw = 0; kw < k; ++kw) {
-            const Span cols = valid_outputs(kw, g.stride, g.padding, g.in_w, g.out_w);
+            const Span cols = each[static_cast<std::size_t>(kw)];
             for (std::int64_t ow = cols.first; ow < cols.last; ++ow)
               row_sums[kw] +=
                   in_row[ow * g.stride + kw - g.padding] * load_lanes<V>(dy_row + ow * L);
