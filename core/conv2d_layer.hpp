@@ -11,8 +11,10 @@
 namespace strata {
 
 // Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
-// kernel writes that layout (filters a multiple of 16), so that the next pooling and conv layers
-// read it without a reorder; activations leave the layer plain only when they must.
+// kernel writes that layout (blocks of 16 channels on AVX-512, 8 on AVX2; filters a multiple of
+// the block), so that the next pooling and conv layers read it without a reorder; activations
+// leave the layer plain only when they must. An input of fewer channels than a block gets its
+// weight gradient from strata's own kernel (core/conv_weight_grad.hpp) where oneDNN's would pad it.
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init);
