@@ -5,9 +5,9 @@
 #include <cstring>
 
 // Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned by
-// value has another calling convention there. Only .cpp files include this header, and their
-// functions that take or return these vectors stay internal to them, so no other code sees that
-// convention.
+// value has another calling convention there. Only strata_core's .cpp files include this header,
+// all compiled with the same flags, and no function that takes or returns these vectors is
+// declared elsewhere, so all code that passes them agrees on that convention.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace strata {

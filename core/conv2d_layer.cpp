@@ -162,14 +162,17 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
     if (filters_ % channel_block(blocked) == 0 &&
         p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, blocked))
       p->output_layout = blocked;
-  p->own_weight_grad = input_layout == Layout::plain && p->output_layout != Layout::plain &&
+  p->own_weight_grad = input_layout == Layout::plain &&
+                       channels_ < channel_block(p->output_layout) &&
                        p->bwd_weights_pd.src_desc().data.padded_dims[1] > channels_;
   return p;
 }
 
 std::string Conv2DLayer::implementation() const {
   const Primitives* newest = primitives_.newest();
-  return newest != nullptr ? std::string(newest->fwd_pd.impl_info_str()) : std::string("not built");
+  if (newest == nullptr) return "not built";
+  std::string name = newest->fwd_pd.impl_info_str();
+  return newest->own_weight_grad ? name + ", weight gradient by strata" : name;
 }
 
 void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {

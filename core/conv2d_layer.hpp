@@ -13,7 +13,7 @@ namespace strata {
 // Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
 // kernel writes that layout (blocks of 16 channels on AVX-512, 8 on AVX2; filters a multiple of
 // the block), so that the next pooling and conv layers read it without a reorder; activations
-// leave the layer plain only when they must. An input of fewer channels than a block gets its
+// leave the layer plain only when they must. A plain input of fewer channels than a block gets its
 // weight gradient from strata's own kernel (core/conv_weight_grad.hpp) where oneDNN's would pad it.
 class Conv2DLayer final : public Layer {
  public:
@@ -34,7 +34,8 @@ class Conv2DLayer final : public Layer {
   // The next layer's backward applies the fused ReLU's derivative (a max pooling that knows its
   // input passed a ReLU), so this layer's backward reads grad_out as it is.
   void leave_relu_derivative_to_next() { relu_derivative_applied_ = true; }
-  // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core".
+  // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core", and ", weight
+  // gradient by strata" where strata's own kernel computes that (see the class comment).
   std::string implementation() const;
 
  private:

@@ -18,7 +18,9 @@ Span valid_outputs(std::int64_t tap, std::int64_t stride, std::int64_t padding, 
                    std::int64_t outputs) {
   const std::int64_t shift = padding - tap;  // input = o * stride - shift
   const std::int64_t first = shift > 0 ? (shift + stride - 1) / stride : 0;
-  const std::int64_t last = std::min(outputs, (extent - 1 + shift) / stride + 1);
+  // A tap wholly in the far padding reads no input (and / rounds toward zero, not down).
+  const std::int64_t top = extent - 1 + shift;
+  const std::int64_t last = top < 0 ? 0 : std::min(outputs, top / stride + 1);
   return {first, std::max(first, last)};
 }
 
