@@ -64,7 +64,7 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
   // oneDNN would pad the input's few channels to a whole block for the weight gradient (8 or 16
-  // times the work): strata's own kernel computes it instead.
+  // times the work): strata's own kernel computes it instead, and bwd_weights stays unbuilt.
   bool own_weight_grad = false;
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
@@ -154,7 +154,6 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
       p->engine, p->fwd_pd);
   p->fwd = dnnl::convolution_forward(p->fwd_pd);
   p->bwd_data = dnnl::convolution_backward_data(p->bwd_data_pd);
-  p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   // The output stays in oneDNN's layout when strata has that layout too (nChw16c on AVX-512, nChw8c
   // on AVX2), so that pooling and the next conv read it without a reorder.
   p->output_layout = Layout::plain;
@@ -165,6 +164,8 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
   p->own_weight_grad = input_layout == Layout::plain &&
                        channels_ < channel_block(p->output_layout) &&
                        p->bwd_weights_pd.src_desc().data.padded_dims[1] > channels_;
+  // Its kernel is compiled only where it runs.
+  if (!p->own_weight_grad) p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   return p;
 }
 
@@ -230,7 +231,7 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
     for (std::int64_t i = 0; i < grad_out.size(); ++i) g[i] = y[i] > 0.0f ? diff[i] : 0.0f;
     diff = masked_grad_.data();
   }
-  if (p.own_weight_grad && grad_out.layout() == p.output_layout) {
+  if (p.own_weight_grad) {
     const ConvGeometry g{batch,   channels_, in_h_,    in_w_,  filters_,
                          kernel_, stride_,   padding_, out_h_, out_w_};
     few_channel_weight_grad(in.data(), diff, g, channel_block(grad_out.layout()),

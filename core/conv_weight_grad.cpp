@@ -94,15 +94,10 @@ void accumulate_block(const float* x, const float* dy_block, const ConvGeometry&
 
 template <class V>
 void accumulate_block_any(const float* x, const float* dy_block, const ConvGeometry& g, V* sums) {
+  // The common odd widths get their taps as independent sums; any other goes tap by tap.
   switch (g.kernel) {
-    case 1:
-      return accumulate_block<V, 1>(x, dy_block, g, sums);
-    case 2:
-      return accumulate_block<V, 2>(x, dy_block, g, sums);
     case 3:
       return accumulate_block<V, 3>(x, dy_block, g, sums);
-    case 4:
-      return accumulate_block<V, 4>(x, dy_block, g, sums);
     case 5:
       return accumulate_block<V, 5>(x, dy_block, g, sums);
     case 7:
