@@ -4,9 +4,11 @@
 // 80 networks per seed, for telling search variants apart.
 //
 //   strata_bench_search_surrogate SURROGATE [--seeds N] [--first S] [--groups G] [--trials T]
-//                                 [--startup K] [--noise SD] [--config CONFIG]
+//                                 [--startup K] [--noise SD] [--config CONFIG] [--per-seed CSV]
 //
-// CONFIG (default configs/fashion_hpo.yaml) gives the search space.
+// CONFIG (default configs/fashion_hpo.yaml) gives the search space. --per-seed writes each seed's
+// trainings to each target (a miss as trials + 1), so that runs split over seeds (--first) on
+// several cores can be pooled.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -118,6 +120,7 @@ struct Surrogate {
 struct Options {
   std::string surrogate, search = "gp";             // search: gp or random
   std::string config = "configs/fashion_hpo.yaml";  // whose space the surrogate models
+  std::string per_seed;  // a CSV of each seed's trainings to each target, for pooling runs
   int seeds = 200, first = 1, groups = 2, trials = 80, startup = 10;
   double noise = 0.009;  // the spread of real trainings about the surrogate above 0.8
 };
@@ -184,6 +187,15 @@ int run(const Options& gp) {
   const std::vector<double> targets{0.825, 0.83, 0.835};
   const auto gp_to = trainings_to(targets, gp, surrogate);
   const auto random_to = trainings_to(targets, random, surrogate);
+  if (!gp.per_seed.empty()) {
+    std::ofstream csv(gp.per_seed);
+    csv << "seed,target,gp,random\n";
+    for (std::size_t k = 0; k < targets.size(); ++k)
+      for (std::size_t i = 0; i < gp_to[k].size(); ++i)
+        csv << fmt::format("{},{},{},{}\n", gp.first + static_cast<int>(i), targets[k], gp_to[k][i],
+                           random_to[k][i]);
+    if (!csv) throw std::runtime_error("cannot write " + gp.per_seed);
+  }
   fmt::print(
       "Trainings to a target on the surrogate ({}), seeds {}-{}, noise {}: the GP search on {} "
       "member group(s) with {} trials ({} startup) against random search with 400.\n\n",
@@ -231,6 +243,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--noise", o.noise, "sd of the noise added to the surrogate's accuracy")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--per-seed", o.per_seed,
+                 "write each seed's trainings to each target to this CSV");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);
