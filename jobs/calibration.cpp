@@ -150,13 +150,14 @@ int node_cores(const CalibrationOptions& options) {
   return options.max_threads > 0 ? options.max_threads : resolve_threads(0);
 }
 
-// `share`: each rank's share of the cores in this launch, timed alone too to compare with.
-Calibration measure_compute(const Config& config, const Timed& t, const CalibrationOptions& options,
-                            int share) {
+// `config_file`: the user's config, which the calibration names. `share`: each rank's share of the
+// cores in this launch, timed alone too to compare with.
+Calibration measure_compute(const std::string& config_file, const Timed& t,
+                            const CalibrationOptions& options, int share) {
   const Config& timed = t.config;
   const TrainingData& data = t.data;
   Calibration c;
-  c.config = config.file;
+  c.config = config_file;
   c.cpu = cpu_model_name();
   c.cores = node_cores(options);
   c.local_batch = timed.training.local_batch;
@@ -165,7 +166,7 @@ Calibration measure_compute(const Config& config, const Timed& t, const Calibrat
   {
     Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), 1);
     fmt::print("[calibrate] {}: {} steps of local batch {} on 1 thread, each layer timed\n",
-               config.file, trainer.steps_per_epoch(), c.local_batch);
+               config_file, trainer.steps_per_epoch(), c.local_batch);
     std::fflush(stdout);
     const auto per_step = traced_epoch(trainer);
     c.layers = layer_timings(trainer.model(), timed.layers, per_step);
@@ -276,7 +277,7 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
   const Timed timed = timed_model(config, options);
   Calibration c;
   // The others wait in the barrier (sleeping, with the watchdog) while rank 0 has the cores.
-  if (world.rank() == 0) c = measure_compute(config, timed, options, share);
+  if (world.rank() == 0) c = measure_compute(config.file, timed, options, share);
   world.barrier();
   if (world.size() > 1) {
     const LinkCost link = measure_link(world);
