@@ -112,7 +112,8 @@ SearchResults publish_best(const StageContext& c, const HpoSpec& spec, const Sea
 }
 
 // One search of an hpo stage on every rank: each member group trains the trials it is given, and
-// the coordinator (world rank 0) keeps the journal, the snapshots and the progress lines.
+// the coordinator (world rank 0) keeps the journal, the snapshots, the pruning rule's history and
+// the progress lines.
 class SearchRun {
  public:
   SearchRun(const StageContext& c, const HpoSpec& spec);

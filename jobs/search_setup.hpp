@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "core/config.hpp"
+#include "core/search_params.hpp"
+#include "hpo/genetic_operators.hpp"
 #include "hpo/search.hpp"
 
 namespace strata {
@@ -16,9 +18,10 @@ SearchSpace search_space_of(const Config& config, const HpoSpec& spec);
 // `objective`: the trials evaluate a function, which is minimised unless the spec says otherwise.
 Direction direction_of(const HpoSpec& spec, bool objective);
 
-// `groups`: the member groups of the allocation that started the search (random and grid batches,
-// and an asynchronous schedule's slots, follow them, so that a restart on another number of groups
-// hands out the same trials). Not for algorithm pbt, which pbt_stage runs.
+// `groups`: the member groups of the allocation that started the search. Random and grid batches
+// are that large, so that a restart on another number of groups hands out the same batches; the
+// model-based searches and an asynchronous schedule keep that many trials in flight. Not for
+// algorithm pbt, which pbt_stage runs.
 std::unique_ptr<Search> make_search(const HpoSpec& spec, SearchSpace space, std::uint64_t seed,
                                     int groups, bool objective);
 
