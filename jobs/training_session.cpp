@@ -381,6 +381,9 @@ void TrainingSession::at_step() {
   const FaultPlan& fault = FaultPlan::from_environment();
   const std::int64_t step = trainer_.position().global_step;
   if (step == fault.kill_at_step) std::raise(SIGKILL);
+  if (step == fault.fail_at_step && topology_.world_rank() == topology_.world().size() - 1)
+    throw DataError(fmt::format("injected fault (STRATA_FAULT=fail_at_step={}) on world rank {}",
+                                step, topology_.world_rank()));
   if (step == fault.stop_at_step) {
     // To the process: this thread blocks it. Wait until the signal thread has recorded it, so
     // that this step boundary sees it.

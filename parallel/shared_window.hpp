@@ -15,8 +15,9 @@ namespace strata {
 class SharedWindow {
  public:
   // Collective over `node`, whose ranks must share memory; `node` must outlive the window, and the
-  // window must be destroyed before MPI_Finalize. `floats`: this rank's segment. Throws MpiError
-  // when MPI cannot make the window (ranks that do not share memory).
+  // window must be destroyed before MPI_Finalize. Destroyed while an exception unwinds, it is left
+  // to MPI: freeing it is collective, and the other ranks may never join. `floats`: this rank's
+  // segment. Throws MpiError when MPI cannot make the window (ranks that do not share memory).
   SharedWindow(const Communicator& node, std::size_t floats);
   ~SharedWindow();
   SharedWindow(const SharedWindow&) = delete;

@@ -8,12 +8,13 @@ trap 'rm -rf "$work"' EXIT
 PYTHON3="${STRATA_TEST_PYTHON:-/usr/bin/python3}"
 
 # expect_exit CODE PATTERN -- CMD...: runs CMD, checks its exit code and that stderr+stdout match PATTERN.
-# CMD gets $expect_seconds (default 120) before it is killed.
+# CMD gets $expect_seconds (default 120) before it is stopped (SIGTERM, then SIGKILL 10 s later: an
+# mpiexec whose ranks hang may outlive the first).
 expect_exit() {
   local want="$1" pattern="$2"
   shift 3
   local out rc
-  out="$(timeout "${expect_seconds:-120}" "$@" 2>&1)"
+  out="$(timeout -k 10 "${expect_seconds:-120}" "$@" 2>&1)"
   rc=$?
   if [ "$rc" != "$want" ]; then
     echo "FAIL: '$*' exited $rc, expected $want. Output:"; echo "$out" | tail -5

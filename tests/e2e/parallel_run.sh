@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `mpiexec -n 4 strata run` on configs/parallel.yaml (a data subset): 2 member groups of D=2 each write
-# their own metrics and weights; an impossible plan stops every rank with exit 2 instead of hanging.
+# their own metrics and weights; an impossible plan stops every rank with exit 2, and an error on one
+# rank alone stops the job with exit 3, instead of hanging.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -59,6 +60,13 @@ for device in $devices; do
     echo "FAIL: run.device $device warned: $(grep -m1 'warning: run.device' <<<"$out")"; fails=$((fails + 1))
   else echo "ok: run.device $device: the split model trains on the CPU without a GPU warning"; fi
 done
+
+# An error on one rank alone (STRATA_FAULT=fail_at_step: a DataError on the last rank, as a full
+# disk on its node would raise) ends the job with that rank's message instead of hanging it: the
+# rank leaves its replicas' shared-memory window to MPI, whose free would wait for the other rank.
+expect_seconds=60 expect_exit 3 'rank 1: data error: injected fault \(STRATA_FAULT=fail_at_step=20\)' -- \
+  env STRATA_FAULT=fail_at_step=20 "$MPIEXEC" -n 2 "$STRATA" run parallel.yaml --fresh \
+  --set "output.dir=$work/out_fail"
 
 sed 's/  model: 1 .*/  model: 2/' parallel.yaml > bad.yaml
 expect_exit 2 'bad.yaml:[0-9]+:[0-9]+: parallel.model: 3 ranks cannot be split into model groups of 2 shards' -- \
