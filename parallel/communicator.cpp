@@ -1,11 +1,11 @@
 #include "parallel/communicator.hpp"
 
 #include <algorithm>
-#include <thread>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -167,11 +167,8 @@ void Communicator::release() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (watchdog_) {
-    // Freeing its windows is collective. While an exception unwinds the stack, this rank may be
-    // the only one leaving: the others would wait in MPI_Win_free, and the job must reach
-    // MPI_Abort instead (jobs/main.cpp), so the windows are left to MPI. Requests keep the
-    // (closed) watchdog for their reports.
-    watchdog_->close(!finalized && std::uncaught_exceptions() == 0);
+    // Freeing its windows is collective. Requests keep the (closed) watchdog for their reports.
+    watchdog_->close(!finalized && may_release_collectively());
     watchdog_.reset();
   }
   // We only ever hold handles we created (world() duplicates), so this never frees WORLD/SELF.

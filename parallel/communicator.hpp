@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -91,6 +92,14 @@ class Request {
   std::shared_ptr<Watchdog> watchdog_;   // null: no watchdog, plain MPI_Wait
   WaitInfo info_;                        // for the watchdog's report
 };
+
+// Whether a destructor may release an MPI object whose release is collective (MPI_Win_free): not
+// while an exception unwinds the stack, since this rank may be the only one leaving and the others
+// would never join; the job must reach MPI_Abort instead (jobs/main.cpp), and the object is left
+// to MPI.
+inline bool may_release_collectively() {
+  return std::uncaught_exceptions() == 0;
+}
 
 // Completes every request, in order. Waiting on them one by one cannot deadlock: all of them are
 // already started, and MPI progresses every pending operation while a rank blocks in MPI_Wait.

@@ -1,7 +1,6 @@
 #include "parallel/shared_window.hpp"
 
 #include <cstdio>
-#include <exception>
 
 #include <fmt/format.h>
 
@@ -40,10 +39,7 @@ SharedWindow::SharedWindow(const Communicator& node, std::size_t floats) : node_
 SharedWindow::~SharedWindow() {
   if (window_ == MPI_WIN_NULL) return;
   const bool unlocked = MPI_Win_unlock_all(window_) == MPI_SUCCESS;  // local: this rank's epoch
-  // MPI_Win_free is collective. While an exception unwinds the stack this rank may be the only one
-  // leaving, its peers waiting in a barrier it will never enter: both would wait for ever, and the
-  // job must reach MPI_Abort instead (jobs/main.cpp), so the window is left to MPI.
-  if (std::uncaught_exceptions() > 0) return;
+  if (!may_release_collectively()) return;  // its peers may wait in the fence's barrier for ever
   if (!unlocked || MPI_Win_free(&window_) != MPI_SUCCESS)
     std::fprintf(stderr, "strata: freeing the shared-memory window on %s failed\n",
                  node_.name().c_str());
