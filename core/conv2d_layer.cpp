@@ -63,9 +63,9 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
-  // oneDNN would pad the input's few channels to a whole block for the weight gradient (8 or 16
-  // times the work): strata's own kernel computes it instead, and bwd_weights stays unbuilt.
-  bool own_weight_grad = false;
+  // The weight gradient as a forward convolution where oneDNN has a fast kernel for that; else
+  // bwd_weights, which is built only then.
+  std::unique_ptr<ConvWeightGradient> weight_grad;
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
@@ -119,6 +119,10 @@ Conv2DLayer::Primitives& Conv2DLayer::primitives_for(std::int64_t batch, Layout 
                          [&] { return make_primitives(batch, input_layout); });
 }
 
+ConvGeometry Conv2DLayer::geometry(std::int64_t batch) const {
+  return {batch, channels_, in_h_, in_w_, filters_, kernel_, stride_, padding_, out_h_, out_w_};
+}
+
 std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64_t batch,
                                                                       Layout input_layout) const {
   auto p = std::make_unique<Primitives>();
@@ -161,11 +165,11 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
     if (filters_ % channel_block(blocked) == 0 &&
         p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, blocked))
       p->output_layout = blocked;
-  p->own_weight_grad = input_layout == Layout::plain &&
-                       channels_ < channel_block(p->output_layout) &&
-                       p->bwd_weights_pd.src_desc().data.padded_dims[1] > channels_;
-  // Its kernel is compiled only where it runs.
-  if (!p->own_weight_grad) p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
+  p->weight_grad = std::make_unique<ConvWeightGradient>(
+      geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
+      p->engine);
+  if (!p->weight_grad->fast())
+    p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   return p;
 }
 
@@ -173,7 +177,7 @@ std::string Conv2DLayer::implementation() const {
   const Primitives* newest = primitives_.newest();
   if (newest == nullptr) return "not built";
   std::string name = newest->fwd_pd.impl_info_str();
-  return newest->own_weight_grad ? name + ", weight gradient by strata" : name;
+  return newest->weight_grad->fast() ? name + ", weight gradient as a forward convolution" : name;
 }
 
 void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
@@ -231,11 +235,13 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
     for (std::int64_t i = 0; i < grad_out.size(); ++i) g[i] = y[i] > 0.0f ? diff[i] : 0.0f;
     diff = masked_grad_.data();
   }
-  if (p.own_weight_grad) {
-    const ConvGeometry g{batch,   channels_, in_h_,    in_w_,  filters_,
-                         kernel_, stride_,   padding_, out_h_, out_w_};
-    few_channel_weight_grad(in.data(), diff, g, channel_block(grad_out.layout()),
-                            weight_grad_.data(), bias_grad_.data());
+  if (p.weight_grad->fast()) {
+    if (grad_out.layout() != p.output_layout)
+      throw std::logic_error(
+          fmt::format("layer {}: the output gradient is not in the output's layout", name()));
+    p.weight_grad->compute(in.data(), diff, weight_grad_.data(), p.stream);
+    conv_bias_gradient(diff, batch, filters_, out_h_ * out_w_, channel_block(p.output_layout),
+                       bias_grad_.data());
   } else {
     weight_gradient(p, in, diff, grad_out.layout());
   }

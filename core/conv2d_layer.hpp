@@ -10,11 +10,13 @@
 
 namespace strata {
 
+struct ConvGeometry;
+
 // Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
 // kernel writes that layout (blocks of 16 channels on AVX-512, 8 on AVX2; filters a multiple of
 // the block), so that the next pooling and conv layers read it without a reorder; activations
-// leave the layer plain only when they must. A plain input of fewer channels than a block gets its
-// weight gradient from strata's own kernel (core/conv_weight_grad.hpp) where oneDNN's would pad it.
+// leave the layer plain only when they must. The weight gradient is a forward convolution
+// (core/conv_weight_grad.hpp) wherever oneDNN has a fast kernel for that.
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init);
@@ -35,13 +37,14 @@ class Conv2DLayer final : public Layer {
   // input passed a ReLU), so this layer's backward reads grad_out as it is.
   void leave_relu_derivative_to_next() { relu_derivative_applied_ = true; }
   // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core", and ", weight
-  // gradient by strata" where strata's own kernel computes that (see the class comment).
+  // gradient as a forward convolution" where that path runs (see the class comment).
   std::string implementation() const;
 
  private:
   struct Primitives;  // oneDNN state for one batch size and input layout
   Primitives& primitives_for(std::int64_t batch, Layout input_layout);
   std::unique_ptr<Primitives> make_primitives(std::int64_t batch, Layout input_layout) const;
+  ConvGeometry geometry(std::int64_t batch) const;
   void weight_gradient(Primitives& p, const Tensor& in, const float* diff, Layout grad_layout);
 
   int filters_, kernel_, stride_, padding_;

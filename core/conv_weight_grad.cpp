@@ -1,149 +1,99 @@
 #include "core/conv_weight_grad.hpp"
 
-#include <algorithm>
 #include <stdexcept>
-#include <vector>
-
-#include "core/channel_lanes.hpp"
+#include <string>
 
 namespace strata {
 
+using dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc& x_desc,
+                                       const memory::desc& dy_desc, const dnnl::engine& engine) {
+  // Output position kh reads input row oh * stride + kh - padding for each tap oh of the output
+  // gradient: a stride-1 convolution whose taps lie `stride` apart, and whose right padding makes
+  // exactly `kernel` outputs (less than the left one where the forward pass left input unread).
+  const memory::dims strides{1, 1}, dilates{g.stride - 1, g.stride - 1},
+      pad_l{g.padding, g.padding},
+      pad_r{g.kernel + (g.out_h - 1) * g.stride - g.in_h - g.padding,
+            g.kernel + (g.out_w - 1) * g.stride - g.in_w - g.padding};
+  const memory::desc src_any({g.channels, g.batch, g.in_h, g.in_w}, dt::f32, tag::any),
+      kernel_any({g.filters, g.batch, g.out_h, g.out_w}, dt::f32, tag::any),
+      dst_any({g.channels, g.filters, g.kernel, g.kernel}, dt::f32, tag::any);
+  try {
+    pd_ = dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, src_any, kernel_any,
+                                        dst_any, strides, dilates, pad_l, pad_r),
+        engine);
+  } catch (const dnnl::error&) {
+    return;  // no implementation at all for these shapes: fast_ stays false
+  }
+  if (std::string(pd_.impl_info_str()).rfind("ref", 0) == 0) return;
+  fast_ = true;
+  forward_ = dnnl::convolution_forward(pd_);
+  const std::vector<int> swap{1, 0, 2, 3};
+  x_swapped_ = x_desc.permute_axes(swap);
+  dy_swapped_ = dy_desc.permute_axes(swap);
+  dw_swapped_ = memory::desc({g.filters, g.channels, g.kernel, g.kernel}, dt::f32, tag::oihw)
+                    .permute_axes(swap);
+  src_ = memory(pd_.src_desc(), engine);
+  kernel_ = memory(pd_.weights_desc(), engine);
+  dst_ = memory(pd_.dst_desc(), engine);
+  to_src_ =
+      dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_swapped_, engine, pd_.src_desc()));
+  to_kernel_ =
+      dnnl::reorder(dnnl::reorder::primitive_desc(engine, dy_swapped_, engine, pd_.weights_desc()));
+  from_dst_ =
+      dnnl::reorder(dnnl::reorder::primitive_desc(engine, pd_.dst_desc(), engine, dw_swapped_));
+}
+
+void ConvWeightGradient::compute(const float* x, const float* dy, float* dw, dnnl::stream& stream) {
+  const dnnl::engine engine = stream.get_engine();
+  memory x_user(x_swapped_, engine, const_cast<float*>(x));
+  memory dy_user(dy_swapped_, engine, const_cast<float*>(dy));
+  memory dw_user(dw_swapped_, engine, dw);
+  to_src_.execute(stream, {{DNNL_ARG_FROM, x_user}, {DNNL_ARG_TO, src_}});
+  to_kernel_.execute(stream, {{DNNL_ARG_FROM, dy_user}, {DNNL_ARG_TO, kernel_}});
+  forward_.execute(stream,
+                   {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, kernel_}, {DNNL_ARG_DST, dst_}});
+  from_dst_.execute(stream, {{DNNL_ARG_FROM, dst_}, {DNNL_ARG_TO, dw_user}});
+  stream.wait();
+}
+
 namespace {
 
-// The outputs o in [first, last) whose input o * stride + tap - padding lies in [0, extent).
-struct Span {
-  std::int64_t first, last;
-};
-Span valid_outputs(std::int64_t tap, std::int64_t stride, std::int64_t padding, std::int64_t extent,
-                   std::int64_t outputs) {
-  const std::int64_t shift = padding - tap;  // input = o * stride - shift
-  const std::int64_t first = shift > 0 ? (shift + stride - 1) / stride : 0;
-  // A tap wholly in the far padding reads no input (and / rounds toward zero, not down).
-  const std::int64_t top = extent - 1 + shift;
-  const std::int64_t last = top < 0 ? 0 : std::min(outputs, top / stride + 1);
-  return {first, std::max(first, last)};
-}
-
-// One kernel row's K taps (K known at compile time) against one output row: K independent sums,
-// so that the additions do not wait on each other. `in_row` is the input row the taps read;
-// sums[kw] += sum over outputs ow of in_row[ow * stride + kw - padding] * dy_row[ow].
-// `each[kw]`: the outputs whose input for tap kw lies inside the row; `all`: those of every tap.
-template <class V, int K>
-void accumulate_taps(const float* in_row, const float* dy_row, const ConvGeometry& g,
-                     const Span* each, Span all, V* sums) {
-  constexpr std::int64_t L = sizeof(V) / sizeof(float);
-  V acc[K];
-  for (int kw = 0; kw < K; ++kw) acc[kw] = V{} * 0.0f;
-  for (std::int64_t ow = all.first; ow < all.last; ++ow) {
-    const V dy = load_lanes<V>(dy_row + ow * L);
-    const float* x = in_row + ow * g.stride - g.padding;
-    for (int kw = 0; kw < K; ++kw) acc[kw] += x[kw] * dy;
-  }
-  for (int kw = 0; kw < K; ++kw) {
-    const auto edge = [&](std::int64_t first, std::int64_t last) {
-      for (std::int64_t ow = first; ow < last; ++ow)
-        acc[kw] += in_row[ow * g.stride + kw - g.padding] * load_lanes<V>(dy_row + ow * L);
-    };
-    if (all.first >= all.last) {
-      edge(each[kw].first, each[kw].last);
-    } else {
-      edge(each[kw].first, std::min(each[kw].last, all.first));
-      edge(std::max(each[kw].first, all.last), each[kw].last);
-    }
-    sums[kw] += acc[kw];
-  }
-}
-
-// One sample's output-gradient block (L filters) against each kernel tap of each input channel:
-// sums[(c * k + kh) * k + kw] += sum over outputs of x[input of the tap] * dy[output]. K: the
-// kernel's width, or 0 for any width (one tap at a time, slower).
-template <class V, int K>
-void accumulate_block(const float* x, const float* dy_block, const ConvGeometry& g, V* sums) {
-  constexpr std::int64_t L = sizeof(V) / sizeof(float);
-  const std::int64_t k = g.kernel;
-  // Worked out once here, not per row: each takes a division.
-  std::vector<Span> each(static_cast<std::size_t>(k));
-  Span all{0, g.out_w};
-  for (std::int64_t kw = 0; kw < k; ++kw) {
-    each[static_cast<std::size_t>(kw)] = valid_outputs(kw, g.stride, g.padding, g.in_w, g.out_w);
-    all.first = std::max(all.first, each[static_cast<std::size_t>(kw)].first);
-    all.last = std::min(all.last, each[static_cast<std::size_t>(kw)].last);
-  }
-  for (std::int64_t c = 0; c < g.channels; ++c) {
-    const float* plane = x + c * g.in_h * g.in_w;
-    for (std::int64_t kh = 0; kh < k; ++kh) {
-      const Span rows = valid_outputs(kh, g.stride, g.padding, g.in_h, g.out_h);
-      V* row_sums = sums + (c * k + kh) * k;
-      for (std::int64_t oh = rows.first; oh < rows.last; ++oh) {
-        const float* in_row = plane + (oh * g.stride + kh - g.padding) * g.in_w;
-        const float* dy_row = dy_block + oh * g.out_w * L;
-        if constexpr (K > 0) {
-          accumulate_taps<V, K>(in_row, dy_row, g, each.data(), all, row_sums);
-        } else {
-          for (std::int64_t kw = 0; kw < k; ++kw) {
-            const Span cols = each[static_cast<std::size_t>(kw)];
-            for (std::int64_t ow = cols.first; ow < cols.last; ++ow)
-              row_sums[kw] +=
-                  in_row[ow * g.stride + kw - g.padding] * load_lanes<V>(dy_row + ow * L);
-          }
-        }
-      }
-    }
-  }
-}
-
-template <class V>
-void accumulate_block_any(const float* x, const float* dy_block, const ConvGeometry& g, V* sums) {
-  // The common odd widths get their taps as independent sums; any other goes tap by tap.
-  switch (g.kernel) {
-    case 3:
-      return accumulate_block<V, 3>(x, dy_block, g, sums);
-    case 5:
-      return accumulate_block<V, 5>(x, dy_block, g, sums);
-    case 7:
-      return accumulate_block<V, 7>(x, dy_block, g, sums);
-    default:
-      return accumulate_block<V, 0>(x, dy_block, g, sums);
-  }
-}
-
-template <class V>
-void weight_grad(const float* x, const float* dy, const ConvGeometry& g, float* dw, float* db) {
-  constexpr std::int64_t L = sizeof(V) / sizeof(float);
-  const std::int64_t blocks = g.filters / L, taps = g.channels * g.kernel * g.kernel;
-  const std::int64_t in_sample = g.channels * g.in_h * g.in_w, plane = g.out_h * g.out_w;
-  std::vector<V> sums(static_cast<std::size_t>(blocks * taps), V{} * 0.0f);
-  std::vector<V> bias(static_cast<std::size_t>(blocks), V{} * 0.0f);
-  for (std::int64_t n = 0; n < g.batch; ++n)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      const float* dy_block = dy + (n * blocks + b) * plane * L;
-      accumulate_block_any<V>(x + n * in_sample, dy_block, g,
-                              &sums[static_cast<std::size_t>(b * taps)]);
-      V total = V{} * 0.0f;
-      for (std::int64_t p = 0; p < plane; ++p) total += load_lanes<V>(dy_block + p * L);
-      bias[static_cast<std::size_t>(b)] += total;
-    }
+// L lanes known at compile time, so that the sums stay in registers.
+template <std::int64_t L>
+void bias_gradient(const float* dy, std::int64_t batch, std::int64_t filters, std::int64_t plane,
+                   float* db) {
+  const std::int64_t blocks = filters / L;
   for (std::int64_t b = 0; b < blocks; ++b) {
-    for (std::int64_t lane = 0; lane < L; ++lane) {
-      const std::int64_t filter = b * L + lane;
-      for (std::int64_t t = 0; t < taps; ++t)
-        dw[filter * taps + t] = sums[static_cast<std::size_t>(b * taps + t)][lane];
-      db[filter] = bias[static_cast<std::size_t>(b)][lane];
+    float sums[L] = {};
+    for (std::int64_t n = 0; n < batch; ++n) {
+      const float* block = dy + (n * blocks + b) * plane * L;
+      for (std::int64_t p = 0; p < plane; ++p)
+        for (std::int64_t lane = 0; lane < L; ++lane) sums[lane] += block[p * L + lane];
     }
+    for (std::int64_t lane = 0; lane < L; ++lane) db[b * L + lane] = sums[lane];
   }
 }
 
 }  // namespace
 
-void few_channel_weight_grad(const float* x, const float* dy, const ConvGeometry& g,
-                             std::int64_t lanes, float* dw, float* db) {
-  if ((lanes != 8 && lanes != 16) || g.filters % lanes != 0)
-    throw std::invalid_argument("few_channel_weight_grad: " + std::to_string(g.filters) +
-                                " filters in blocks of " + std::to_string(lanes));
-  if (lanes == 8)
-    weight_grad<Lanes8>(x, dy, g, dw, db);
-  else
-    weight_grad<Lanes16>(x, dy, g, dw, db);
+void conv_bias_gradient(const float* dy, std::int64_t batch, std::int64_t filters,
+                        std::int64_t plane, std::int64_t lanes, float* db) {
+  switch (lanes) {
+    case 1:
+      return bias_gradient<1>(dy, batch, filters, plane, db);
+    case 8:
+      return bias_gradient<8>(dy, batch, filters, plane, db);
+    case 16:
+      return bias_gradient<16>(dy, batch, filters, plane, db);
+    default:
+      throw std::invalid_argument("conv_bias_gradient: channel blocks of " + std::to_string(lanes));
+  }
 }
 
 }  // namespace strata
