@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -64,9 +65,12 @@ struct Row {
   int batch = 0;
   double strata = 0.0, torch = 0.0;  // median samples/s
   std::vector<double> strata_repeats, torch_repeats;
-  // GFLOP/s of sgemm on 1 and on --threads threads, measured just before and just after the row's
-  // strata repeats (the mean of both), so that the row's share of the peak sees the same load.
+  // GFLOP/s of sgemm on 1 and on --threads threads, measured before the row's first strata repeat
+  // and after each (the median of these), and each repeat's samples/s as a share of the mean of
+  // the sgemm rates either side of it: the machine's speed drifts within a row, so a repeat is
+  // compared with the peak at its own time.
   double sgemm_1 = 0.0, sgemm_t = 0.0;
+  std::vector<double> share_1, share_t;  // per repeat: samples/s per sgemm GFLOP/s
 };
 
 // ---- FLOP count -------------------------------------------------------------------------------
@@ -174,9 +178,10 @@ double epoch_train_seconds(strata::Trainer& trainer, int /*epoch*/, int batch) {
 }
 
 // Steady-state samples/s of each repeat, each repeat a whole number of epochs of about `seconds`.
+// `between` runs before the first repeat and after each.
 std::vector<double> measure_strata(const ModelCase& model, int batch,
                                    const strata::TrainingData& data, const Options& o,
-                                   std::string& conv_impls) {
+                                   std::string& conv_impls, const std::function<void()>& between) {
   const strata::Config config = bench_config(model.layers, batch);
   strata::Trainer trainer(config, strata::build_model(config, data), data,
                           strata::standalone_plan(config), o.threads);
@@ -192,11 +197,13 @@ std::vector<double> measure_strata(const ModelCase& model, int batch,
   const int epochs_per_repeat = std::max(1, static_cast<int>(std::lround(o.seconds / last)));
   const auto samples = static_cast<double>(trainer.steps_per_epoch() * batch * epochs_per_repeat);
   std::vector<double> rates;
+  between();
   for (int r = 0; r < o.repeats; ++r) {
     double seconds = 0.0;
     for (int e = 0; e < epochs_per_repeat; ++e)
       seconds += epoch_train_seconds(trainer, ++epoch, batch);
     rates.push_back(samples / seconds);
+    between();
   }
   return rates;
 }
@@ -305,16 +312,22 @@ int run(const Options& o) {
       row.model = model.label;
       row.batch = batch;
       std::string impls;
-      const auto sgemm_before = sgemm_now();
-      row.strata_repeats = measure_strata(model, batch, data, o, impls);
-      const auto sgemm_after = sgemm_now();
-      row.sgemm_1 = 0.5 * (sgemm_before.first + sgemm_after.first);
-      row.sgemm_t = 0.5 * (sgemm_before.second + sgemm_after.second);
+      std::vector<double> sgemm_1, sgemm_t;  // before the first repeat and after each
+      row.strata_repeats = measure_strata(model, batch, data, o, impls, [&] {
+        const auto [one, all] = sgemm_now();
+        sgemm_1.push_back(one);
+        sgemm_t.push_back(all);
+      });
+      for (std::size_t r = 0; r < row.strata_repeats.size(); ++r) {
+        row.share_1.push_back(row.strata_repeats[r] / (0.5 * (sgemm_1[r] + sgemm_1[r + 1])));
+        row.share_t.push_back(row.strata_repeats[r] / (0.5 * (sgemm_t[r] + sgemm_t[r + 1])));
+      }
+      row.sgemm_1 = median(sgemm_1);
+      row.sgemm_t = median(sgemm_t);
       fmt::print(stderr,
-                 "[bench] sgemm n={} around the row: {:.1f} / {:.1f} GFLOP/s on 1 thread, "
-                 "{:.1f} / {:.1f} on {}\n",
-                 o.sgemm_n, sgemm_before.first, sgemm_after.first, sgemm_before.second,
-                 sgemm_after.second, o.threads);
+                 "[bench] sgemm n={} before the row's first repeat and after each: [{}] GFLOP/s on "
+                 "1 thread, [{}] on {}\n",
+                 o.sgemm_n, repeats_string(sgemm_1), repeats_string(sgemm_t), o.threads);
       if (!impls.empty()) conv_impls = impls;
       row.strata = median(row.strata_repeats);
       const auto torch = measure_torch(model.key, batch, o);
@@ -345,7 +358,7 @@ int run(const Options& o) {
   if (rows.empty()) return 0;
   const auto [low_t, high_t] = std::minmax_element(
       rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.sgemm_t < b.sgemm_t; });
-  fmt::print("\nsgemm (n={}), measured around each row: {:.0f}-{:.0f} GFLOP/s on {} threads. ",
+  fmt::print("\nsgemm (n={}), the median of each row's: {:.0f}-{:.0f} GFLOP/s on {} threads. ",
              o.sgemm_n, low_t->sgemm_t, high_t->sgemm_t, o.threads);
   fmt::print(
       "FLOP per training sample (forward + backward, no input gradient for the first layer): "
@@ -355,12 +368,13 @@ int run(const Options& o) {
     if (r.key != "cnn") continue;
     const double gflops = r.strata * cnn_flops * 1e-9;
     // Both ceilings: oneDNN's own threading, and one single-threaded sgemm per worker, which is
-    // how strata splits a batch (they differ most when other processes share the cores).
+    // how strata splits a batch (they differ most when other processes share the cores). Each is
+    // the median over the repeats of the repeat's share of the sgemm either side of it.
     fmt::print(
-        " CNN batch {}: {:.0f} GFLOP/s, {:.0f}% of the row's sgemm on {} threads ({:.0f} GFLOP/s; "
-        "{:.0f}% of {} x 1 thread).",
-        r.batch, gflops, 100.0 * gflops / r.sgemm_t, o.threads, r.sgemm_t,
-        100.0 * gflops / (o.threads * r.sgemm_1), o.threads);
+        " CNN batch {}: {:.0f} GFLOP/s, {:.0f}% of the sgemm on {} threads (median {:.0f} "
+        "GFLOP/s; {:.0f}% of {} x 1 thread).",
+        r.batch, gflops, 100.0 * median(r.share_t) * cnn_flops * 1e-9, o.threads, r.sgemm_t,
+        100.0 * median(r.share_1) * cnn_flops * 1e-9 / o.threads, o.threads);
   }
   fmt::print("\n\nKernels: oneDNN {} on {} (CPU {}); convolutions {}.\n", report.onednn_version,
              report.onednn_isa, report.cpu_best, conv_impls.empty() ? "(none)" : conv_impls);
