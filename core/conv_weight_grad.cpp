@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -28,9 +29,10 @@ ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc
                                         dst_any, strides, dilates, pad_l, pad_r),
         engine);
   } catch (const dnnl::error&) {
-    return;  // no implementation at all for these shapes: fast_ stays false
+    return;  // no implementation for these shapes (a negative right padding): fast_ stays false
   }
-  if (std::string(pd_.impl_info_str()).rfind("ref", 0) == 0) return;
+  const std::string kernel = pd_.impl_info_str();
+  if (kernel.rfind("ref", 0) == 0 || kernel.rfind("gemm", 0) == 0) return;
   fast_ = true;
   forward_ = dnnl::convolution_forward(pd_);
   const std::vector<int> swap{1, 0, 2, 3};

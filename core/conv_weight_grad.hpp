@@ -15,16 +15,19 @@ struct ConvGeometry {
 // dw[f][c][kh][kw] = sum over n, oh, ow of x[n][c][oh*s+kh-p][ow*s+kw-p] * dy[n][f][oh][ow] is a
 // forward convolution of the input with batch and channels swapped ([c][n][h][w]) by the output
 // gradient as its weights ([f][n][oh][ow], dilated by the stride), whose output is dw with filters
-// and channels swapped. On AVX2 oneDNN's forward kernel runs these shapes 20-25% faster than its
-// backward-weights kernel, and it needs no padding of an image's 1 or 3 channels to a whole block
-// of 8 (which the backward-weights kernel would do: 8 times the work).
+// and channels swapped. On AVX2 oneDNN's forward kernel ran the benchmark CNN's shapes 20-25%
+// faster than its backward-weights kernel (AVX-512 is unmeasured), and it does not pad an image's
+// 1 or 3 channels to a whole block of 8, which the backward-weights kernel does (8 times the
+// work); it pads the batch instead, where that is not a multiple of the block.
 class ConvWeightGradient {
  public:
   // x_desc, dy_desc: the layouts the input and the output gradient arrive in.
   ConvWeightGradient(const ConvGeometry& g, const dnnl::memory::desc& x_desc,
                      const dnnl::memory::desc& dy_desc, const dnnl::engine& engine);
-  // False where oneDNN has only its reference kernel for the swapped shapes (orders of magnitude
-  // slower): the caller then uses oneDNN's backward-weights primitive.
+  // False where oneDNN has no direct forward kernel for the swapped shapes: none at all where the
+  // right padding is negative (a stride that leaves the input's last rows unread), or only its
+  // reference or gemm-based ones (slower than its backward-weights kernel). The caller then uses
+  // the backward-weights primitive.
   bool fast() const { return fast_; }
   // dw: [filters, channels, kernel, kernel] plain. Waits for the stream.
   void compute(const float* x, const float* dy, float* dw, dnnl::stream& stream);
