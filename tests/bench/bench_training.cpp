@@ -1,9 +1,10 @@
 // Single-rank training throughput of strata against PyTorch, measured in the same run.
 //
-// For each row (model x batch) it times strata's Trainer (the code path `strata run` takes), then
-// runs tests/bench/torch_reference.py on the same row, so both sides see the same machine load.
-// It also times oneDNN's sgemm (what the dense layers run) to say how much of the machine's
-// matrix-multiply peak the CNN reaches.
+// For each row (model x batch) it times strata's Trainer (the code path `strata run` takes), and
+// before its first timed repeat and after each it runs one repeat of tests/bench/torch_reference.py
+// on the same row and times oneDNN's sgemm (what the dense layers run), so that each strata repeat
+// is compared with PyTorch and with the machine's matrix-multiply peak at its own time: the
+// machine's speed drifts within a row.
 // Progress goes to stderr; stdout is the Markdown block for the README.
 #include <omp.h>
 #include <sys/wait.h>
@@ -64,7 +65,10 @@ struct Row {
   std::string key, model;
   int batch = 0;
   double strata = 0.0, torch = 0.0;  // median samples/s
+  // PyTorch runs one repeat before strata's first and after each, so that each strata repeat is
+  // compared with PyTorch at its own time: `ratio` is the median of those comparisons.
   std::vector<double> strata_repeats, torch_repeats;
+  double ratio = 0.0;
   // GFLOP/s of sgemm on 1 and on --threads threads, measured before the row's first strata repeat
   // and after each (the median of these), and each repeat's samples/s as a share of the mean of
   // the sgemm rates either side of it: the machine's speed drifts within a row, so a repeat is
@@ -227,13 +231,13 @@ void check_torch(const Options& o) {
                     o.python));
 }
 
-// Runs torch_reference.py for one row and returns its JSON result line.
-nlohmann::json measure_torch(const std::string& model, int batch, const Options& o) {
+// Runs torch_reference.py for `repeats` timed repeats of one row and returns its JSON result line.
+nlohmann::json measure_torch(const std::string& model, int batch, int repeats, const Options& o) {
   const std::string command = fmt::format(
       "{} {} --model {} --batch {} --threads {} --seconds {} --warmup-seconds {} --repeats {} "
       "--samples {}",
       shell_quote(o.python), shell_quote(o.torch_script), model, batch, o.threads, o.seconds,
-      o.warmup_seconds, o.repeats, o.train_samples);
+      o.warmup_seconds, repeats, o.train_samples);
   std::FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot start: " + command);
   std::string output;
@@ -317,11 +321,20 @@ int run(const Options& o) {
         const auto [one, all] = sgemm_now();
         sgemm_1.push_back(one);
         sgemm_t.push_back(all);
+        const auto torch = measure_torch(model.key, batch, 1, o);
+        row.torch_repeats.push_back(torch.at("samples_per_s").get<double>());
+        torch_version = torch.at("torch").get<std::string>();
       });
+      std::vector<double> ratios;
       for (std::size_t r = 0; r < row.strata_repeats.size(); ++r) {
-        row.share_1.push_back(row.strata_repeats[r] / (0.5 * (sgemm_1[r] + sgemm_1[r + 1])));
-        row.share_t.push_back(row.strata_repeats[r] / (0.5 * (sgemm_t[r] + sgemm_t[r + 1])));
+        const auto either_side = [r](const std::vector<double>& v) {
+          return 0.5 * (v[r] + v[r + 1]);
+        };
+        row.share_1.push_back(row.strata_repeats[r] / either_side(sgemm_1));
+        row.share_t.push_back(row.strata_repeats[r] / either_side(sgemm_t));
+        ratios.push_back(row.strata_repeats[r] / either_side(row.torch_repeats));
       }
+      row.ratio = median(ratios);
       row.sgemm_1 = median(sgemm_1);
       row.sgemm_t = median(sgemm_t);
       fmt::print(stderr,
@@ -330,22 +343,20 @@ int run(const Options& o) {
                  o.sgemm_n, repeats_string(sgemm_1), repeats_string(sgemm_t), o.threads);
       if (!impls.empty()) conv_impls = impls;
       row.strata = median(row.strata_repeats);
-      const auto torch = measure_torch(model.key, batch, o);
-      row.torch_repeats = torch.at("repeats").get<std::vector<double>>();
-      row.torch = torch.at("samples_per_s").get<double>();
-      torch_version = torch.at("torch").get<std::string>();
+      row.torch = median(row.torch_repeats);
       fmt::print(stderr,
                  "[bench] {} b{}: strata {} [{}], PyTorch {} [{}] samples/s, ratio {:.2f}\n",
                  model.key, batch, grouped(row.strata), repeats_string(row.strata_repeats),
-                 grouped(row.torch), repeats_string(row.torch_repeats), row.strata / row.torch);
+                 grouped(row.torch), repeats_string(row.torch_repeats), row.ratio);
       rows.push_back(std::move(row));
     }
   }
 
   fmt::print(
       "Single-rank training, {} threads, SGD momentum 0.9, synthetic 1x28x28 data, median of {} "
-      "repeats "
-      "of about {:g} s; PyTorch {} with {} threads measured in the same run "
+      "repeats of about {:g} s; PyTorch {} with {} threads measured in the same run, one repeat "
+      "before strata's first and after each (its median here; the ratio is the median over "
+      "strata's repeats of each against the mean of the PyTorch repeats either side of it) "
       "(OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}).\n\n",
       o.threads, o.repeats, o.seconds, torch_version, o.threads,
       env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OMP_WAIT_POLICY", "(unset)"));
@@ -354,7 +365,7 @@ int run(const Options& o) {
       "--- |\n");
   for (const auto& r : rows)
     fmt::print("| {} | {} | {} | {} | {:.2f} |\n", r.model, r.batch, grouped(r.strata),
-               grouped(r.torch), r.strata / r.torch);
+               grouped(r.torch), r.ratio);
   if (rows.empty()) return 0;
   const auto [low_t, high_t] = std::minmax_element(
       rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.sgemm_t < b.sgemm_t; });
