@@ -1,5 +1,5 @@
-// A convolution's weight gradient as one forward convolution, which oneDNN runs faster than its
-// backward-weights kernels, and its bias gradient.
+// A convolution's weight gradient as one forward convolution (on AVX2 oneDNN runs that faster
+// than its backward-weights kernel), and its bias gradient.
 #pragma once
 
 #include <dnnl.hpp>
