@@ -64,7 +64,7 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
   // The weight gradient as a forward convolution where oneDNN has a fast kernel for that; else
-  // bwd_weights, which is built only then.
+  // bwd_weights, whose descriptor and kernel are built only then.
   std::unique_ptr<ConvWeightGradient> weight_grad;
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
@@ -152,10 +152,6 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any,
                                             weight_any, dst_any, strides, pads, pads),
       p->engine, p->fwd_pd);
-  p->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
-                                               weight_any, bias_md, dst_any, strides, pads, pads),
-      p->engine, p->fwd_pd);
   p->fwd = dnnl::convolution_forward(p->fwd_pd);
   p->bwd_data = dnnl::convolution_backward_data(p->bwd_data_pd);
   // The output stays in oneDNN's layout when strata has that layout too (nChw16c on AVX-512, nChw8c
@@ -168,8 +164,13 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
   p->weight_grad = std::make_unique<ConvWeightGradient>(
       geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
       p->engine);
-  if (!p->weight_grad->fast())
+  if (!p->weight_grad->fast()) {
+    p->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+        dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
+                                                 weight_any, bias_md, dst_any, strides, pads, pads),
+        p->engine, p->fwd_pd);
     p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
+  }
   return p;
 }
 
