@@ -25,6 +25,7 @@
 #include "jobs/fault_injection.hpp"
 #include "jobs/hpo_trial.hpp"
 #include "jobs/member_log.hpp"
+#include "jobs/pbt_results.hpp"
 #include "jobs/progress_board.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
@@ -110,7 +111,6 @@ class PbtRun {
   void exploit(const PbtRound& round, std::map<int, StateDict>& states);
   std::vector<PbtMemberResult> gather(std::vector<PbtMemberResult> mine) const;
   void say_round(const PbtRound& round, double seconds) const;
-  void publish(double wall_seconds) const;
 
   const StageContext& c_;
   const HpoSpec& spec_;
@@ -405,99 +405,9 @@ void PbtRun::run() {
       write_text_atomically(exploited_marker(), fmt::format("{}\n", round));
     topology_.world().barrier();
   }
-  if (topology_.world_rank() == 0) publish(seconds_since(start));
+  if (topology_.world_rank() == 0)
+    publish_pbt_results(c_.config, spec_, space_, population_, seconds_since(start));
   topology_.world().barrier();
-}
-
-// best.yaml and best_weights.h5 (the best member at the end), each member's config with its
-// last values, and hpo_summary.json with the lineage of the best.
-void PbtRun::publish(double wall_seconds) const {
-  const PbtRound& last = population_.history().back();
-  const auto order = rank_order(last.scores, population_.config().direction);
-  const int best = static_cast<int>(order.front());
-  for (int m = 0; m < members(); ++m)
-    write_text_atomically(
-        member_dir(m) / "config.yaml",
-        trial_config_text(c_.config,
-                          trial_values(space_, last.genomes[static_cast<std::size_t>(m)]),
-                          member_dir(m).string()));
-  std::error_code ec;
-  std::filesystem::copy_file(member_dir(best) / "config.yaml", dir_ / "best.yaml",
-                             std::filesystem::copy_options::overwrite_existing, ec);
-  if (!ec)
-    std::filesystem::copy_file(member_dir(best) / "weights.h5", dir_ / "best_weights.h5",
-                               std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec)
-    throw DataError(fmt::format("cannot copy member {}'s results into {}: {}", best, dir_.string(),
-                                ec.message()));
-  auto member_json = [&](int m) {
-    const auto at = static_cast<std::size_t>(m);
-    return nlohmann::json{{"trial", PbtLog::segment(last.round, m, members())},
-                          {"member", m},
-                          {"fitness", number_or_null(last.scores[at])},
-                          {"params", params_of(space_, last.genomes[at])}};
-  };
-  nlohmann::json summary;
-  summary["algorithm"] = "pbt";
-  summary["trainings"] = members();
-  summary["cached"] = 0;
-  summary["epochs"] = members() * c_.config.training.epochs;
-  summary["wall_seconds"] = wall_seconds;
-  summary["stop_reason"] = "rounds";
-  summary["direction"] = spec_.maximize ? "maximize" : "minimize";
-  summary["trainings_to_target"] = nullptr;
-  summary["best"] = member_json(best);
-  summary["best"]["generation"] = last.round;
-  summary["best"]["config"] = "best.yaml";
-  summary["best"]["weights"] = "best_weights.h5";
-  summary["best"]["lineage"] = nlohmann::json::array();
-  for (const auto& [round, member] : population_.lineage(best))
-    summary["best"]["lineage"].push_back(
-        {{"round", round},
-         {"member", member},
-         {"params", params_of(space_, population_.history()[static_cast<std::size_t>(round - 1)]
-                                          .genomes[static_cast<std::size_t>(member)])}});
-  summary["top"] = nlohmann::json::array();
-  // A member that diverged in the last round has no weights: it is not among the top.
-  for (std::size_t k = 0; k < order.size() && static_cast<int>(k) < spec_.keep_top &&
-                          !std::isnan(last.scores[order[k]]);
-       ++k) {
-    const int m = static_cast<int>(order[k]);
-    auto item = member_json(m);
-    item["config"] = fmt::format("members/{}/config.yaml", m);
-    item["weights"] = fmt::format("members/{}/weights.h5", m);
-    summary["top"].push_back(item);
-  }
-  summary["generations"] = nlohmann::json::array();
-  double best_so_far = std::nan("");
-  for (const PbtRound& r : population_.history()) {
-    const auto ranked = rank_order(r.scores, population_.config().direction);
-    double sum = 0;
-    int failed = 0;
-    for (double s : r.scores) {
-      if (std::isnan(s))
-        ++failed;
-      else
-        sum += s;
-    }
-    const double round_best = r.scores[ranked.front()];
-    if (std::isnan(best_so_far) || better(round_best, best_so_far, population_.config().direction))
-      best_so_far = round_best;
-    summary["generations"].push_back(
-        {{"generation", r.round},
-         {"evaluated", members()},
-         {"failed", failed},
-         {"best", number_or_null(round_best)},
-         {"mean", number_or_null(failed < members() ? sum / (members() - failed) : std::nan(""))},
-         {"best_so_far", number_or_null(best_so_far)},
-         {"trainings", members()}});
-  }
-  write_text_atomically(dir_ / "hpo_summary.json", summary.dump(2) + '\n');
-  fmt::print("[pbt] best: member {} ({} {:.4g}) with {}; weights {}, config {}\n", best,
-             spec_.fitness, last.scores[order.front()],
-             describe(space_, last.genomes[order.front()]), (dir_ / "best_weights.h5").string(),
-             (dir_ / "best.yaml").string());
-  std::fflush(stdout);
 }
 
 }  // namespace
