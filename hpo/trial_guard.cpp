@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "parallel/failure_agreement.hpp"
 
 namespace strata {
 
@@ -25,28 +26,13 @@ TrialOutcome failed(std::string reason) {
 TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
                                const std::function<void()>& build,
                                const std::function<TrialOutcome()>& train) {
-  std::string build_error;
-  bool threw = false;
   try {
-    build();
+    agree_on_failure(member, build);
   } catch (const std::exception& e) {
-    threw = true;
-    build_error = e.what();
+    return failed(e.what());
   } catch (...) {
-    // Whatever it is, this rank must still join the agreement below, or its peers wait there.
-    threw = true;
-    build_error = "an unknown error";
+    return failed("an unknown error");
   }
-  if (member.size() > 1) {
-    const int first_failing = member.allreduce_min(threw ? member.rank() : member.size());
-    if (first_failing < member.size()) {
-      member.broadcast_string(build_error, first_failing);
-      if (first_failing > 0)
-        build_error = fmt::format("rank {} of the member group: {}", first_failing, build_error);
-      threw = true;
-    }
-  }
-  if (threw) return failed(std::move(build_error));
 
   try {
     return train();

@@ -34,10 +34,12 @@ FaultPlan parse(const char* text) {
     plan.kill_before_exploit = static_cast<int>(value);
   else if (name == "fail_at_step")
     plan.fail_at_step = value;
+  else if (name == "fail_in_build")
+    plan.fail_in_build = static_cast<int>(value);
   else
     throw ConfigError(
         fmt::format("STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, "
-                    "kill_in_write, kill_before_exploit, fail_at_step)",
+                    "kill_in_write, kill_before_exploit, fail_at_step, fail_in_build)",
                     setting));
   return plan;
 }

@@ -1,7 +1,7 @@
 // Faults the end-to-end tests inject at exact points that timing alone cannot hit (a kill in the
 // middle of a checkpoint write): STRATA_FAULT="kill_at_step=120", "stop_at_step=40",
-// "kill_in_write=3", "kill_before_exploit=2" or "fail_at_step=40". Unset in production; read once,
-// never changed.
+// "kill_in_write=3", "kill_before_exploit=2", "fail_at_step=40" or "fail_in_build=1". Unset in
+// production; read once, never changed.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,9 @@ struct FaultPlan {
   // Throw a DataError on the world's last rank alone after this global training step: an error only
   // one rank hits (a full disk on its node), which must end the job, not hang it.
   std::int64_t fail_at_step = -1;
+  // Throw on this world rank alone each time it builds a training, after its group's first
+  // collectives: a failure one rank hits (its memory, its GPU) while its peers build on.
+  int fail_in_build = -1;
 
   // STRATA_FAULT parsed; an unknown or malformed setting throws ConfigError.
   static const FaultPlan& from_environment();

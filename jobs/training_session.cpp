@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <csignal>
 #include <ctime>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "core/errors.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/fault_injection.hpp"
+#include "parallel/failure_agreement.hpp"
 #include "parallel/model_parallel_layers.hpp"
 #include "parallel/state_gather.hpp"
 
@@ -175,19 +177,23 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   GradientSync* gradients = sync          ? static_cast<GradientSync*>(&*sync)
                             : shared_sync ? static_cast<GradientSync*>(&*shared_sync)
                                           : nullptr;
-  // Each rank decides for itself, the M shards of a split model together.
+  // Each rank decides for itself, the M shards of a split model together. What can fail on one
+  // rank alone (its GPU, its memory) is agreed on over the group before the next collective, so
+  // that every rank throws alike: a search's trial guard then fails the trial on all of them.
+  const Communicator& group = topology.member();
   bool on_gpu = false;
 #ifdef STRATA_HAVE_CUDA
-  try {
-    on_gpu = trains_on_gpu(config.run.device, detect_devices());
-  } catch (const ConfigError& e) {
-    // The shards of a split model fail together below (shards_on_gpus), not this one alone.
-    if (plan.model == 1) throw;
-    fmt::print(stderr, "strata: {}\n", e.what());
-  }
   int device = -1;
   std::string gpu_identity;  // which physical GPU (device_identity)
-  if (on_gpu) {
+  agree_on_failure(group, [&] {
+    try {
+      on_gpu = trains_on_gpu(config.run.device, detect_devices());
+    } catch (const ConfigError& e) {
+      // The shards of a split model fail together below (shards_on_gpus), not this one alone.
+      if (plan.model == 1) throw;
+      fmt::print(stderr, "strata: {}\n", e.what());
+    }
+    if (!on_gpu) return;
     try {
       device =
           cuda::bind_rank_to_device(node_local_rank(topology.world_rank() % plan.ranks_per_node));
@@ -198,13 +204,17 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                  to_string(config.run.device), e.what());
       on_gpu = false;
     }
-  }
+  });
   if (plan.model > 1)
     on_gpu = shards_on_gpus(config, topology.model(), on_gpu ? gpu_identity : std::string());
 #else
   on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif
   const auto make_trainer = [&](int worker_threads) {
+    if (FaultPlan::from_environment().fail_in_build == topology.world_rank())
+      throw std::runtime_error(
+          fmt::format("injected fault (STRATA_FAULT=fail_in_build={}) while building a training",
+                      topology.world_rank()));
     trainer.emplace(
         config,
         build_model(config, data,
@@ -212,11 +222,12 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
                                    : LayerFactory{}),
         data, plan, worker_threads, gradients);
   };
-  make_trainer(on_gpu ? 1 : threads);
+  agree_on_failure(group, [&] { make_trainer(on_gpu ? 1 : threads); });
   bool nccl_sums = false;
 #ifdef STRATA_HAVE_CUDA
   std::unique_ptr<cuda::GpuGradients> on_device;
-  if (on_gpu) {
+  agree_on_failure(group, [&] {
+    if (!on_gpu) return;
     on_device = gpu_training(config, topology, plan, device, trainer->model());
     if (on_device != nullptr) {
       trainer->set_gradient_engine(on_device.get());
@@ -225,7 +236,7 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
       trainer.reset();
       make_trainer(threads);
     }
-  }
+  });
   nccl_sums = sums_over_nccl(
       config, topology, plan,
       on_device != nullptr ? cuda::device_identity(on_device->device()) : std::string());

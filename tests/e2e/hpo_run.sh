@@ -3,8 +3,8 @@
 # and hpo_summary.json: a function-objective search of 10 dimensions; a small Fashion-MNIST search
 # (subset, 1 epoch, population 4, 2 generations) on one-rank groups whose wide learning-rate range
 # makes some trials diverge; the same on D=2 groups with a searched local batch; with a
-# trial_timeout_s that stops every trial; on one D=2 x M=2 group; and one on a disk that fills up
-# (exit 3, no hang).
+# trial_timeout_s that stops every trial; on one D=2 x M=2 group, also with one rank failing to
+# build every trial; and one on a disk that fills up (exit 3, no hang).
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -102,6 +102,14 @@ stages:
 output: {dir: $work/fashion_m2}
 YAML
 expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earlier result\))?, [0-9]+ epochs in .*stopped: generations' -- "$MPIEXEC" -n 4 "$STRATA" run fashion_m2.yaml
+# A failure on one rank of the group alone while a trial is built (STRATA_FAULT=fail_in_build: the
+# last rank throws after the replicas' first collectives, as running out of memory would): every
+# rank of the group fails the trial alike, with that rank's message, and the search goes on to its
+# end (exit 1: no trial succeeded) instead of the other ranks waiting in the shared window's
+# allocation for it.
+sed -e "s|dir: $work/fashion_m2|dir: $work/build_fault|" fashion_m2.yaml > build_fault.yaml
+expect_seconds=60 expect_exit 1 'search failed: every one of the [0-9]+ trials of the search failed; the first: trial 0: failed: rank 3 of the member group: injected fault \(STRATA_FAULT=fail_in_build=3\)' -- \
+  env STRATA_FAULT=fail_in_build=3 "$MPIEXEC" -n 4 "$STRATA" run build_fault.yaml
 
 # Pruning: 3-epoch trainings, the median rule after epoch 1 (once 2 other trials have a value
 # there), and a budget of 30 epochs. Pruned trials are rows of their own (status pruned, their

@@ -67,6 +67,11 @@ done
 expect_seconds=60 expect_exit 3 'rank 1: data error: injected fault \(STRATA_FAULT=fail_at_step=20\)' -- \
   env STRATA_FAULT=fail_at_step=20 "$MPIEXEC" -n 2 "$STRATA" run parallel.yaml --fresh \
   --set "output.dir=$work/out_fail"
+# The same while the training is built (STRATA_FAULT=fail_in_build, on rank 1 alone): both ranks
+# stop at once with its message.
+expect_seconds=60 expect_exit 1 'rank [01]: error: rank 1 of the member group: injected fault \(STRATA_FAULT=fail_in_build=1\)' -- \
+  env STRATA_FAULT=fail_in_build=1 "$MPIEXEC" -n 2 "$STRATA" run parallel.yaml --fresh \
+  --set "output.dir=$work/out_build_fail"
 
 sed 's/  model: 1 .*/  model: 2/' parallel.yaml > bad.yaml
 expect_exit 2 'bad.yaml:[0-9]+:[0-9]+: parallel.model: 3 ranks cannot be split into model groups of 2 shards' -- \

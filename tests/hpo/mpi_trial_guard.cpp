@@ -13,6 +13,11 @@ using namespace strata;
 
 namespace {
 
+// The guard's group as a stage hands it over: every rank, named as its messages name it.
+Communicator member_group() {
+  return Communicator::world().split(0, 0, "member");
+}
+
 TrialOutcome fitness(double value) {
   TrialOutcome o;
   o.fitness = value;
@@ -23,13 +28,13 @@ TrialOutcome fitness(double value) {
 
 TEST_CASE("a build error on one rank fails the trial on every rank, with that rank's message",
           "[mpi][hpo][guard]") {
-  const Communicator world = Communicator::world();
-  const int last = world.size() - 1;
+  const Communicator member = member_group();
+  const int last = member.size() - 1;
   bool trained = false;
   const TrialOutcome o = run_guarded_trial(
-      world, 3,
+      member, 3,
       [&] {
-        if (world.rank() == last) throw std::runtime_error("cannot allocate the layer");
+        if (member.rank() == last) throw std::runtime_error("cannot allocate the layer");
       },
       [&] {
         trained = true;
@@ -39,18 +44,18 @@ TEST_CASE("a build error on one rank fails the trial on every rank, with that ra
   CHECK(o.status == TrialStatus::failed);
   CHECK(o.reason == fmt::format("rank {} of the member group: cannot allocate the layer", last));
   // The whole group goes on together: a collective after the failure completes on every rank.
-  CHECK(world.allreduce_max(1) == 1);
+  CHECK(member.allreduce_max(1) == 1);
 }
 
 TEST_CASE("when several ranks fail to build, every rank records the first one's message",
           "[mpi][hpo][guard]") {
-  const Communicator world = Communicator::world();
+  const Communicator member = member_group();
   auto fail_on = [&](auto failing) {
     return run_guarded_trial(
-        world, 4,
+        member, 4,
         [&] {
-          if (failing(world.rank()))
-            throw std::runtime_error(fmt::format("out of memory on rank {}", world.rank()));
+          if (failing(member.rank()))
+            throw std::runtime_error(fmt::format("out of memory on rank {}", member.rank()));
         },
         [] { return fitness(0.5); });
   };
@@ -59,15 +64,15 @@ TEST_CASE("when several ranks fail to build, every rank records the first one's 
   CHECK(o.status == TrialStatus::failed);
   CHECK(o.reason == "rank 1 of the member group: out of memory on rank 1");
   // Rank 0 among them: its message as it is.
-  o = fail_on([&](int rank) { return rank == 0 || rank == world.size() - 1; });
+  o = fail_on([&](int rank) { return rank == 0 || rank == member.size() - 1; });
   CHECK(o.status == TrialStatus::failed);
   CHECK(o.reason == "out of memory on rank 0");
 }
 
 TEST_CASE("a trial that builds and trains returns the training's outcome", "[mpi][hpo][guard]") {
-  const Communicator world = Communicator::world();
+  const Communicator member = member_group();
   const TrialOutcome o = run_guarded_trial(
-      world, 0, [] {}, [] { return fitness(0.75); });
+      member, 0, [] {}, [] { return fitness(0.75); });
   CHECK(o.status == TrialStatus::ok);
   CHECK(o.fitness == 0.75);
   CHECK(o.reason.empty());
@@ -75,9 +80,9 @@ TEST_CASE("a trial that builds and trains returns the training's outcome", "[mpi
 
 TEST_CASE("divergence during training fails the trial on a group of several ranks",
           "[mpi][hpo][guard]") {
-  const Communicator world = Communicator::world();
+  const Communicator member = member_group();
   const TrialOutcome o = run_guarded_trial(
-      world, 1, [] {},
+      member, 1, [] {},
       []() -> TrialOutcome {
         throw DivergedError("training diverged: the loss is nan at step 7");
       });
@@ -86,8 +91,8 @@ TEST_CASE("divergence during training fails the trial on a group of several rank
 }
 
 TEST_CASE("any error during training fails the trial of a one-rank group", "[mpi][hpo][guard]") {
-  const Communicator world = Communicator::world();
-  const Communicator alone = world.split(world.rank(), 0, "alone");
+  const Communicator member = member_group();
+  const Communicator alone = member.split(member.rank(), 0, "alone");
   const TrialOutcome o = run_guarded_trial(
       alone, 2, [] {}, []() -> TrialOutcome { throw std::out_of_range("vector::at"); });
   CHECK(o.status == TrialStatus::failed);
@@ -96,11 +101,11 @@ TEST_CASE("any error during training fails the trial of a one-rank group", "[mpi
 
 TEST_CASE("an unexpected error during training on a group of several ranks stops the job",
           "[mpi][hpo][guard]") {
-  const Communicator world = Communicator::world();
-  REQUIRE(world.size() > 1);
+  const Communicator member = member_group();
+  REQUIRE(member.size() > 1);
   try {
     run_guarded_trial(
-        world, 9, [] {}, []() -> TrialOutcome { throw std::bad_alloc(); });
+        member, 9, [] {}, []() -> TrialOutcome { throw std::bad_alloc(); });
     FAIL("the error was swallowed");
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
