@@ -12,8 +12,9 @@ namespace strata {
 // Runs a trial in two phases on every rank of `member`:
 //  - `build` (instantiate the config, build the model): whatever it throws, on any rank, fails
 //    the trial on all of them: the group agrees on it (agree_on_failure), and every rank records
-//    the first failing rank's message. A collective call inside it must not follow anything that
-//    can fail on one rank alone, unless that is agreed on first (as GroupTraining does).
+//    the first failing rank's message. A collective call inside it (GroupTraining's own
+//    agreements among them) must not follow anything that can fail on one rank alone, unless that
+//    is agreed on first.
 //  - `train` runs only if the build succeeded on every rank. DivergedError and ConfigError, which
 //    every rank of a group raises at the same point (the loss is reduced over the group), and on a
 //    one-rank group any std::exception, fail the trial. On a group of several ranks any other

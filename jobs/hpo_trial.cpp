@@ -21,6 +21,7 @@
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/training_session.hpp"
+#include "parallel/failure_agreement.hpp"
 
 namespace strata {
 
@@ -90,10 +91,15 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
   std::optional<TrainingSession> session;
   int global_batch = 0;
   auto build = [&] {
-    config = instantiate(c.config, trial_values(space, trial.genome));
-    config.run.seed =
-        derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
-    const Plan trial_plan = plan_on_run_layout(config, topology.plan());
+    // Every rank of the group reaches GroupTraining, whose own agreements are collectives, or none
+    // does.
+    Plan trial_plan;
+    agree_on_failure(topology.member(), [&] {
+      config = instantiate(c.config, trial_values(space, trial.genome));
+      config.run.seed =
+          derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
+      trial_plan = plan_on_run_layout(config, topology.plan());
+    });
     global_batch = trial_plan.global_batch();
     group.emplace(config, data, topology, trial_plan, c.threads, c.trace);
     trainer = &*group->trainer;

@@ -14,6 +14,7 @@
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/training_session.hpp"
+#include "parallel/failure_agreement.hpp"
 
 namespace strata {
 
@@ -27,8 +28,13 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
   std::optional<TrainingSession> session;
   int global_batch = 0;
   auto build = [&] {
-    job.emplace(build_job());
-    const Plan plan = plan_on_run_layout(job->config, topology.plan());
+    // Every rank of the group reaches GroupTraining, whose own agreements are collectives, or none
+    // does: a job's data (a bootstrap sample, a copy) may not fit one rank's memory.
+    Plan plan;
+    agree_on_failure(topology.member(), [&] {
+      job.emplace(build_job());
+      plan = plan_on_run_layout(job->config, topology.plan());
+    });
     global_batch = plan.global_batch();
     group.emplace(job->config, *job->data, topology, plan, c.threads, c.trace);
     group->trainer->set_evaluation_hook(serve);

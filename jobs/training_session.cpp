@@ -205,8 +205,11 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
       on_gpu = false;
     }
   });
-  if (plan.model > 1)
-    on_gpu = shards_on_gpus(config, topology.model(), on_gpu ? gpu_identity : std::string());
+  // The model groups of a replica set may decide differently (a node without GPUs).
+  agree_on_failure(group, [&] {
+    if (plan.model > 1)
+      on_gpu = shards_on_gpus(config, topology.model(), on_gpu ? gpu_identity : std::string());
+  });
 #else
   on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif
@@ -237,9 +240,9 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
       make_trainer(threads);
     }
   });
-  nccl_sums = sums_over_nccl(
-      config, topology, plan,
-      on_device != nullptr ? cuda::device_identity(on_device->device()) : std::string());
+  // The GPU this rank's training was moved to is the one bound above.
+  nccl_sums =
+      sums_over_nccl(config, topology, plan, on_device != nullptr ? gpu_identity : std::string());
   if (nccl_sums)
     on_device->sum_over_replicas(
         std::make_unique<cuda::NcclReplicaSum>(topology.data(), nccl_watch(config)));
