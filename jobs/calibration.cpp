@@ -18,7 +18,7 @@
 #include "core/training_data.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 #include "parallel/model_parallel_layers.hpp"
 #include "parallel/topology.hpp"
 

@@ -16,7 +16,7 @@
 #include "ensemble/peer_combine.hpp"
 #include "jobs/predictions_file.hpp"
 #include "jobs/training_queue.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 
 namespace strata {
 

@@ -24,7 +24,7 @@
 #include "jobs/pbt_stage.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/search_setup.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 
 namespace strata {
 

@@ -20,6 +20,7 @@
 #include "hpo/trial_log.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/failure_agreement.hpp"
 

@@ -29,6 +29,7 @@
 #include "jobs/progress_board.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/state_exchange.hpp"
 

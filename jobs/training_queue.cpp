@@ -13,6 +13,7 @@
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/failure_agreement.hpp"
 

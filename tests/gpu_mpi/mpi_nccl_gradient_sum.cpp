@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "core/trainer.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/topology.hpp"

@@ -15,7 +15,7 @@
 
 #include "core/checkpoint_file.hpp"
 #include "core/trainer.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/state_gather.hpp"
 #include "parallel/step_vote.hpp"

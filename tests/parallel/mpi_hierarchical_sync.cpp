@@ -17,7 +17,7 @@
 #include "core/config_names.hpp"
 #include "core/trace.hpp"
 #include "core/trainer.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 #include "parallel/hierarchical_sync.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/topology.hpp"

@@ -7,7 +7,7 @@
 
 #include "core/device.hpp"
 #include "core/errors.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/topology.hpp"
 

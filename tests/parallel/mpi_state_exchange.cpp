@@ -9,7 +9,7 @@
 
 #include "core/errors.hpp"
 #include "core/trainer.hpp"
-#include "jobs/training_session.hpp"
+#include "jobs/group_training.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/state_exchange.hpp"
 #include "parallel/topology.hpp"
