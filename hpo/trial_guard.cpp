@@ -28,6 +28,8 @@ TrialOutcome run_guarded_trial(const Communicator& member, int trial_id,
                                const std::function<TrialOutcome()>& train) {
   try {
     agree_on_failure(member, build);
+  } catch (const MpiError&) {
+    throw;  // the agreement itself failed: the group can no longer agree on anything
   } catch (const std::exception& e) {
     return failed(e.what());
   } catch (...) {

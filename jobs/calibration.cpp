@@ -17,8 +17,8 @@
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
 #include "jobs/commands.hpp"
-#include "jobs/run_plan.hpp"
 #include "jobs/group_training.hpp"
+#include "jobs/run_plan.hpp"
 #include "parallel/model_parallel_layers.hpp"
 #include "parallel/topology.hpp"
 

@@ -14,9 +14,9 @@
 #include "core/rng.hpp"
 #include "ensemble/member_data.hpp"
 #include "ensemble/peer_combine.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/predictions_file.hpp"
 #include "jobs/training_queue.hpp"
-#include "jobs/group_training.hpp"
 
 namespace strata {
 

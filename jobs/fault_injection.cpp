@@ -1,6 +1,7 @@
 #include "jobs/fault_injection.hpp"
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -36,10 +37,13 @@ FaultPlan parse(const char* text) {
     plan.fail_at_step = value;
   else if (name == "fail_in_build")
     plan.fail_in_build = static_cast<int>(value);
+  else if (name == "fail_before_build")
+    plan.fail_before_build = static_cast<int>(value);
   else
     throw ConfigError(
         fmt::format("STRATA_FAULT='{}': unknown fault (known: kill_at_step, stop_at_step, "
-                    "kill_in_write, kill_before_exploit, fail_at_step, fail_in_build)",
+                    "kill_in_write, kill_before_exploit, fail_at_step, fail_in_build, "
+                    "fail_before_build)",
                     setting));
   return plan;
 }
@@ -49,6 +53,12 @@ FaultPlan parse(const char* text) {
 const FaultPlan& FaultPlan::from_environment() {
   static const FaultPlan plan = parse(std::getenv("STRATA_FAULT"));
   return plan;
+}
+
+void inject_build_fault(const char* name, int fault_rank, int world_rank) {
+  if (fault_rank == world_rank)
+    throw std::runtime_error(fmt::format(
+        "injected fault (STRATA_FAULT={}={}) while building a training", name, world_rank));
 }
 
 }  // namespace strata

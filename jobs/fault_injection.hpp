@@ -1,7 +1,7 @@
 // Faults the end-to-end tests inject at exact points that timing alone cannot hit (a kill in the
 // middle of a checkpoint write): STRATA_FAULT="kill_at_step=120", "stop_at_step=40",
-// "kill_in_write=3", "kill_before_exploit=2", "fail_at_step=40" or "fail_in_build=1". Unset in
-// production; read once, never changed.
+// "kill_in_write=3", "kill_before_exploit=2", "fail_at_step=40", "fail_in_build=1" or
+// "fail_before_build=1". Unset in production; read once, never changed.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,16 @@ struct FaultPlan {
   // Throw on this world rank alone each time it builds a training, after its group's first
   // collectives: a failure one rank hits (its memory, its GPU) while its peers build on.
   int fail_in_build = -1;
+  // The same before the build, while a search trial's config or a queued training's data is
+  // prepared (before the group's first collective of it).
+  int fail_before_build = -1;
 
   // STRATA_FAULT parsed; an unknown or malformed setting throws ConfigError.
   static const FaultPlan& from_environment();
 };
+
+// fail_in_build and fail_before_build: throws std::runtime_error naming the fault `name` where
+// `world_rank` is the rank it names (`fault_rank`).
+void inject_build_fault(const char* name, int fault_rank, int world_rank);
 
 }  // namespace strata

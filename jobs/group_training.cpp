@@ -1,7 +1,7 @@
 #include "jobs/group_training.hpp"
 
+#include <algorithm>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -198,10 +198,8 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif
   const auto make_trainer = [&](int worker_threads) {
-    if (FaultPlan::from_environment().fail_in_build == topology.world_rank())
-      throw std::runtime_error(
-          fmt::format("injected fault (STRATA_FAULT=fail_in_build={}) while building a training",
-                      topology.world_rank()));
+    inject_build_fault("fail_in_build", FaultPlan::from_environment().fail_in_build,
+                       topology.world_rank());
     trainer.emplace(
         config,
         build_model(config, data,

@@ -20,11 +20,11 @@
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/checkpoint_store.hpp"
 #include "jobs/commands.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/hpo_trial.hpp"
 #include "jobs/pbt_stage.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/search_setup.hpp"
-#include "jobs/group_training.hpp"
 
 namespace strata {
 

@@ -19,8 +19,9 @@
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_log.hpp"
 #include "jobs/commands.hpp"
-#include "jobs/run_plan.hpp"
+#include "jobs/fault_injection.hpp"
 #include "jobs/group_training.hpp"
+#include "jobs/run_plan.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/failure_agreement.hpp"
 
@@ -96,6 +97,8 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     // does.
     Plan trial_plan;
     agree_on_failure(topology.member(), [&] {
+      inject_build_fault("fail_before_build", FaultPlan::from_environment().fail_before_build,
+                         topology.world_rank());
       config = instantiate(c.config, trial_values(space, trial.genome));
       config.run.seed =
           derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});

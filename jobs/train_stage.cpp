@@ -12,11 +12,11 @@
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "jobs/commands.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/member_log.hpp"
 #include "jobs/progress_board.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
-#include "jobs/group_training.hpp"
 #include "jobs/training_session.hpp"
 
 namespace strata {

@@ -11,9 +11,10 @@
 #include "hpo/grid_search.hpp"
 #include "hpo/trial_guard.hpp"
 #include "hpo/trial_scheduler.hpp"
+#include "jobs/fault_injection.hpp"
+#include "jobs/group_training.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
-#include "jobs/group_training.hpp"
 #include "jobs/training_session.hpp"
 #include "parallel/failure_agreement.hpp"
 
@@ -33,6 +34,8 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
     // does: a job's data (a bootstrap sample, a copy) may not fit one rank's memory.
     Plan plan;
     agree_on_failure(topology.member(), [&] {
+      inject_build_fault("fail_before_build", FaultPlan::from_environment().fail_before_build,
+                         topology.world_rank());
       job.emplace(build_job());
       plan = plan_on_run_layout(job->config, topology.plan());
     });

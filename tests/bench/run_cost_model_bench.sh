@@ -11,6 +11,8 @@
 # BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
 # CONFIG (default configs/parallel.yaml) must allow D = 2 and M = 2 (it has split layers).
 set -euo pipefail
+# measure runs inside $(...): without this, a failed step there would not stop the script.
+shopt -s inherit_errexit
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
 config="$(realpath "${2:-$root/configs/parallel.yaml}")"
@@ -72,7 +74,9 @@ for f in files:
 print(statistics.median(rates))
 PY
 )"
-  echo "$(grep -o 'global batch [0-9]*' "$out/plan.txt" | head -1 | awk '{print $3}')|$rate"
+  local batch
+  batch="$(grep -o 'global batch [0-9]*' "$out/plan.txt" | head -1 | awk '{print $3}')"
+  echo "$batch|$rate"
 }
 
 # The machine's speed drifts by tens of percent over minutes, so the cases of each calibration

@@ -106,10 +106,13 @@ expect_exit 0 '\[hpo\] [0-9]+ trainings( \([0-9]+ repeated genomes took an earli
 # last rank throws after the replicas' first collectives, as running out of memory would): every
 # rank of the group fails the trial alike, with that rank's message, and the search goes on to its
 # end (exit 1: no trial succeeded) instead of the other ranks waiting in the shared window's
-# allocation for it.
-sed -e "s|dir: $work/fashion_m2|dir: $work/build_fault|" fashion_m2.yaml > build_fault.yaml
-expect_seconds=60 expect_exit 1 'search failed: every one of the [0-9]+ trials of the search failed; the first: trial 0: failed: rank 3 of the member group: injected fault \(STRATA_FAULT=fail_in_build=3\)' -- \
-  env STRATA_FAULT=fail_in_build=3 "$MPIEXEC" -n 4 "$STRATA" run build_fault.yaml
+# allocation for it. The same where it fails earlier, while the trial's config is prepared
+# (fail_before_build): its peers must not go on into the build's own agreements.
+for fault in fail_in_build fail_before_build; do
+  sed -e "s|dir: $work/fashion_m2|dir: $work/$fault|" fashion_m2.yaml > $fault.yaml
+  expect_seconds=60 expect_exit 1 "search failed: every one of the [0-9]+ trials of the search failed; the first: trial 0: failed: rank 3 of the member group: injected fault \\(STRATA_FAULT=$fault=3\\)" -- \
+    env STRATA_FAULT=$fault=3 "$MPIEXEC" -n 4 "$STRATA" run $fault.yaml
+done
 
 # Pruning: 3-epoch trainings, the median rule after epoch 1 (once 2 other trials have a value
 # there), and a budget of 30 epochs. Pruned trials are rows of their own (status pruned, their

@@ -73,8 +73,9 @@ expect_seconds=60 expect_exit 3 'rank 1: data error: injected fault \(STRATA_FAU
 expect_seconds=60 expect_exit 1 'rank [01]: error: rank 1 of the member group: injected fault \(STRATA_FAULT=fail_in_build=1\)' -- \
   env STRATA_FAULT=fail_in_build=1 "$MPIEXEC" -n 2 "$STRATA" run parallel.yaml --fresh \
   --set "output.dir=$work/out_build_fail"
-# An ensemble's queue of trainings on one D=2 group likewise: each member fails on both ranks with
-# rank 1's message, and the stage, with no member left, ends the job (exit 3).
+# An ensemble's queue of trainings on one D=2 group likewise, failing in the build or before it
+# (fail_before_build: a member's data prepared): each member fails on both ranks with rank 1's
+# message, and the stage, with no member left, ends the job (exit 3).
 cat > ensemble_d2.yaml <<YAML
 run: {name: ensemble_d2, seed: 3, threads: 1}
 data: {source: synthetic, synthetic: {train: 256, test: 64, classes: 4, channels: 1, height: 8, width: 8}}
@@ -84,10 +85,12 @@ parallel: {data: 2, max_global_batch: 32}
 stages: [{ensemble: {seeds: 3}}]
 output: {dir: $work/ensemble_d2}
 YAML
-expect_seconds=60 expect_exit 3 'ensemble: every one of its 3 members failed' -- \
-  env STRATA_FAULT=fail_in_build=1 "$MPIEXEC" -n 2 "$STRATA" run ensemble_d2.yaml
-[ "$(grep -c 'rank 1 of the member group: injected fault (STRATA_FAULT=fail_in_build=1)' "$work/ensemble_d2/ensemble/trials.csv")" = 3 ] ||
-  { echo "FAIL: the ensemble's trials.csv lacks rank 1's message for each member"; fails=$((fails + 1)); }
+for fault in fail_in_build fail_before_build; do
+  expect_seconds=60 expect_exit 3 'ensemble: every one of its 3 members failed' -- \
+    env STRATA_FAULT=$fault=1 "$MPIEXEC" -n 2 "$STRATA" run ensemble_d2.yaml --fresh
+  [ "$(grep -c "rank 1 of the member group: injected fault (STRATA_FAULT=$fault=1)" "$work/ensemble_d2/ensemble/trials.csv")" = 3 ] ||
+    { echo "FAIL: $fault: the ensemble's trials.csv lacks rank 1's message for each member"; fails=$((fails + 1)); }
+done
 
 sed 's/  model: 1 .*/  model: 2/' parallel.yaml > bad.yaml
 expect_exit 2 'bad.yaml:[0-9]+:[0-9]+: parallel.model: 3 ranks cannot be split into model groups of 2 shards' -- \
