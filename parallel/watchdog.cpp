@@ -27,14 +27,6 @@ constexpr auto spin_before_yield = std::chrono::milliseconds(100);
 constexpr int ranks_asked_per_node = 8;
 constexpr double longest_answer_wait_s = 1.0;
 
-std::string error_text(int code) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
-    return fmt::format("MPI error code {}", code);
-  return std::string(text, static_cast<std::size_t>(length));
-}
-
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -45,7 +37,7 @@ Watchdog::Watchdog(MPI_Comm comm, std::string name, int rank, int size,
                    std::shared_ptr<const WatchdogSettings> settings)
     : settings_(std::move(settings)), name_(std::move(name)), rank_(rank), size_(size) {
   auto check = [&](int rc, const char* op) {
-    if (rc != MPI_SUCCESS) throw MpiError(op, name_ + " (watchdog)", rank_, rc, error_text(rc));
+    if (rc != MPI_SUCCESS) throw MpiError(op, name_ + " (watchdog)", rank_, rc, mpi_error_text(rc));
   };
   check(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank");
 
@@ -175,7 +167,7 @@ void Watchdog::start_inquiry() {
       const int rc = MPI_Rget(p->buffer.data(), n, MPI_INT64_T, target, 0, n, MPI_INT64_T, remote_,
                               &p->request);
       if (rc != MPI_SUCCESS) {
-        inquiry_error_ = fmt::format("MPI_Rget failed: {}", error_text(rc));
+        inquiry_error_ = fmt::format("MPI_Rget failed: {}", mpi_error_text(rc));
         return;
       }
     }
@@ -190,7 +182,7 @@ bool Watchdog::poll_inquiry() {
     const int rc = MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       p.request = MPI_REQUEST_NULL;
-      inquiry_error_ = fmt::format("MPI_Rget failed: {}", error_text(rc));
+      inquiry_error_ = fmt::format("MPI_Rget failed: {}", mpi_error_text(rc));
       continue;
     }
     if (!done) continue;
