@@ -145,6 +145,13 @@ void print_step(const std::string& what, double seconds) {
   std::fflush(stdout);
 }
 
+// With the spread: the slowest of two such steps, which two replicas of them would wait for.
+void print_step(const std::string& what, const StepTiming& step) {
+  fmt::print("[calibrate] {}: {:.3f} ms per step (the slower of two: {:.2f}x the mean)\n", what,
+             1e3 * step.step_s, expected_slowest(step.spread, 2));
+  std::fflush(stdout);
+}
+
 // The cores of this node a rank may use.
 int node_cores(const CalibrationOptions& options) {
   return options.max_threads > 0 ? options.max_threads : resolve_threads(0);
@@ -183,7 +190,7 @@ Calibration measure_compute(const std::string& config_file, const Timed& t,
   thread_counts.erase(std::unique(thread_counts.begin(), thread_counts.end()), thread_counts.end());
   for (int threads : thread_counts) {
     Trainer trainer(timed, build_model(timed, data), data, standalone_plan(timed), threads);
-    c.steps.push_back(StepTiming{threads, step_seconds(trainer, options.repeats)});
+    c.steps.push_back(StepTiming{threads, step_seconds(trainer, options.repeats), {}});
     print_step(fmt::format("{} thread(s)", threads), c.steps.back().step_s);
   }
   return c;
@@ -210,12 +217,31 @@ SplitStep split_step(const Timed& t, const Communicator& world, const Calibratio
   return {step_seconds(trainer, options.repeats), seconds_of(per_step, "optimizer step")};
 }
 
+// How finely a step's spread is kept: enough points for the slowest of a node's replicas.
+constexpr int spread_points = 40;
+
+// The spread of `steps` (seconds) pooled over every rank of `world`: each rank's summary, gathered,
+// summarised again over their mean. Every rank passes the same number of points.
+std::vector<double> pooled_spread(const Communicator& world, const std::vector<double>& steps) {
+  const std::vector<double> mine = quantiles(steps, spread_points);
+  std::vector<float> local(mine.begin(), mine.end());
+  std::vector<float> all(local.size() * static_cast<std::size_t>(world.size()));
+  world.allgather(local, all);
+  std::vector<double> pooled(all.begin(), all.end());
+  double mean = 0.0;
+  for (double s : pooled) mean += s / static_cast<double>(pooled.size());
+  std::vector<double> spread = quantiles(pooled, spread_points);
+  for (double& s : spread) s /= mean;
+  return spread;
+}
+
 // Every rank of the launch training at once in groups of `replicas` x `shards` (as strata run
 // builds them: the same communicators, gradient sums and split layers) on `threads` workers each:
-// the mean step on rank 0. Only the whole launch: MPICH polls differently once a node holds more
-// ranks than cores, so a subset of a larger launch would not see what a launch of that size does.
-double node_step_seconds(const Timed& t, const Communicator& world,
-                         const CalibrationOptions& options, int replicas, int shards, int threads) {
+// the mean over ranks of each rank's median step (as step_seconds), and the spread of the single
+// steps. Only the whole launch: MPICH polls differently once a node holds more ranks than cores, so
+// a subset of a larger launch would not see what a launch of that size does.
+StepTiming node_step(const Timed& t, const Communicator& world, const CalibrationOptions& options,
+                     int replicas, int shards, int threads) {
   Plan plan = standalone_plan(t.config, replicas);
   plan.model = shards;
   plan.groups = world.size() / plan.group_size();
@@ -223,9 +249,23 @@ double node_step_seconds(const Timed& t, const Communicator& world,
   plan.ranks_per_node = world.size();
   const Topology topology(world, plan);
   GroupTraining training(t.config, t.data, topology, plan, threads);
+  Trainer& trainer = *training.trainer;
   world.barrier();
-  return world.allreduce_sum_double(step_seconds(*training.trainer, options.repeats)) /
-         world.size();
+  trainer.run_epoch({});
+  std::vector<double> epochs, steps;
+  for (int r = 0; r < options.repeats; ++r) {
+    // The optimizer step ends each step: the time between two ends is one step.
+    Trace trace;
+    trainer.set_trace(&trace);
+    epochs.push_back(static_cast<double>(trainer.global_batch()) /
+                     trainer.run_epoch({}).samples_per_s);
+    trainer.set_trace(nullptr);
+    const std::vector<double> ends = trace.end_times("optimizer step");
+    for (std::size_t i = 1; i < ends.size(); ++i) steps.push_back(ends[i] - ends[i - 1]);
+  }
+  if (steps.empty()) steps.push_back(median(epochs));  // one step an epoch: no spread to see
+  const double mean_step = world.allreduce_sum_double(median(epochs)) / world.size();
+  return StepTiming{threads, mean_step, pooled_spread(world, steps)};
 }
 
 // The node full of ranks, in each arrangement a plan on it can take: independent members on one
@@ -238,25 +278,26 @@ void measure_node_steps(const Timed& t, const Communicator& world,
   std::vector<int> thread_counts{1};
   if (share > 1) thread_counts.push_back(share);
   for (int threads : thread_counts) {
-    const double step = node_step_seconds(t, world, options, 1, 1, threads);
+    const StepTiming step = node_step(t, world, options, 1, 1, threads);
     if (world.rank() != 0) continue;
-    c.shared_steps.push_back(StepTiming{threads, step});
+    c.shared_steps.push_back(step);
     print_step(fmt::format("all {} ranks stepping at once on {} thread(s) each", ranks, threads),
                step);
   }
   if (ranks % 2 != 0) return;
-  const double replicas = node_step_seconds(t, world, options, 2, 1, share);
+  const StepTiming replicas = node_step(t, world, options, 2, 1, share);
   if (world.rank() == 0) {
-    c.replica_pairs_step = StepTiming{share, replicas};
+    c.replica_pairs_step = replicas;
     print_step(fmt::format("{} pair(s) of replicas (D = 2) stepping at once on {} thread(s) each",
                            ranks / 2, share),
                replicas);
   }
   if (!splits || ranks < 4) return;  // on 2 ranks the split step alone is this
-  c.shared_split_step_s = node_step_seconds(t, world, options, 1, 2, 1);
+  const StepTiming shard_pairs = node_step(t, world, options, 1, 2, 1);
+  c.shared_split_step_s = shard_pairs.step_s;
+  c.shared_split_spread = shard_pairs.spread;
   if (world.rank() == 0)
-    print_step(fmt::format("{} pairs of ranks stepping split at once", ranks / 2),
-               c.shared_split_step_s);
+    print_step(fmt::format("{} pairs of ranks stepping split at once", ranks / 2), shard_pairs);
 }
 
 }  // namespace

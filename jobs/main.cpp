@@ -135,8 +135,9 @@ int dispatch(int argc, char** argv, int world_size) {
       "Time CONFIG's model on this machine (each layer's forward and backward, data reads, the "
       "optimizer, whole steps on 1..all cores; under mpiexec -n R on one node also "
       "MPI_Allreduce between the R ranks and steps with all R training at once, as independent "
-      "members, pairs of replicas and pairs of shards: launch as many ranks per node as the job "
-      "will) and write the JSON strata plan --predict reads");
+      "members, pairs of replicas and pairs of shards, and how their single steps spread: "
+      "launch as many ranks per node as the job will) and write the JSON strata plan --predict "
+      "reads");
   calibrate_cmd->add_option("config", calibrate.config_path, "YAML run configuration")->required();
   calibrate_cmd->add_option("--set", calibrate.overrides,
                             "Override a config value, as strata run --set");

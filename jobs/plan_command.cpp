@@ -158,7 +158,11 @@ int print_predictions(const Config& config, const PlanOptions& o) {
         "| {:.1f} | {:.2f} |\n",
         ranks, nodes, plan.groups, plan.data, plan.model, plan.global_batch(), cost.threads,
         cost.slowdown_measured
-            ? fmt::format(" ({:.2f}x, measured: {})", cost.compute_slowdown, cost.measured_as)
+            ? fmt::format(" ({:.2f}x, measured: {}{})", cost.compute_slowdown, cost.measured_as,
+                          cost.slowest_replica > 1.0
+                              ? fmt::format(", {:.2f}x of it the slowest of {} replicas",
+                                            cost.slowest_replica, plan.data)
+                              : "")
             : (cost.oversubscription > 1.0 ? fmt::format(" ({:.1f}x over)", cost.oversubscription)
                                            : ""),
         1e3 * cost.step_s, 1e3 * cost.compute_s, 1e3 * cost.model_parallel_s,

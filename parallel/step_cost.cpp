@@ -1,6 +1,7 @@
 #include "parallel/step_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -115,6 +116,7 @@ struct SharedSlowdown {
   double factor = 0.0;
   const char* measured_as = "";
   bool covers_model_parallel = false, covers_data_parallel = false;
+  const std::vector<double>* spread = nullptr;  // of the steps measured
 };
 
 SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
@@ -125,18 +127,35 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
   // On 2 ranks the split step is itself the node's ranks stepping as a pair of shards.
   const double shard_pairs = c.intra_node_ranks == 2 ? c.split_step_s : c.shared_split_step_s;
   if (plan.model == 2 && shard_pairs > 0.0 && c.split_step_s > 0.0)
-    return {shard_pairs / c.split_step_s, "shard pairs", true, false};
+    return {shard_pairs / c.split_step_s, "shard pairs", true, false, &c.shared_split_spread};
   // The pairs summed once per micro-batch: with K > 1 their sums would count K times.
   const auto& pairs = c.replica_pairs_step;
   if (plan.model == 1 && plan.data == 2 && plan.accumulate == 1 && pairs &&
       pairs->threads == threads)
-    return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true};
+    return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true, &pairs->spread};
   for (const StepTiming& s : c.shared_steps)
-    if (s.threads == threads) return {s.step_s / c.step_alone_s(threads), "members", false, false};
+    if (s.threads == threads)
+      return {s.step_s / c.step_alone_s(threads), "members", false, false, &s.spread};
   return {};
 }
 
 }  // namespace
+
+double expected_slowest(const std::vector<double>& spread, int draws) {
+  if (spread.empty() || draws < 2) return 1.0;
+  std::vector<double> sorted = spread;
+  std::sort(sorted.begin(), sorted.end());
+  // The largest of `draws` is point i when all draws fall at or below it and not all below:
+  // ((i + 1)^draws - i^draws) / n^draws.
+  const auto n = static_cast<double>(sorted.size());
+  double expected = 0.0, mean = 0.0;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const auto at = static_cast<double>(i);
+    expected += sorted[i] * (std::pow((at + 1.0) / n, draws) - std::pow(at / n, draws));
+    mean += sorted[i] / n;
+  }
+  return mean > 0.0 ? expected / mean : 1.0;
+}
 
 std::int64_t Calibration::parameters() const {
   std::int64_t total = 0;
@@ -173,7 +192,12 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   // one rank alone replaces the division of the cores.
   const SharedSlowdown measured = shared_slowdown(c, plan, settings, ranks_on_node, cost.threads);
   cost.slowdown_measured = measured.factor > 0.0;
-  cost.compute_slowdown = cost.slowdown_measured ? measured.factor : cost.oversubscription;
+  // Replicas measured stepping on their own (not as the replica pairs, whose steps held the sums)
+  // now wait each step for the slowest of the group's D.
+  if (cost.slowdown_measured && !measured.covers_data_parallel && measured.spread != nullptr)
+    cost.slowest_replica = expected_slowest(*measured.spread, plan.data);
+  cost.compute_slowdown =
+      cost.slowdown_measured ? measured.factor * cost.slowest_replica : cost.oversubscription;
   cost.measured_as = measured.measured_as;
 
   // K micro-batches of forward, backward and reads, then one optimizer step.
@@ -222,11 +246,19 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
 namespace {
 
 nlohmann::json step_json(const StepTiming& step) {
-  return {{"threads", step.threads}, {"step_s", step.step_s}};
+  nlohmann::json out{{"threads", step.threads}, {"step_s", step.step_s}};
+  if (!step.spread.empty()) out["spread"] = step.spread;
+  return out;
+}
+
+// Calibrations before the spread was measured lack it.
+std::vector<double> spread_from_json(const nlohmann::json& json, const char* key) {
+  return json.contains(key) ? json.at(key).get<std::vector<double>>() : std::vector<double>{};
 }
 
 StepTiming step_from_json(const nlohmann::json& json) {
-  return StepTiming{json.at("threads").get<int>(), json.at("step_s").get<double>()};
+  return StepTiming{json.at("threads").get<int>(), json.at("step_s").get<double>(),
+                    spread_from_json(json, "spread")};
 }
 
 nlohmann::json steps_json(const std::vector<StepTiming>& steps) {
@@ -275,6 +307,8 @@ nlohmann::json calibration_to_json(const Calibration& c) {
     out["split_over_2"] = {{"step_s", c.split_step_s}, {"optimizer_s", c.split_optimizer_s}};
   if (c.split_step_s > 0.0 && c.shared_split_step_s > 0.0)
     out["split_over_2"]["all_pairs_step_s"] = c.shared_split_step_s;
+  if (c.split_step_s > 0.0 && !c.shared_split_spread.empty())
+    out["split_over_2"]["all_pairs_spread"] = c.shared_split_spread;
   if (c.intra_node && !c.shared_steps.empty())
     out["intra_node"]["shared_steps"] = steps_json(c.shared_steps);
   if (c.intra_node && c.replica_pairs_step)
@@ -317,7 +351,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
       if (link.contains("shared_steps")) c.shared_steps = steps_from_json(link.at("shared_steps"));
       // Calibrations before the share-of-cores step held the one-thread step alone.
       else if (link.contains("shared_step_s"))
-        c.shared_steps = {StepTiming{1, link.at("shared_step_s").get<double>()}};
+        c.shared_steps = {StepTiming{1, link.at("shared_step_s").get<double>(), {}}};
       if (link.contains("replica_pairs_step"))
         c.replica_pairs_step = step_from_json(link.at("replica_pairs_step"));
     }
@@ -325,6 +359,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
       c.split_step_s = j.at("split_over_2").at("step_s").get<double>();
       c.split_optimizer_s = j.at("split_over_2").at("optimizer_s").get<double>();
       c.shared_split_step_s = j.at("split_over_2").value("all_pairs_step_s", 0.0);
+      c.shared_split_spread = spread_from_json(j.at("split_over_2"), "all_pairs_spread");
     }
     if (c.steps.empty() || c.steps.front().threads != 1)
       throw DataError(fmt::format("{}: \"steps\" must start with the one-thread step", source));
@@ -337,6 +372,13 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
             fmt::format("{}: a step on {} thread(s) of {} s: steps need a positive "
                         "thread count and time",
                         source, s.threads, s.step_s));
+    all.push_back(StepTiming{1, c.shared_split_step_s, c.shared_split_spread});
+    for (const StepTiming& s : all)
+      for (double share : s.spread)
+        if (!(share > 0.0) || !std::isfinite(share))
+          throw DataError(fmt::format(
+              "{}: a step's spread holds {}: its points are steps over their mean, positive",
+              source, share));
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format("{}: {}", source, e.what()));

@@ -35,6 +35,10 @@ struct LayerTiming {
 struct StepTiming {
   int threads = 1;
   double step_s = 0.0;
+  // The steps' spread: each step over the mean, at evenly spaced quantiles (ascending); empty
+  // where not measured. Ranks that sum gradients each step wait for the slowest of them, which the
+  // mean alone does not show.
+  std::vector<double> spread;
 
   bool operator==(const StepTiming&) const = default;
 };
@@ -62,6 +66,7 @@ struct Calibration {
   // model-parallel ranks of a full node cost each other: the cores, and MPICH's polling in their
   // collectives.
   double shared_split_step_s = 0.0;
+  std::vector<double> shared_split_spread;  // as StepTiming::spread
   // Steps on each of the intra_node_ranks ranks while all of them step, on one thread and on the
   // rank's share of the cores; empty when not measured. They carry what sharing the node costs
   // (memory bandwidth, caches, and past one rank per core the time slicing), which dividing the
@@ -108,6 +113,10 @@ struct StepCost {
   // Which measurement: "members", "replica pairs" (their gradient sums included, so that
   // data_parallel_s is 0) or "shard pairs" (their collectives included).
   std::string measured_as;
+  // Part of compute_slowdown: the D replicas of a group, measured stepping independently, wait
+  // each step for the slowest of them; the expected slowest of D of the measured steps over their
+  // mean (1 where D = 1, the measurement held the sums, or no spread was measured).
+  double slowest_replica = 1.0;
   double compute_s = 0.0;         // K micro-batches forward and backward, data reads, optimizer
   double model_parallel_s = 0.0;  // activations gathered and summed over the M shards
   double data_parallel_s = 0.0;   // the part of the gradient allreduce backward does not hide
@@ -115,6 +124,11 @@ struct StepCost {
   double samples_per_s = 0.0;        // one member group: global batch / step
   double total_samples_per_s = 0.0;  // all G groups
 };
+
+// The expected largest of `draws` independent draws from the distribution that `spread`'s points
+// stand for (each an equal share), over its mean: 1 for one draw, and for two points a and b,
+// (a + 3b) / (2 (a + b)). 1 for an empty spread.
+double expected_slowest(const std::vector<double>& spread, int draws);
 
 // The predicted step of `plan`. The calibration's local batch must be the plan's (a step's compute
 // is not linear in the batch): throws ConfigError otherwise.

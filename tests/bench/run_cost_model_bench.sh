@@ -119,7 +119,12 @@ def shared(c):
             + (f", as replica pairs {node['replica_pairs_step']['step_s'] * 1e3:.2f} ms"
                if 'replica_pairs_step' in node else "")
             + (f", split in pairs {c['split_over_2']['all_pairs_step_s'] * 1e3:.2f} ms"
+               + (f" (the slower of two pairs {slower(c['split_over_2']['all_pairs_spread']):.2f}x"
+                  " the mean)" if 'all_pairs_spread' in c['split_over_2'] else "")
                if 'all_pairs_step_s' in c.get('split_over_2', {}) else ""))
+def slower(spread):  # the expected larger of two draws over the mean, as strata plan takes it
+    x = sorted(spread)
+    return sum(v * (2 * i + 1) for i, v in enumerate(x)) / len(x) ** 2 / (sum(x) / len(x))
 alone = lambda c: f"{c['steps'][0]['step_s'] * 1e3:.2f}"
 print(f"strata plan --predict --network local against strata run, {config.split('/')[-1]}, local "
       f"batch {before2['local_batch']}, on {before2['cpu']} ({before2['cores']} cores). "

@@ -35,6 +35,9 @@ assert all(s["threads"] in alone for s in shared), (shared, c["steps"])
 assert "all_pairs_step_s" not in c["split_over_2"], c["split_over_2"]  # 2 ranks: one pair
 pairs = c["intra_node"]["replica_pairs_step"]
 assert pairs["threads"] == shared[-1]["threads"] and pairs["step_s"] > 0, pairs
+for s in shared + [pairs]:
+    assert len(s["spread"]) == 40 and min(s["spread"]) > 0, s
+    assert s["spread"] == sorted(s["spread"]), s
 print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks, 2 ranks stepping at once and as a pair of replicas")
 PY
 
@@ -54,10 +57,20 @@ dm="$("$STRATA" plan "$config" --predict --set run.threads=0 --calibration cal4.
 import json, re, sys
 c = json.load(open(sys.argv[1]))
 pairs = c["split_over_2"]["all_pairs_step_s"] / c["split_over_2"]["step_s"]
-shown = re.search(r"\| 4 \| 1 \| 1 x 2 x 2 \|.*?\(([0-9.]+)x, measured: shard pairs\)", sys.argv[2])
+# The pairs' single steps over their mean, at 40 quantiles: the two replicas of the plan wait each
+# step for the slower pair, the expected larger of two draws.
+spread = sorted(c["split_over_2"]["all_pairs_spread"])
+assert len(spread) == 40 and spread[0] > 0 and abs(sum(spread) / 40 - 1) < 0.05, spread
+n = len(spread)
+slower = sum(x * ((i + 1) ** 2 - i ** 2) for i, x in enumerate(spread)) / n ** 2 / (sum(spread) / n)
+assert slower >= 1.0, slower
+shown = re.search(r"\| 4 \| 1 \| 1 x 2 x 2 \|.*?\(([0-9.]+)x, measured: shard pairs, "
+                  r"([0-9.]+)x of it the slowest of 2 replicas\)", sys.argv[2])
 assert shown, sys.argv[2]
-assert abs(float(shown.group(1)) - pairs) < 0.006, (shown.group(1), pairs)
-print(f"ok: D 2 x M 2 on the 4 calibrated ranks is slowed {pairs:.2f}x, as the pairs measured")
+assert abs(float(shown.group(2)) - slower) < 0.006, (shown.group(2), slower)
+assert abs(float(shown.group(1)) - pairs * slower) < 0.006, (shown.group(1), pairs, slower)
+print(f"ok: D 2 x M 2 on the 4 calibrated ranks is slowed {pairs:.2f}x, as the pairs measured, "
+      f"times {slower:.2f} for the slower of its two replicas")
 PY
 
 plan=("$STRATA" plan "$config" --predict --set run.threads=0)

@@ -39,7 +39,7 @@ Calibration mlp() {
   };
   c.data_s = 0.002;
   c.optimizer_s = 0.006;
-  c.steps = {StepTiming{1, 0.060}, StepTiming{2, 0.040}, StepTiming{4, 0.025}};
+  c.steps = {StepTiming{1, 0.060, {}}, StepTiming{2, 0.040, {}}, StepTiming{4, 0.025, {}}};
   return c;
 }
 
@@ -235,7 +235,7 @@ TEST_CASE("ranks measured sharing the node replace the division of its cores", "
   Calibration c = mlp();  // one thread: 0.060 s a step
   c.intra_node = LinkCost{1e-4, 5e8};
   c.intra_node_ranks = 8;
-  c.shared_steps = {StepTiming{1, 0.150}};
+  c.shared_steps = {StepTiming{1, 0.150, {}}};
   const PredictionSettings local = on_calibrated_node(c, 4);
   // 8 ranks of members on 4 cores: the step measured with 8 stepping (2.5x alone), not 2x.
   const StepCost over = predict_step(c, plan(8, 1, 1, 8), local);
@@ -271,7 +271,7 @@ TEST_CASE("ranks measured sharing the node on their share of its cores", "[cost]
   Calibration c = mlp();
   c.intra_node = LinkCost{1e-4, 5e8};
   c.intra_node_ranks = 2;
-  c.shared_steps = {StepTiming{1, 0.066}, StepTiming{2, 0.050}};
+  c.shared_steps = {StepTiming{1, 0.066, {}}, StepTiming{2, 0.050, {}}};
   const PredictionSettings local = on_calibrated_node(c, 4);
   const StepCost members = predict_step(c, plan(2, 1, 1, 2), local);
   CHECK(members.threads == 2);
@@ -291,7 +291,7 @@ TEST_CASE("ranks measured sharing the node on their share of its cores", "[cost]
   CHECK(guessed.compute_slowdown == Approx(1.5));
   // Pairs of replicas (D = 2) measured at once on 2 threads each, their gradient sums included
   // (0.056 s): that step, with no allreduce added on top; D = 1 members keep their own measurement.
-  c.replica_pairs_step = StepTiming{2, 0.056};
+  c.replica_pairs_step = StepTiming{2, 0.056, {}};
   const StepCost replicas = predict_step(c, plan(1, 2, 1, 2), local);
   CHECK(replicas.slowdown_measured);
   CHECK(replicas.compute_slowdown == Approx(0.056 / 0.040));
@@ -323,7 +323,7 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   c.split_step_s = 0.050;
   c.split_optimizer_s = 0.004;
   c.shared_split_step_s = 0.065;
-  c.shared_steps = {StepTiming{1, 0.090}};
+  c.shared_steps = {StepTiming{1, 0.090, {}}};
   const PredictionSettings local = on_calibrated_node(c, 4);
   const double optimizer_m2 = 0.006 * (1.0 - 22.0 / 46.0);
   // D 2 x M 2 on the 4 calibrated ranks: the pairs' slowdown (1.3x), not the unsplit ranks' (1.5x),
@@ -353,6 +353,53 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   CHECK(pair.step_s == Approx(0.050 - 0.004 + optimizer_m2));
   // M = 1 plans on those ranks keep the unsplit ranks' measurement.
   CHECK(predict_step(c, plan(4, 1, 1, 4), local).compute_slowdown == Approx(1.5));
+
+  // The pairs stepped independently, half their steps at 0.8 of the mean and half at 1.2: two
+  // replicas of them wait each step for the slower, 1.2 three times in four, 1.1x the mean.
+  Calibration spread = c;
+  spread.shared_split_spread = {0.8, 1.2};
+  const StepCost waiting = predict_step(spread, plan(1, 2, 2, 4), local);
+  CHECK(waiting.slowest_replica == Approx(1.1));
+  CHECK(waiting.compute_slowdown == Approx(1.3 * 1.1));
+  CHECK(waiting.step_s - waiting.data_parallel_s == Approx((0.050 - 0.004 + optimizer_m2) * 1.43));
+  CHECK(waiting.data_parallel_s == Approx(dm.data_parallel_s));
+  // Two groups of one replica wait for nobody.
+  const StepCost groups = predict_step(spread, plan(2, 1, 2, 4), local);
+  CHECK(groups.slowest_replica == 1.0);
+  CHECK(groups.compute_slowdown == Approx(1.3));
+}
+
+TEST_CASE("replicas measured stepping alone wait for the slowest of them", "[cost]") {
+  CHECK(expected_slowest({0.8, 1.2}, 1) == 1.0);
+  CHECK(expected_slowest({1.2, 0.8}, 2) == Approx(1.1));
+  // Of three draws all fall on 0.8 one time in eight.
+  CHECK(expected_slowest({0.8, 1.2}, 3) == Approx((0.8 + 7 * 1.2) / 8));
+  CHECK(expected_slowest({1.0, 1.0, 1.0}, 4) == Approx(1.0));
+  CHECK(expected_slowest({}, 4) == 1.0);
+  // Points not scaled to their mean: still over the mean.
+  CHECK(expected_slowest({8.0, 12.0}, 2) == Approx(1.1));
+
+  Calibration c = mlp();
+  c.intra_node = LinkCost{1e-6, 1e9};
+  c.intra_node_ranks = 4;
+  c.shared_steps = {StepTiming{1, 0.090, {0.5, 1.0, 1.5}}};
+  c.replica_pairs_step = StepTiming{1, 0.100, {0.5, 1.5}};
+  const PredictionSettings local = on_calibrated_node(c, 4);
+  // D = 4 on one thread takes the members' steps: the slowest of 4 of their three points.
+  const StepCost four = predict_step(c, plan(1, 4, 1, 4), local);
+  CHECK(four.measured_as == "members");
+  const double slowest_of_4 = (0.5 * 1 + 1.0 * (16 - 1) + 1.5 * (81 - 16)) / 81.0;
+  CHECK(four.slowest_replica == Approx(slowest_of_4));
+  CHECK(four.compute_slowdown == Approx(0.090 / 0.060 * slowest_of_4));
+  // The replica pairs' steps held their sums, and so the wait: no factor on top.
+  const StepCost pairs = predict_step(c, plan(2, 2, 1, 4), local);
+  CHECK(pairs.measured_as == "replica pairs");
+  CHECK(pairs.slowest_replica == 1.0);
+  CHECK(pairs.compute_slowdown == Approx(0.100 / 0.060));
+  // Members alone wait for nobody.
+  CHECK(predict_step(c, plan(4, 1, 1, 4), local).slowest_replica == 1.0);
+  // A preset network is not the calibrated node: its spread does not apply.
+  CHECK(predict_step(c, plan(1, 4, 1, 4), settings(4)).slowest_replica == 1.0);
 }
 
 TEST_CASE("a calibration of another local batch is refused", "[cost]") {
@@ -366,8 +413,9 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   written.split_step_s = 0.05;
   written.split_optimizer_s = 0.004;
   written.shared_split_step_s = 0.06;
-  written.shared_steps = {StepTiming{1, 0.07}, StepTiming{2, 0.045}};
-  written.replica_pairs_step = StepTiming{2, 0.052};
+  written.shared_steps = {StepTiming{1, 0.07, {0.9, 1.1}}, StepTiming{2, 0.045, {}}};
+  written.replica_pairs_step = StepTiming{2, 0.052, {0.7, 1.0, 1.3}};
+  written.shared_split_spread = {0.95, 1.05};
   const Calibration fresh;
   REQUIRE_FALSE(fresh == written);
   const Calibration read = calibration_from_json(calibration_to_json(written), "test");
@@ -376,14 +424,26 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   CHECK(read.intra_node->bytes_per_s == 5e9);
   CHECK(read.shared_steps[1].step_s == 0.045);
   CHECK(read.shared_split_step_s == 0.06);
-  CHECK(read.replica_pairs_step == StepTiming{2, 0.052});
+  CHECK(read.replica_pairs_step == StepTiming{2, 0.052, {0.7, 1.0, 1.3}});
+  CHECK(read.shared_steps[0].spread == std::vector<double>{0.9, 1.1});
+  CHECK(read.shared_split_spread == std::vector<double>{0.95, 1.05});
+  // A calibration from before the spreads: read without them.
+  nlohmann::json unspread = calibration_to_json(written);
+  unspread["intra_node"]["shared_steps"][0].erase("spread");
+  unspread["split_over_2"].erase("all_pairs_spread");
+  const Calibration old_read = calibration_from_json(unspread, "old.json");
+  CHECK(old_read.shared_steps[0].spread.empty());
+  CHECK(old_read.shared_split_spread.empty());
+  nlohmann::json negative = calibration_to_json(written);
+  negative["split_over_2"]["all_pairs_spread"][0] = -0.5;
+  CHECK_THROWS_AS(calibration_from_json(negative, "x.json"), DataError);
 
   // A calibration from before the share-of-cores step: its one-thread shared step is read.
   nlohmann::json legacy = calibration_to_json(written);
   legacy["intra_node"].erase("shared_steps");
   legacy["intra_node"]["shared_step_s"] = 0.08;
   CHECK(calibration_from_json(legacy, "old.json").shared_steps ==
-        std::vector<StepTiming>{StepTiming{1, 0.08}});
+        std::vector<StepTiming>{StepTiming{1, 0.08, {}}});
 
   nlohmann::json other = calibration_to_json(written);
   other["format"] = "something else";
