@@ -67,13 +67,4 @@ std::map<std::string, double> Trace::totals() const {
   return sums;
 }
 
-std::vector<double> Trace::end_times(std::string_view name) const {
-  const std::lock_guard lock(mutex_);
-  std::vector<double> ends;
-  for (const Event& e : events_)
-    if (e.name == name) ends.push_back((e.start_us + e.duration_us) * 1e-6);
-  std::sort(ends.begin(), ends.end());
-  return ends;
-}
-
 }  // namespace strata

@@ -30,8 +30,6 @@ class Trace {
   std::int64_t dropped() const;
   // Seconds recorded under each event name, over all threads.
   std::map<std::string, double> totals() const;
-  // The seconds (from the trace's start) at which each event named `name` ended, ascending.
-  std::vector<double> end_times(std::string_view name) const;
 
   static constexpr std::size_t max_events = 2'000'000;
 

@@ -145,7 +145,8 @@ void print_step(const std::string& what, double seconds) {
   std::fflush(stdout);
 }
 
-// With the spread: the slowest of two such steps, which two replicas of them would wait for.
+// With the spread of steps taken independently: the slower of two, which two replicas of them
+// would wait for.
 void print_step(const std::string& what, const StepTiming& step) {
   fmt::print("[calibrate] {}: {:.3f} ms per step (the slower of two: {:.2f}x the mean)\n", what,
              1e3 * step.step_s, expected_slowest(step.spread, 2));
@@ -196,10 +197,67 @@ Calibration measure_compute(const std::string& config_file, const Timed& t,
   return c;
 }
 
+// How finely a step's spread is kept: 40 points put the expected slowest of many replicas at most
+// at the 98.75% quantile, which understates it for a large D.
+constexpr int spread_points = 40;
+
+// The spread of `steps` (each over its repeat's mean) pooled over every rank of `ranks`: each
+// rank's summary, gathered, summarised again over their mean. Every rank passes as many steps
+// (the launch's groups train alike), so all take the same branches; empty for no steps.
+std::vector<double> pooled_spread(const Communicator& ranks, const std::vector<double>& steps) {
+  if (steps.empty()) return {};
+  const std::vector<double> mine = quantiles(steps, spread_points);
+  std::vector<float> local(mine.begin(), mine.end());
+  std::vector<float> all(local.size() * static_cast<std::size_t>(ranks.size()));
+  ranks.allgather(local, all);
+  std::vector<double> pooled(all.begin(), all.end());
+  double mean = 0.0;
+  for (double s : pooled) mean += s / static_cast<double>(pooled.size());
+  if (!(mean > 0.0) || !std::isfinite(mean)) return {};
+  std::vector<double> spread = quantiles(pooled, spread_points);
+  for (double& s : spread) s /= mean;
+  return spread;
+}
+
+// This rank's step (the median over `repeats` epochs after one of warm-up, as step_seconds) and
+// the spread of the single steps of all of `ranks`, which train at once.
+struct MeasuredSteps {
+  double step_s = 0.0;
+  std::vector<double> spread;
+};
+
+MeasuredSteps steps_and_spread(Trainer& trainer, const Communicator& ranks, int repeats) {
+  using Clock = std::chrono::steady_clock;
+  trainer.run_epoch({});
+  std::vector<Clock::time_point> ends;  // of each step: a clock read, nothing that perturbs it
+  ends.reserve(static_cast<std::size_t>(trainer.steps_per_epoch()));
+  trainer.set_step_hook([&ends] { ends.push_back(Clock::now()); });
+  std::vector<double> epochs, steps;
+  for (int r = 0; r < repeats; ++r) {
+    ends.clear();
+    epochs.push_back(static_cast<double>(trainer.global_batch()) /
+                     trainer.run_epoch({}).samples_per_s);
+    std::vector<double> these;
+    for (std::size_t i = 1; i < ends.size(); ++i)
+      these.push_back(std::chrono::duration<double>(ends[i] - ends[i - 1]).count());
+    // A repeat in which the whole node ran slow slows every replica alike and adds no wait: each
+    // step counts against its repeat's mean over the ranks.
+    double mine = 0.0;
+    for (double s : these) mine += s / static_cast<double>(these.size());
+    const double mean = ranks.allreduce_sum_double(mine) / ranks.size();
+    if (mean > 0.0)
+      for (double s : these) steps.push_back(s / mean);
+  }
+  trainer.set_step_hook(nullptr);
+  return {median(epochs), pooled_spread(ranks, steps)};
+}
+
 // A replica split over ranks 0 and 1 (its model-parallel layers on their own communicator), one
-// thread each, while the other ranks wait: the step and its optimizer part, meaningful on rank 0.
+// thread each, while the other ranks wait: the step, its spread and its optimizer part,
+// meaningful on rank 0.
 struct SplitStep {
   double step_s = 0.0, optimizer_s = 0.0;
+  std::vector<double> spread;
 };
 
 SplitStep split_step(const Timed& t, const Communicator& world, const CalibrationOptions& options) {
@@ -214,32 +272,15 @@ SplitStep split_step(const Timed& t, const Communicator& world, const Calibratio
   Trainer trainer(timed, build_model(timed, data, model_parallel_factory(pair, timed.file)), data,
                   plan, 1);
   const auto per_step = traced_epoch(trainer);
-  return {step_seconds(trainer, options.repeats), seconds_of(per_step, "optimizer step")};
-}
-
-// How finely a step's spread is kept: enough points for the slowest of a node's replicas.
-constexpr int spread_points = 40;
-
-// The spread of `steps` (seconds) pooled over every rank of `world`: each rank's summary, gathered,
-// summarised again over their mean. Every rank passes the same number of points.
-std::vector<double> pooled_spread(const Communicator& world, const std::vector<double>& steps) {
-  const std::vector<double> mine = quantiles(steps, spread_points);
-  std::vector<float> local(mine.begin(), mine.end());
-  std::vector<float> all(local.size() * static_cast<std::size_t>(world.size()));
-  world.allgather(local, all);
-  std::vector<double> pooled(all.begin(), all.end());
-  double mean = 0.0;
-  for (double s : pooled) mean += s / static_cast<double>(pooled.size());
-  std::vector<double> spread = quantiles(pooled, spread_points);
-  for (double& s : spread) s /= mean;
-  return spread;
+  MeasuredSteps measured = steps_and_spread(trainer, pair, options.repeats);
+  return {measured.step_s, seconds_of(per_step, "optimizer step"), std::move(measured.spread)};
 }
 
 // Every rank of the launch training at once in groups of `replicas` x `shards` (as strata run
 // builds them: the same communicators, gradient sums and split layers) on `threads` workers each:
-// the mean over ranks of each rank's median step (as step_seconds), and the spread of the single
-// steps. Only the whole launch: MPICH polls differently once a node holds more ranks than cores, so
-// a subset of a larger launch would not see what a launch of that size does.
+// the mean over ranks of each rank's median step, and the spread of the single steps. Only the
+// whole launch: MPICH polls differently once a node holds more ranks than cores, so a subset of a
+// larger launch would not see what a launch of that size does.
 StepTiming node_step(const Timed& t, const Communicator& world, const CalibrationOptions& options,
                      int replicas, int shards, int threads) {
   Plan plan = standalone_plan(t.config, replicas);
@@ -249,23 +290,10 @@ StepTiming node_step(const Timed& t, const Communicator& world, const Calibratio
   plan.ranks_per_node = world.size();
   const Topology topology(world, plan);
   GroupTraining training(t.config, t.data, topology, plan, threads);
-  Trainer& trainer = *training.trainer;
   world.barrier();
-  trainer.run_epoch({});
-  std::vector<double> epochs, steps;
-  for (int r = 0; r < options.repeats; ++r) {
-    // The optimizer step ends each step: the time between two ends is one step.
-    Trace trace;
-    trainer.set_trace(&trace);
-    epochs.push_back(static_cast<double>(trainer.global_batch()) /
-                     trainer.run_epoch({}).samples_per_s);
-    trainer.set_trace(nullptr);
-    const std::vector<double> ends = trace.end_times("optimizer step");
-    for (std::size_t i = 1; i < ends.size(); ++i) steps.push_back(ends[i] - ends[i - 1]);
-  }
-  if (steps.empty()) steps.push_back(median(epochs));  // one step an epoch: no spread to see
-  const double mean_step = world.allreduce_sum_double(median(epochs)) / world.size();
-  return StepTiming{threads, mean_step, pooled_spread(world, steps)};
+  MeasuredSteps measured = steps_and_spread(*training.trainer, world, options.repeats);
+  return StepTiming{threads, world.allreduce_sum_double(measured.step_s) / world.size(),
+                    std::move(measured.spread)};
 }
 
 // The node full of ranks, in each arrangement a plan on it can take: independent members on one
@@ -290,7 +318,7 @@ void measure_node_steps(const Timed& t, const Communicator& world,
     c.replica_pairs_step = replicas;
     print_step(fmt::format("{} pair(s) of replicas (D = 2) stepping at once on {} thread(s) each",
                            ranks / 2, share),
-               replicas);
+               replicas.step_s);
   }
   if (!splits || ranks < 4) return;  // on 2 ranks the split step alone is this
   const StepTiming shard_pairs = node_step(t, world, options, 1, 2, 1);
@@ -342,7 +370,11 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       const SplitStep alone = split_step(timed, world, options);
       c.split_step_s = alone.step_s;
       c.split_optimizer_s = alone.optimizer_s;
-      if (world.rank() == 0) print_step("split over 2 ranks (M = 2), 1 thread each", alone.step_s);
+      // On 2 ranks the pair fills the node: its spread is the shard pairs'.
+      if (world.size() == 2) c.shared_split_spread = alone.spread;
+      if (world.rank() == 0)
+        print_step("split over 2 ranks (M = 2), 1 thread each",
+                   StepTiming{1, alone.step_s, alone.spread});
       world.barrier();  // the others wait here, asleep, not polling in the next collective
     }
     if (splits && !halves && world.rank() == 0)

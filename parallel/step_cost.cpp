@@ -139,6 +139,16 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
   return {};
 }
 
+// The spread of a step of `micro_batches` micro-batches from that of one-micro-batch steps: the
+// replicas wait once per step, and a sum of K independent micro-batches spreads 1/sqrt(K) as
+// widely about its mean.
+std::vector<double> over_micro_batches(const std::vector<double>& spread, int micro_batches) {
+  std::vector<double> out = spread;
+  const double narrowing = 1.0 / std::sqrt(static_cast<double>(std::max(1, micro_batches)));
+  for (double& x : out) x = 1.0 + (x - 1.0) * narrowing;
+  return out;
+}
+
 }  // namespace
 
 double expected_slowest(const std::vector<double>& spread, int draws) {
@@ -192,10 +202,14 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   // one rank alone replaces the division of the cores.
   const SharedSlowdown measured = shared_slowdown(c, plan, settings, ranks_on_node, cost.threads);
   cost.slowdown_measured = measured.factor > 0.0;
-  // Replicas measured stepping on their own (not as the replica pairs, whose steps held the sums)
-  // now wait each step for the slowest of the group's D.
-  if (cost.slowdown_measured && !measured.covers_data_parallel && measured.spread != nullptr)
-    cost.slowest_replica = expected_slowest(*measured.spread, plan.data);
+  // Ranks measured stepping on their own wait, in the plan, for the slowest of those they sum
+  // with: the D replicas, and where members stand in for shards the D x M ranks (at least: the
+  // shards meet at every split layer). The replica pairs' steps held that wait already.
+  if (cost.slowdown_measured && !measured.covers_data_parallel && measured.spread != nullptr) {
+    const int peers = measured.covers_model_parallel ? plan.data : plan.data * plan.model;
+    cost.slowest_replica =
+        expected_slowest(over_micro_batches(*measured.spread, plan.accumulate), peers);
+  }
   cost.compute_slowdown =
       cost.slowdown_measured ? measured.factor * cost.slowest_replica : cost.oversubscription;
   cost.measured_as = measured.measured_as;

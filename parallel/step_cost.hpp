@@ -113,9 +113,11 @@ struct StepCost {
   // Which measurement: "members", "replica pairs" (their gradient sums included, so that
   // data_parallel_s is 0) or "shard pairs" (their collectives included).
   std::string measured_as;
-  // Part of compute_slowdown: the D replicas of a group, measured stepping independently, wait
-  // each step for the slowest of them; the expected slowest of D of the measured steps over their
-  // mean (1 where D = 1, the measurement held the sums, or no spread was measured).
+  // Part of compute_slowdown: the D replicas of a group (D x M ranks where members stand in for
+  // shards), measured stepping independently, wait each step for the slowest of them; the
+  // expected slowest of those draws from the measured steps' spread (narrowed for K micro-batches
+  // a step) over its mean. 1 where there is one, the measurement held the sums, or no spread was
+  // measured.
   double slowest_replica = 1.0;
   double compute_s = 0.0;         // K micro-batches forward and backward, data reads, optimizer
   double model_parallel_s = 0.0;  // activations gathered and summed over the M shards
@@ -127,7 +129,7 @@ struct StepCost {
 
 // The expected largest of `draws` independent draws from the distribution that `spread`'s points
 // stand for (each an equal share), over its mean: 1 for one draw, and for two points a and b,
-// (a + 3b) / (2 (a + b)). 1 for an empty spread.
+// (a + 3b) / (2 (a + b)) where a <= b. 1 for an empty spread.
 double expected_slowest(const std::vector<double>& spread, int draws);
 
 // The predicted step of `plan`. The calibration's local batch must be the plan's (a step's compute

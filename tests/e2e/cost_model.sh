@@ -35,9 +35,10 @@ assert all(s["threads"] in alone for s in shared), (shared, c["steps"])
 assert "all_pairs_step_s" not in c["split_over_2"], c["split_over_2"]  # 2 ranks: one pair
 pairs = c["intra_node"]["replica_pairs_step"]
 assert pairs["threads"] == shared[-1]["threads"] and pairs["step_s"] > 0, pairs
-for s in shared + [pairs]:
-    assert len(s["spread"]) == 40 and min(s["spread"]) > 0, s
-    assert s["spread"] == sorted(s["spread"]), s
+# Each arrangement's single steps over their mean, 40 quantiles; on 2 ranks the split step is
+# the shard pairs' arrangement, so its spread is theirs.
+for spread in [s["spread"] for s in shared + [pairs]] + [c["split_over_2"]["all_pairs_spread"]]:
+    assert len(spread) == 40 and min(spread) > 0 and spread == sorted(spread), spread
 print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks, 2 ranks stepping at once and as a pair of replicas")
 PY
 
@@ -63,7 +64,9 @@ spread = sorted(c["split_over_2"]["all_pairs_spread"])
 assert len(spread) == 40 and spread[0] > 0 and abs(sum(spread) / 40 - 1) < 0.05, spread
 n = len(spread)
 slower = sum(x * ((i + 1) ** 2 - i ** 2) for i, x in enumerate(spread)) / n ** 2 / (sum(spread) / n)
-assert slower >= 1.0, slower
+# Measured steps are never all alike: the slower of two is longer than the mean, and the table
+# says by how much.
+assert slower > 1.005, (slower, spread)
 shown = re.search(r"\| 4 \| 1 \| 1 x 2 x 2 \|.*?\(([0-9.]+)x, measured: shard pairs, "
                   r"([0-9.]+)x of it the slowest of 2 replicas\)", sys.argv[2])
 assert shown, sys.argv[2]

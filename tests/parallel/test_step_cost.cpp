@@ -367,6 +367,28 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   const StepCost groups = predict_step(spread, plan(2, 1, 2, 4), local);
   CHECK(groups.slowest_replica == 1.0);
   CHECK(groups.compute_slowdown == Approx(1.3));
+  // 4 micro-batches a step: the replicas wait once for a sum of 4, which spreads half as widely
+  // (0.9 and 1.1): (0.9 + 3 x 1.1) / 4.
+  const StepCost accumulating = predict_step(spread, plan(1, 2, 2, 4, 10, 4), local);
+  CHECK(accumulating.slowest_replica == Approx(1.05));
+  // Without the pairs' steps the members stand in, one rank each: the 2 shards of each group's
+  // one replica wait for each other too.
+  Calibration members_only = spread;
+  members_only.shared_split_step_s = 0.0;
+  members_only.shared_split_spread.clear();
+  members_only.shared_steps = {StepTiming{1, 0.090, {0.5, 1.5}}};
+  const StepCost shards = predict_step(members_only, plan(2, 1, 2, 4), local);
+  CHECK(shards.measured_as == "members");
+  CHECK(shards.slowest_replica == Approx(1.25));
+  CHECK(shards.compute_slowdown == Approx(1.5 * 1.25));
+  // D 2 x M 2 from the members: the slowest of 4 ranks.
+  CHECK(predict_step(members_only, plan(1, 2, 2, 4), local).slowest_replica ==
+        Approx((0.5 + 1.5 * 15) / 16));
+  // Calibrated on 2 ranks, the split step's own spread is the shard pairs'.
+  Calibration two_spread = two;
+  two_spread.shared_split_spread = {0.8, 1.2};
+  CHECK(predict_step(two_spread, plan(1, 2, 2, 2), on_calibrated_node(two_spread, 4))
+            .slowest_replica == Approx(1.1));
 }
 
 TEST_CASE("replicas measured stepping alone wait for the slowest of them", "[cost]") {
@@ -437,6 +459,12 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   nlohmann::json negative = calibration_to_json(written);
   negative["split_over_2"]["all_pairs_spread"][0] = -0.5;
   CHECK_THROWS_AS(calibration_from_json(negative, "x.json"), DataError);
+  nlohmann::json zero = calibration_to_json(written);
+  zero["intra_node"]["shared_steps"][0]["spread"][1] = 0.0;
+  CHECK_THROWS_AS(calibration_from_json(zero, "x.json"), DataError);
+  nlohmann::json not_numbers = calibration_to_json(written);
+  not_numbers["intra_node"]["replica_pairs_step"]["spread"] = "wide";
+  CHECK_THROWS_AS(calibration_from_json(not_numbers, "x.json"), DataError);
 
   // A calibration from before the share-of-cores step: its one-thread shared step is read.
   nlohmann::json legacy = calibration_to_json(written);
