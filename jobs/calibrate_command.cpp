@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "jobs/calibration.hpp"
 #include "jobs/commands.hpp"
+#include "parallel/calibration_json.hpp"
 
 namespace strata {
 

@@ -13,6 +13,7 @@
 #include "jobs/commands.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/stage.hpp"
+#include "parallel/calibration_json.hpp"
 #include "parallel/step_cost.hpp"
 
 namespace strata {

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/config.hpp"
 #include "core/plan.hpp"
 #include "parallel/collective_cost.hpp"
@@ -85,10 +83,6 @@ struct Calibration {
 
   bool operator==(const Calibration&) const = default;
 };
-
-nlohmann::json calibration_to_json(const Calibration& calibration);
-// Throws DataError naming `source` for a file that is not a calibration or lacks a field.
-Calibration calibration_from_json(const nlohmann::json& json, const std::string& source);
 
 struct PredictionSettings {
   NetworkCost network;

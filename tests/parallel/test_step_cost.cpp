@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/errors.hpp"
+#include "parallel/calibration_json.hpp"
 #include "parallel/gradient_sync.hpp"
 #include "parallel/step_cost.hpp"
 
