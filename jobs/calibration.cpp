@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -202,8 +203,9 @@ Calibration measure_compute(const std::string& config_file, const Timed& t,
 constexpr int spread_points = 40;
 
 // The spread of `steps` (each over its repeat's mean) pooled over every rank of `ranks`: each
-// rank's summary, gathered, summarised again over their mean. Every rank passes as many steps
-// (the launch's groups train alike), so all take the same branches; empty for no steps.
+// rank's summary, gathered, summarised again over their mean. Every rank has steps or none has
+// (the launch's groups train alike, as many steps an epoch), so all take the same branches; empty
+// for none.
 std::vector<double> pooled_spread(const Communicator& ranks, const std::vector<double>& steps) {
   if (steps.empty()) return {};
   const std::vector<double> mine = quantiles(steps, spread_points);
@@ -226,12 +228,27 @@ struct MeasuredSteps {
   std::vector<double> spread;
 };
 
+// A step hook on `trainer` for as long as this lives: it writes into the caller's locals, so it
+// must not outlive them, on any way out.
+class ScopedStepHook {
+ public:
+  ScopedStepHook(Trainer& trainer, std::function<void()> hook) : trainer_(trainer) {
+    trainer_.set_step_hook(std::move(hook));
+  }
+  ~ScopedStepHook() { trainer_.set_step_hook(nullptr); }
+  ScopedStepHook(const ScopedStepHook&) = delete;
+  ScopedStepHook& operator=(const ScopedStepHook&) = delete;
+
+ private:
+  Trainer& trainer_;
+};
+
 MeasuredSteps steps_and_spread(Trainer& trainer, const Communicator& ranks, int repeats) {
   using Clock = std::chrono::steady_clock;
   trainer.run_epoch({});
   std::vector<Clock::time_point> ends;  // of each step: a clock read, nothing that perturbs it
   ends.reserve(static_cast<std::size_t>(trainer.steps_per_epoch()));
-  trainer.set_step_hook([&ends] { ends.push_back(Clock::now()); });
+  const ScopedStepHook hook(trainer, [&ends] { ends.push_back(Clock::now()); });
   std::vector<double> epochs, steps;
   for (int r = 0; r < repeats; ++r) {
     ends.clear();
@@ -248,7 +265,6 @@ MeasuredSteps steps_and_spread(Trainer& trainer, const Communicator& ranks, int 
     if (mean > 0.0)
       for (double s : these) steps.push_back(s / mean);
   }
-  trainer.set_step_hook(nullptr);
   return {median(epochs), pooled_spread(ranks, steps)};
 }
 
@@ -315,6 +331,7 @@ void measure_node_steps(const Timed& t, const Communicator& world,
   if (ranks % 2 != 0) return;
   const StepTiming replicas = node_step(t, world, options, 2, 1, share);
   if (world.rank() == 0) {
+    // Printed without the slower of two: the pairs' steps wait for each other already.
     c.replica_pairs_step = replicas;
     print_step(fmt::format("{} pair(s) of replicas (D = 2) stepping at once on {} thread(s) each",
                            ranks / 2, share),

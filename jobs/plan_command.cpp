@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/config.hpp"
 #include "core/config_names.hpp"
@@ -161,8 +162,9 @@ int print_predictions(const Config& config, const PlanOptions& o) {
         cost.slowdown_measured
             ? fmt::format(" ({:.2f}x, measured: {}{})", cost.compute_slowdown, cost.measured_as,
                           cost.slowest_replica > 1.0
-                              ? fmt::format(", {:.2f}x of it the slowest of {} replicas",
-                                            cost.slowest_replica, plan.data)
+                              ? fmt::format(", {:.2f}x of it the slowest of {} {}",
+                                            cost.slowest_replica, cost.waits_for,
+                                            cost.waits_for == plan.data ? "replicas" : "ranks")
                               : "")
             : (cost.oversubscription > 1.0 ? fmt::format(" ({:.1f}x over)", cost.oversubscription)
                                            : ""),

@@ -19,6 +19,14 @@ SplitKind split_from(const std::string& name, const std::string& source) {
   throw DataError(fmt::format("{}: unknown split '{}'", source, name));
 }
 
+void check_spread(const std::vector<double>& spread, const std::string& source) {
+  for (double point : spread)
+    if (!(point > 0.0) || !std::isfinite(point))
+      throw DataError(fmt::format(
+          "{}: a step's spread holds {}: its points are steps over their mean, positive", source,
+          point));
+}
+
 nlohmann::json step_json(const StepTiming& step) {
   nlohmann::json out{{"threads", step.threads}, {"step_s", step.step_s}};
   if (!step.spread.empty()) out["spread"] = step.spread;
@@ -146,13 +154,8 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
             fmt::format("{}: a step on {} thread(s) of {} s: steps need a positive "
                         "thread count and time",
                         source, s.threads, s.step_s));
-    all.push_back(StepTiming{1, c.shared_split_step_s, c.shared_split_spread});
-    for (const StepTiming& s : all)
-      for (double share : s.spread)
-        if (!(share > 0.0) || !std::isfinite(share))
-          throw DataError(fmt::format(
-              "{}: a step's spread holds {}: its points are steps over their mean, positive",
-              source, share));
+    for (const StepTiming& s : all) check_spread(s.spread, source);
+    check_spread(c.shared_split_spread, source);
     return c;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(fmt::format("{}: {}", source, e.what()));

@@ -136,9 +136,12 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
 // replicas wait once per step, and a sum of K independent micro-batches spreads 1/sqrt(K) as
 // widely about its mean.
 std::vector<double> over_micro_batches(const std::vector<double>& spread, int micro_batches) {
+  if (spread.empty()) return {};
+  double mean = 0.0;
+  for (double x : spread) mean += x / static_cast<double>(spread.size());
   std::vector<double> out = spread;
   const double narrowing = 1.0 / std::sqrt(static_cast<double>(std::max(1, micro_batches)));
-  for (double& x : out) x = 1.0 + (x - 1.0) * narrowing;
+  for (double& x : out) x = mean + (x - mean) * narrowing;
   return out;
 }
 
@@ -200,6 +203,7 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   // shards meet at every split layer). The replica pairs' steps held that wait already.
   if (cost.slowdown_measured && !measured.covers_data_parallel && measured.spread != nullptr) {
     const int peers = measured.covers_model_parallel ? plan.data : plan.data * plan.model;
+    cost.waits_for = peers;
     cost.slowest_replica =
         expected_slowest(over_micro_batches(*measured.spread, plan.accumulate), peers);
   }

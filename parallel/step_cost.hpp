@@ -113,7 +113,8 @@ struct StepCost {
   // a step) over its mean. 1 where there is one, the measurement held the sums, or no spread was
   // measured.
   double slowest_replica = 1.0;
-  double compute_s = 0.0;         // K micro-batches forward and backward, data reads, optimizer
+  int waits_for = 1;       // the ranks (replicas, or replicas x shards) whose slowest that is
+  double compute_s = 0.0;  // K micro-batches forward and backward, data reads, optimizer
   double model_parallel_s = 0.0;  // activations gathered and summed over the M shards
   double data_parallel_s = 0.0;   // the part of the gradient allreduce backward does not hide
   double step_s = 0.0;

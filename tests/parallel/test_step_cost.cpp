@@ -372,6 +372,11 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   // (0.9 and 1.1): (0.9 + 3 x 1.1) / 4.
   const StepCost accumulating = predict_step(spread, plan(1, 2, 2, 4, 10, 4), local);
   CHECK(accumulating.slowest_replica == Approx(1.05));
+  CHECK(accumulating.waits_for == 2);
+  // Narrowed about the spread's own mean, whatever its scale: 8 and 12 become 9 and 11.
+  Calibration unscaled = spread;
+  unscaled.shared_split_spread = {8.0, 12.0};
+  CHECK(predict_step(unscaled, plan(1, 2, 2, 4, 10, 4), local).slowest_replica == Approx(1.05));
   // Without the pairs' steps the members stand in, one rank each: the 2 shards of each group's
   // one replica wait for each other too.
   Calibration members_only = spread;
@@ -381,6 +386,7 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
   const StepCost shards = predict_step(members_only, plan(2, 1, 2, 4), local);
   CHECK(shards.measured_as == "members");
   CHECK(shards.slowest_replica == Approx(1.25));
+  CHECK(shards.waits_for == 2);
   CHECK(shards.compute_slowdown == Approx(1.5 * 1.25));
   // D 2 x M 2 from the members: the slowest of 4 ranks.
   CHECK(predict_step(members_only, plan(1, 2, 2, 4), local).slowest_replica ==
