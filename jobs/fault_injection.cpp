@@ -55,8 +55,11 @@ const FaultPlan& FaultPlan::from_environment() {
   return plan;
 }
 
-void inject_build_fault(const char* name, int fault_rank, int world_rank) {
-  if (fault_rank == world_rank)
+void inject_build_fault(BuildFault when, int world_rank) {
+  const FaultPlan& plan = FaultPlan::from_environment();
+  const bool in_build = when == BuildFault::in_build;
+  const char* name = in_build ? "fail_in_build" : "fail_before_build";
+  if ((in_build ? plan.fail_in_build : plan.fail_before_build) == world_rank)
     throw std::runtime_error(fmt::format(
         "injected fault (STRATA_FAULT={}={}) while building a training", name, world_rank));
 }

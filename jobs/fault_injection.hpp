@@ -28,8 +28,9 @@ struct FaultPlan {
   static const FaultPlan& from_environment();
 };
 
-// fail_in_build and fail_before_build: throws std::runtime_error naming the fault `name` where
-// `world_rank` is the rank it names (`fault_rank`).
-void inject_build_fault(const char* name, int fault_rank, int world_rank);
+enum class BuildFault { in_build, before_build };
+// Throws std::runtime_error, naming the fault, where STRATA_FAULT's fail_in_build (in_build) or
+// fail_before_build (before_build) names `world_rank`.
+void inject_build_fault(BuildFault when, int world_rank);
 
 }  // namespace strata

@@ -198,8 +198,7 @@ GroupTraining::GroupTraining(const Config& config, const TrainingData& data,
   on_gpu = trains_on_gpu(config.run.device, detect_devices());
 #endif
   const auto make_trainer = [&](int worker_threads) {
-    inject_build_fault("fail_in_build", FaultPlan::from_environment().fail_in_build,
-                       topology.world_rank());
+    inject_build_fault(BuildFault::in_build, topology.world_rank());
     trainer.emplace(
         config,
         build_model(config, data,

@@ -97,8 +97,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     // does.
     Plan trial_plan;
     agree_on_failure(topology.member(), [&] {
-      inject_build_fault("fail_before_build", FaultPlan::from_environment().fail_before_build,
-                         topology.world_rank());
+      inject_build_fault(BuildFault::before_build, topology.world_rank());
       config = instantiate(c.config, trial_values(space, trial.genome));
       config.run.seed =
           derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});

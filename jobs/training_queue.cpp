@@ -34,8 +34,7 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
     // does: a job's data (a bootstrap sample, a copy) may not fit one rank's memory.
     Plan plan;
     agree_on_failure(topology.member(), [&] {
-      inject_build_fault("fail_before_build", FaultPlan::from_environment().fail_before_build,
-                         topology.world_rank());
+      inject_build_fault(BuildFault::before_build, topology.world_rank());
       job.emplace(build_job());
       plan = plan_on_run_layout(job->config, topology.plan());
     });
