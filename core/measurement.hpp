@@ -10,6 +10,9 @@ namespace strata {
 // The median (the mean of the middle two for an even count); 0 for none.
 double median(std::vector<double> values);
 
+// The arithmetic mean; 0 for none.
+double mean(const std::vector<double>& values);
+
 // `count` quantiles of `values`, ascending, at the middles of `count` equal slices of
 // probability ((i + 0.5) / count), linearly interpolated between the sorted values: a summary of a
 // distribution whose points each stand for an equal share of it. Empty for no values.

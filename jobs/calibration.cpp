@@ -212,12 +212,11 @@ std::vector<double> pooled_spread(const Communicator& ranks, const std::vector<d
   std::vector<float> local(mine.begin(), mine.end());
   std::vector<float> all(local.size() * static_cast<std::size_t>(ranks.size()));
   ranks.allgather(local, all);
-  std::vector<double> pooled(all.begin(), all.end());
-  double mean = 0.0;
-  for (double s : pooled) mean += s / static_cast<double>(pooled.size());
-  if (!(mean > 0.0) || !std::isfinite(mean)) return {};
+  const std::vector<double> pooled(all.begin(), all.end());
+  const double pooled_mean = mean(pooled);
+  if (!(pooled_mean > 0.0) || !std::isfinite(pooled_mean)) return {};
   std::vector<double> spread = quantiles(pooled, spread_points);
-  for (double& s : spread) s /= mean;
+  for (double& s : spread) s /= pooled_mean;
   return spread;
 }
 
@@ -259,11 +258,9 @@ MeasuredSteps steps_and_spread(Trainer& trainer, const Communicator& ranks, int 
       these.push_back(std::chrono::duration<double>(ends[i] - ends[i - 1]).count());
     // A repeat in which the whole node ran slow slows every replica alike and adds no wait: each
     // step counts against its repeat's mean over the ranks.
-    double mine = 0.0;
-    for (double s : these) mine += s / static_cast<double>(these.size());
-    const double mean = ranks.allreduce_sum_double(mine) / ranks.size();
-    if (mean > 0.0)
-      for (double s : these) steps.push_back(s / mean);
+    const double over_ranks = ranks.allreduce_sum_double(mean(these)) / ranks.size();
+    if (over_ranks > 0.0)
+      for (double s : these) steps.push_back(s / over_ranks);
   }
   return {median(epochs), pooled_spread(ranks, steps)};
 }
@@ -387,8 +384,7 @@ Calibration measure_calibration(const Config& config, const Communicator& world,
       const SplitStep alone = split_step(timed, world, options);
       c.split_step_s = alone.step_s;
       c.split_optimizer_s = alone.optimizer_s;
-      // On 2 ranks the pair fills the node: its spread is the shard pairs'.
-      if (world.size() == 2) c.shared_split_spread = alone.spread;
+      c.split_spread = alone.spread;
       if (world.rank() == 0)
         print_step("split over 2 ranks (M = 2), 1 thread each",
                    StepTiming{1, alone.step_s, alone.spread});

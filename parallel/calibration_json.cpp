@@ -87,6 +87,8 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                          {"bytes_per_s", c.intra_node->bytes_per_s}};
   if (c.split_step_s > 0.0)
     out["split_over_2"] = {{"step_s", c.split_step_s}, {"optimizer_s", c.split_optimizer_s}};
+  if (c.split_step_s > 0.0 && !c.split_spread.empty())
+    out["split_over_2"]["spread"] = c.split_spread;
   if (c.split_step_s > 0.0 && c.shared_split_step_s > 0.0)
     out["split_over_2"]["all_pairs_step_s"] = c.shared_split_step_s;
   if (c.split_step_s > 0.0 && !c.shared_split_spread.empty())
@@ -141,6 +143,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
       c.split_step_s = j.at("split_over_2").at("step_s").get<double>();
       c.split_optimizer_s = j.at("split_over_2").at("optimizer_s").get<double>();
       c.shared_split_step_s = j.at("split_over_2").value("all_pairs_step_s", 0.0);
+      c.split_spread = spread_from_json(j.at("split_over_2"), "spread");
       c.shared_split_spread = spread_from_json(j.at("split_over_2"), "all_pairs_spread");
     }
     if (c.steps.empty() || c.steps.front().threads != 1)
@@ -155,6 +158,7 @@ Calibration calibration_from_json(const nlohmann::json& j, const std::string& so
                         "thread count and time",
                         source, s.threads, s.step_s));
     for (const StepTiming& s : all) check_spread(s.spread, source);
+    check_spread(c.split_spread, source);
     check_spread(c.shared_split_spread, source);
     return c;
   } catch (const nlohmann::json::exception& e) {

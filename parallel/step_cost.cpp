@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "core/measurement.hpp"
 #include "parallel/gradient_sync.hpp"
 
 namespace strata {
@@ -109,7 +110,9 @@ struct SharedSlowdown {
   double factor = 0.0;
   const char* measured_as = "";
   bool covers_model_parallel = false, covers_data_parallel = false;
-  const std::vector<double>* spread = nullptr;  // of the steps measured
+  // Of the steps measured, where they were taken independently; null for the replica pairs,
+  // whose steps held the wait for each other.
+  const std::vector<double>* spread = nullptr;
 };
 
 SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
@@ -118,14 +121,16 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
       ranks_on_node != c.intra_node_ranks || c.one_thread_step_s() <= 0.0)
     return {};
   // On 2 ranks the split step is itself the node's ranks stepping as a pair of shards.
-  const double shard_pairs = c.intra_node_ranks == 2 ? c.split_step_s : c.shared_split_step_s;
+  const bool pair_fills_node = c.intra_node_ranks == 2;
+  const double shard_pairs = pair_fills_node ? c.split_step_s : c.shared_split_step_s;
+  const auto& shard_pairs_spread = pair_fills_node ? c.split_spread : c.shared_split_spread;
   if (plan.model == 2 && shard_pairs > 0.0 && c.split_step_s > 0.0)
-    return {shard_pairs / c.split_step_s, "shard pairs", true, false, &c.shared_split_spread};
+    return {shard_pairs / c.split_step_s, "shard pairs", true, false, &shard_pairs_spread};
   // The pairs summed once per micro-batch: with K > 1 their sums would count K times.
   const auto& pairs = c.replica_pairs_step;
   if (plan.model == 1 && plan.data == 2 && plan.accumulate == 1 && pairs &&
       pairs->threads == threads)
-    return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true, &pairs->spread};
+    return {pairs->step_s / c.step_alone_s(threads), "replica pairs", false, true};
   for (const StepTiming& s : c.shared_steps)
     if (s.threads == threads)
       return {s.step_s / c.step_alone_s(threads), "members", false, false, &s.spread};
@@ -136,12 +141,10 @@ SharedSlowdown shared_slowdown(const Calibration& c, const Plan& plan,
 // replicas wait once per step, and a sum of K independent micro-batches spreads 1/sqrt(K) as
 // widely about its mean.
 std::vector<double> over_micro_batches(const std::vector<double>& spread, int micro_batches) {
-  if (spread.empty()) return {};
-  double mean = 0.0;
-  for (double x : spread) mean += x / static_cast<double>(spread.size());
+  const double centre = mean(spread);
   std::vector<double> out = spread;
   const double narrowing = 1.0 / std::sqrt(static_cast<double>(std::max(1, micro_batches)));
-  for (double& x : out) x = mean + (x - mean) * narrowing;
+  for (double& x : out) x = centre + (x - centre) * narrowing;
   return out;
 }
 
@@ -154,13 +157,13 @@ double expected_slowest(const std::vector<double>& spread, int draws) {
   // The largest of `draws` is point i when all draws fall at or below it and not all below:
   // ((i + 1)^draws - i^draws) / n^draws.
   const auto n = static_cast<double>(sorted.size());
-  double expected = 0.0, mean = 0.0;
+  double expected = 0.0;
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const auto at = static_cast<double>(i);
     expected += sorted[i] * (std::pow((at + 1.0) / n, draws) - std::pow(at / n, draws));
-    mean += sorted[i] / n;
   }
-  return mean > 0.0 ? expected / mean : 1.0;
+  const double average = mean(sorted);
+  return average > 0.0 ? expected / average : 1.0;
 }
 
 std::int64_t Calibration::parameters() const {
@@ -200,8 +203,8 @@ StepCost predict_step(const Calibration& c, const Plan& plan, const PredictionSe
   cost.slowdown_measured = measured.factor > 0.0;
   // Ranks measured stepping on their own wait, in the plan, for the slowest of those they sum
   // with: the D replicas, and where members stand in for shards the D x M ranks (at least: the
-  // shards meet at every split layer). The replica pairs' steps held that wait already.
-  if (cost.slowdown_measured && !measured.covers_data_parallel && measured.spread != nullptr) {
+  // shards meet at every split layer).
+  if (measured.spread != nullptr) {
     const int peers = measured.covers_model_parallel ? plan.data : plan.data * plan.model;
     cost.waits_for = peers;
     cost.slowest_replica =

@@ -59,6 +59,7 @@ struct Calibration {
   // copies and collectives included), and its optimizer part; 0 when not measured (one rank, or
   // no split layers).
   double split_step_s = 0.0, split_optimizer_s = 0.0;
+  std::vector<double> split_spread;  // of the split step's single steps, as StepTiming::spread
   // The same split step while every pair of the launch's ranks steps split at once (an even
   // count of 4 or more); 0 when not measured. Against split_step_s it carries what the
   // model-parallel ranks of a full node cost each other: the cores, and MPICH's polling in their

@@ -13,6 +13,12 @@ TEST_CASE("the median of timings takes the middle one, or the mean of the middle
   CHECK(median({}) == 0.0);
 }
 
+TEST_CASE("the mean of timings", "[measurement]") {
+  CHECK(mean({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(mean({0.5, 1.5}) == 1.0);
+  CHECK(mean({}) == 0.0);
+}
+
 TEST_CASE("quantiles sit at the middles of equal slices of probability", "[measurement]") {
   // Four values each stand for a quarter: 4 quantiles are the values themselves, sorted.
   CHECK(quantiles({4.0, 1.0, 3.0, 2.0}, 4) == std::vector<double>{1.0, 2.0, 3.0, 4.0});

@@ -35,9 +35,9 @@ assert all(s["threads"] in alone for s in shared), (shared, c["steps"])
 assert "all_pairs_step_s" not in c["split_over_2"], c["split_over_2"]  # 2 ranks: one pair
 pairs = c["intra_node"]["replica_pairs_step"]
 assert pairs["threads"] == shared[-1]["threads"] and pairs["step_s"] > 0, pairs
-# Each arrangement's single steps over their mean, 40 quantiles; on 2 ranks the split step is
-# the shard pairs' arrangement, so its spread is theirs.
-for spread in [s["spread"] for s in shared + [pairs]] + [c["split_over_2"]["all_pairs_spread"]]:
+# Each arrangement's single steps over their mean, 40 quantiles, and the split step's (on 2 ranks
+# the shard pairs' arrangement).
+for spread in [s["spread"] for s in shared + [pairs]] + [c["split_over_2"]["spread"]]:
     assert len(spread) == 40 and min(spread) > 0 and spread == sorted(spread), spread
 print("ok: the calibration has every layer, its splits, thread steps, the 2-rank MPI figures, a step split over 2 ranks, 2 ranks stepping at once and as a pair of replicas")
 PY

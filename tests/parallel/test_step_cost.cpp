@@ -393,7 +393,7 @@ TEST_CASE("pairs of ranks measured stepping split at once slow the split step", 
         Approx((0.5 + 1.5 * 15) / 16));
   // Calibrated on 2 ranks, the split step's own spread is the shard pairs'.
   Calibration two_spread = two;
-  two_spread.shared_split_spread = {0.8, 1.2};
+  two_spread.split_spread = {0.8, 1.2};
   CHECK(predict_step(two_spread, plan(1, 2, 2, 2), on_calibrated_node(two_spread, 4))
             .slowest_replica == Approx(1.1));
 }
@@ -445,6 +445,7 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   written.shared_steps = {StepTiming{1, 0.07, {0.9, 1.1}}, StepTiming{2, 0.045, {}}};
   written.replica_pairs_step = StepTiming{2, 0.052, {0.7, 1.0, 1.3}};
   written.shared_split_spread = {0.95, 1.05};
+  written.split_spread = {0.9, 1.1};
   const Calibration fresh;
   REQUIRE_FALSE(fresh == written);
   const Calibration read = calibration_from_json(calibration_to_json(written), "test");
@@ -456,6 +457,7 @@ TEST_CASE("a calibration survives its JSON round trip", "[cost]") {
   CHECK(read.replica_pairs_step == StepTiming{2, 0.052, {0.7, 1.0, 1.3}});
   CHECK(read.shared_steps[0].spread == std::vector<double>{0.9, 1.1});
   CHECK(read.shared_split_spread == std::vector<double>{0.95, 1.05});
+  CHECK(read.split_spread == std::vector<double>{0.9, 1.1});
   // A calibration from before the spreads: read without them.
   nlohmann::json unspread = calibration_to_json(written);
   unspread["intra_node"]["shared_steps"][0].erase("spread");
