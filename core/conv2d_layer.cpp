@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "core/conv_input_grad.hpp"
 #include "core/conv_weight_grad.hpp"
+#include "core/dnnl_layout.hpp"
 #include "core/init.hpp"
 
 namespace strata {
@@ -16,14 +18,6 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 namespace {
-
-memory::desc activation_desc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
-                             Layout layout) {
-  const tag format = layout == Layout::channel_blocked16  ? tag::nChw16c
-                     : layout == Layout::channel_blocked8 ? tag::nChw8c
-                                                          : tag::nchw;
-  return {{n, c, h, w}, dt::f32, format};
-}
 
 // A strata tensor as oneDNN memory when its layout is the one a primitive wants, or a
 // buffer of the wanted layout that the caller fills by reorder.
@@ -66,6 +60,8 @@ struct Conv2DLayer::Primitives {
   // The weight gradient as a forward convolution where oneDNN has a fast kernel for that; else
   // bwd_weights, whose descriptor and kernel are built only then.
   std::unique_ptr<ConvWeightGradient> weight_grad;
+  // The input gradient by GEMM and scatter-add where that beats bwd_data's kernel; else null.
+  std::unique_ptr<ConvInputGradient> input_grad;
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
@@ -164,6 +160,9 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
   p->weight_grad = std::make_unique<ConvWeightGradient>(
       geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
       p->engine);
+  if (input_gradient_by_gemm(p->bwd_data_pd.impl_info_str(), input_layout))
+    p->input_grad = std::make_unique<ConvInputGradient>(geometry(batch), p->output_layout,
+                                                        input_layout, p->engine);
   if (!p->weight_grad->fast()) {
     p->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
         dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
@@ -178,7 +177,9 @@ std::string Conv2DLayer::implementation() const {
   const Primitives* newest = primitives_.newest();
   if (newest == nullptr) return "not built";
   std::string name = newest->fwd_pd.impl_info_str();
-  return newest->weight_grad->fast() ? name + ", weight gradient as a forward convolution" : name;
+  if (newest->weight_grad->fast()) name += ", weight gradient as a forward convolution";
+  if (newest->input_grad) name += ", input gradient by GEMM";
+  return name;
 }
 
 void Conv2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
@@ -246,7 +247,10 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
   } else {
     weight_gradient(p, in, diff, grad_out.layout());
   }
-  if (grad_in != nullptr) {
+  if (grad_in != nullptr && p.input_grad && grad_out.layout() == p.output_layout) {
+    grad_in->resize(in.shape(), in.layout());
+    p.input_grad->compute(diff, weight_.data(), grad_in->data(), p.stream);
+  } else if (grad_in != nullptr) {
     grad_in->resize(in.shape(), in.layout());
     const auto out_desc = activation_desc(batch, filters_, out_h_, out_w_, grad_out.layout());
     const Operand diff_dst_d =

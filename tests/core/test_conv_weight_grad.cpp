@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "conv_taps.hpp"
 #include "core/conv2d_layer.hpp"
 #include "core/conv_weight_grad.hpp"
 #include "core/rng.hpp"
@@ -19,21 +20,12 @@ namespace {
 std::vector<double> direct_weight_grad(const Tensor& x, const Tensor& dy_plain,
                                        const ConvGeometry& g) {
   std::vector<double> dw(static_cast<std::size_t>(g.filters * g.channels * g.kernel * g.kernel));
-  for (std::int64_t n = 0; n < g.batch; ++n)
-    for (std::int64_t f = 0; f < g.filters; ++f)
-      for (std::int64_t c = 0; c < g.channels; ++c)
-        for (std::int64_t kh = 0; kh < g.kernel; ++kh)
-          for (std::int64_t kw = 0; kw < g.kernel; ++kw)
-            for (std::int64_t oh = 0; oh < g.out_h; ++oh)
-              for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-                const std::int64_t ih = oh * g.stride + kh - g.padding,
-                                   iw = ow * g.stride + kw - g.padding;
-                if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
-                dw[static_cast<std::size_t>(((f * g.channels + c) * g.kernel + kh) * g.kernel +
-                                            kw)] +=
-                    static_cast<double>(x[((n * g.channels + c) * g.in_h + ih) * g.in_w + iw]) *
-                    dy_plain[((n * g.filters + f) * g.out_h + oh) * g.out_w + ow];
-              }
+  strata::testing::for_each_tap(
+      g, [&](auto n, auto f, auto c, auto kh, auto kw, auto oh, auto ow, auto ih, auto iw) {
+        dw[static_cast<std::size_t>(((f * g.channels + c) * g.kernel + kh) * g.kernel + kw)] +=
+            static_cast<double>(x[((n * g.channels + c) * g.in_h + ih) * g.in_w + iw]) *
+            dy_plain[((n * g.filters + f) * g.out_h + oh) * g.out_w + ow];
+      });
   return dw;
 }
 
@@ -56,9 +48,8 @@ TEST_CASE("a conv's weight and bias gradients equal a direct sum", "[layers][con
       Case{1, 3, 2, 1, 1, 5, Layout::plain}, Case{1, 5, 2, 2, 2, 3, Layout::plain},
       Case{16, 3, 1, 1, 6, 5, Layout::channel_blocked16}, Case{3, 3, 2, 0, 8, 8, Layout::plain},
       Case{3, 3, 2, 1, 8, 9, Layout::plain});
-  ConvGeometry g{3, c.channels, c.in_h, c.in_w, 32, c.kernel, c.stride, c.padding, 0, 0};
-  g.out_h = (c.in_h + 2 * c.padding - c.kernel) / c.stride + 1;
-  g.out_w = (c.in_w + 2 * c.padding - c.kernel) / c.stride + 1;
+  const ConvGeometry g = strata::testing::conv_geometry(3, c.channels, c.in_h, c.in_w, 32, c.kernel,
+                                                        c.stride, c.padding);
   INFO("channels " << g.channels << " kernel " << g.kernel << " stride " << g.stride << " padding "
                    << g.padding << " input " << g.in_h << "x" << g.in_w);
   Conv2DLayer layer("conv", static_cast<int>(g.filters), static_cast<int>(g.kernel),
