@@ -16,7 +16,9 @@ struct ConvGeometry;
 // kernel writes that layout (blocks of 16 channels on AVX-512, 8 on AVX2; filters a multiple of
 // the block), so that the next pooling and conv layers read it without a reorder; activations
 // leave the layer plain only when they must. The weight gradient is a forward convolution
-// (core/conv_weight_grad.hpp) wherever oneDNN has a fast kernel for that.
+// (core/conv_weight_grad.hpp) wherever oneDNN has a fast kernel for that, and the input gradient
+// an sgemm and a scatter-add (core/conv_input_grad.hpp) where oneDNN's backward-data kernel is its
+// AVX2 one and the input channel-blocked.
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init);
@@ -36,8 +38,9 @@ class Conv2DLayer final : public Layer {
   // The next layer's backward applies the fused ReLU's derivative (a max pooling that knows its
   // input passed a ReLU), so this layer's backward reads grad_out as it is.
   void leave_relu_derivative_to_next() { relu_derivative_applied_ = true; }
-  // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core", and ", weight
-  // gradient as a forward convolution" where that path runs (see the class comment).
+  // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core", then ", weight
+  // gradient as a forward convolution" and ", input gradient by GEMM" where those paths run (see
+  // the class comment), for the batch size and input layout the layer saw last.
   std::string implementation() const;
 
  private:

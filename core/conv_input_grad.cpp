@@ -1,11 +1,14 @@
 #include "core/conv_input_grad.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "core/channel_lanes.hpp"
-
 #include "core/dnnl_layout.hpp"
 #include "core/gemm.hpp"
 
@@ -38,11 +41,12 @@ void scatter_samples(const ConvGeometry& g, const float* columns, std::int64_t s
         const std::int64_t left = ow * g.stride - g.padding;
         const auto [kw_first, kw_last] = taps_inside(left, k, g.in_w);
         for (std::int64_t kh = kh_first; kh < kh_last; ++kh) {
-          float* line = sample + ((top + kh) * g.in_w + left) * L;
+          // An index, not a pointer: with left < 0 the window's start lies before dx.
+          const std::int64_t line = ((top + kh) * g.in_w + left) * L;
           const float* taps = row + kh * k * channels;
           for (std::int64_t kw = kw_first; kw < kw_last; ++kw)
             for (std::int64_t b = 0; b < blocks; ++b) {
-              float* at = line + kw * L + b * plane_size;
+              float* at = sample + line + kw * L + b * plane_size;
               store_lanes(at,
                           load_lanes<Block>(at) + load_lanes<Block>(taps + kw * channels + b * L));
             }
@@ -62,15 +66,23 @@ ConvInputGradient::ConvInputGradient(const ConvGeometry& g, Layout dy_layout, La
       dy_desc_(activation_desc(g.batch, g.filters, g.out_h, g.out_w, dy_layout)),
       dy_rows_desc_({g.batch, g.filters, g.out_h, g.out_w}, dnnl::memory::data_type::f32,
                     dnnl::memory::format_tag::nhwc),
-      to_rows_(dnnl::reorder::primitive_desc(engine, dy_desc_, engine, dy_rows_desc_)),
-      dy_rows_(static_cast<std::size_t>(g.batch * g.filters * g.out_h * g.out_w)),
-      taps_(static_cast<std::size_t>(g.filters * row_length_)) {
+      to_rows_(dnnl::reorder::primitive_desc(engine, dy_desc_, engine, dy_rows_desc_)) {
+  if (g.channels % channel_block(dx_layout) != 0 || g.filters % channel_block(dy_layout) != 0)
+    throw std::invalid_argument(fmt::format(
+        "conv input gradient: {} channels and {} filters do not fill blocks of {} and {}",
+        g.channels, g.filters, channel_block(dx_layout), channel_block(dy_layout)));
   const std::int64_t sample_bytes = 4 * g.out_h * g.out_w * row_length_;
-  tile_samples_ = std::clamp<std::int64_t>(tile_bytes / sample_bytes, 1, g.batch);
-  columns_.resize(static_cast<std::size_t>(tile_samples_ * g.out_h * g.out_w * row_length_));
+  tile_samples_ = std::max<std::int64_t>(1, std::min(tile_bytes / sample_bytes, g.batch));
 }
 
 void ConvInputGradient::compute(const float* dy, const float* w, float* dx, dnnl::stream& stream) {
+  // Allocated on first use: the layer makes one of these for every batch size it sees, evaluation's
+  // too, which never runs backward.
+  if (dy_rows_.empty()) {
+    dy_rows_.resize(static_cast<std::size_t>(g_.batch * g_.filters * g_.out_h * g_.out_w));
+    taps_.resize(static_cast<std::size_t>(g_.filters * row_length_));
+    columns_.resize(static_cast<std::size_t>(tile_samples_ * g_.out_h * g_.out_w * row_length_));
+  }
   const dnnl::engine engine = stream.get_engine();
   dnnl::memory dy_user(dy_desc_, engine, const_cast<float*>(dy));
   dnnl::memory dy_rows(dy_rows_desc_, engine, dy_rows_.data());

@@ -1,4 +1,4 @@
-// A convolution's input gradient as one matrix multiply per tile of output positions and a
+// A convolution's input gradient as one matrix multiply per tile of whole samples and a
 // scatter-add of its columns (col2im), where that beats oneDNN's backward-data kernel.
 #pragma once
 
@@ -6,10 +6,9 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "core/conv_weight_grad.hpp"
+#include "core/conv_geometry.hpp"
 #include "core/tensor.hpp"
 
 namespace strata {
@@ -29,11 +28,13 @@ class ConvInputGradient {
   static constexpr std::int64_t default_tile_bytes = std::int64_t{1} << 21;
 
   // dy_layout, dx_layout: the layouts the output gradient arrives in and the input gradient is
-  // written in (the input's). A tile holds at least one sample, whatever `tile_bytes`.
+  // written in (the input's). A tile holds at least one sample, whatever `tile_bytes`. Throws
+  // std::invalid_argument where the channels or filters do not fill their layout's blocks.
   ConvInputGradient(const ConvGeometry& g, Layout dy_layout, Layout dx_layout,
                     const dnnl::engine& engine, std::int64_t tile_bytes = default_tile_bytes);
   // dy: [batch, filters, out_h, out_w]; w: [filters, channels, kernel, kernel] plain; dx: [batch,
-  // channels, in_h, in_w], overwritten. Waits for the stream.
+  // channels, in_h, in_w], overwritten. Waits for the stream. The buffers are allocated at the
+  // first call.
   void compute(const float* dy, const float* w, float* dx, dnnl::stream& stream);
 
  private:

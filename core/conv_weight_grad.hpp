@@ -6,11 +6,9 @@
 
 #include <cstdint>
 
-namespace strata {
+#include "core/conv_geometry.hpp"
 
-struct ConvGeometry {
-  std::int64_t batch, channels, in_h, in_w, filters, kernel, stride, padding, out_h, out_w;
-};
+namespace strata {
 
 // dw[f][c][kh][kw] = sum over n, oh, ow of x[n][c][oh*s+kh-p][ow*s+kw-p] * dy[n][f][oh][ow] is a
 // forward convolution of the input with batch and channels swapped ([c][n][h][w]) by the output

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/conv_weight_grad.hpp"
+#include "core/conv_geometry.hpp"
 
 namespace strata::testing {
 

@@ -1,8 +1,10 @@
-// A conv's input gradient by GEMM and scatter-add against a direct sum: every channel layout,
-// stride, padding that leaves taps outside the input, tiles of one sample and of all; and through
-// the layer, whichever kernel it picked.
+// A conv's input gradient by GEMM and scatter-add against a direct sum: every channel layout of
+// the input and of the output gradient, stride, padding that leaves taps outside the input, tiles
+// of one sample, of two (the last one short) and of all; and through the layer, with and without
+// a fused ReLU, whichever kernel it picked.
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <vector>
 
 #include "conv_taps.hpp"
@@ -52,12 +54,17 @@ TEST_CASE("a conv's input gradient by GEMM equals a direct sum", "[layers][conv]
                           Case{16, 5, 2, 2, 2, 3, Layout::channel_blocked16},
                           Case{3, 3, 2, 1, 8, 9, Layout::plain},
                           Case{16, 3, 1, 1, 6, 5, Layout::channel_blocked16});
-  const Layout dy_layout = GENERATE(Layout::plain, Layout::channel_blocked8);
-  // One sample per tile, and every sample in one.
-  const std::int64_t tile_bytes = GENERATE(std::int64_t{1}, ConvInputGradient::default_tile_bytes);
-  const ConvGeometry g = geometry_of(c, 3, 24);
+  const Layout dy_layout =
+      GENERATE(Layout::plain, Layout::channel_blocked8, Layout::channel_blocked16);
+  // Tiles of one sample, of two (the third sample's tile is short), and of every sample.
+  const int tile_samples = GENERATE(1, 2, 3);
+  const ConvGeometry g = geometry_of(c, 3, 32);
+  const std::int64_t tile_bytes =
+      tile_samples == 3 ? ConvInputGradient::default_tile_bytes
+                        : tile_samples * 4 * g.out_h * g.out_w * g.kernel * g.kernel * g.channels;
   INFO("channels " << g.channels << " kernel " << g.kernel << " stride " << g.stride << " padding "
-                   << g.padding << " input " << g.in_h << "x" << g.in_w << " tile " << tile_bytes);
+                   << g.padding << " input " << g.in_h << "x" << g.in_w << " tile "
+                   << tile_samples);
   Rng rng(29);
   Tensor w({g.filters, g.channels, g.kernel, g.kernel}), dy({g.batch, g.filters, g.out_h, g.out_w});
   strata::testing::fill_normal(w, rng);
@@ -83,30 +90,51 @@ TEST_CASE("a conv layer's input gradient equals a direct sum on its chosen kerne
   const Case c = GENERATE(Case{32, 5, 1, 0, 12, 12, Layout::channel_blocked8},
                           Case{16, 3, 2, 1, 9, 8, Layout::channel_blocked8},
                           Case{16, 3, 1, 1, 7, 7, Layout::plain});
+  const bool fused_relu = GENERATE(false, true);
   const ConvGeometry g = geometry_of(c, 4, 64);
   Conv2DLayer layer("conv", static_cast<int>(g.filters), static_cast<int>(g.kernel),
                     static_cast<int>(g.stride), static_cast<int>(g.padding), InitKind::he);
+  if (fused_relu) layer.fuse_relu();
   layer.build({g.channels, g.in_h, g.in_w});
   Rng rng(31);
   layer.initialize(rng);
-  Tensor x({g.batch, g.channels, g.in_h, g.in_w}), x_in, y, dx, dx_plain;
+  Tensor x({g.batch, g.channels, g.in_h, g.in_w}), x_in, y, y_plain, dx, dx_plain;
   strata::testing::fill_normal(x, rng);
   convert_layout(x, x_in, c.layout);
   layer.forward(x_in, y, true);
   const std::string kernel = layer.implementation();
-  INFO("implementation: " << kernel);
-  // oneDNN's AVX2 backward-data kernel is the one the GEMM replaces, for blocked inputs only.
-  CHECK((kernel.rfind("jit:avx2", 0) == 0 && c.layout != Layout::plain) ==
-        (kernel.find("input gradient by GEMM") != std::string::npos));
+  INFO("implementation: " << kernel << (fused_relu ? ", ReLU fused" : ""));
+  const bool by_gemm = kernel.find("input gradient by GEMM") != std::string::npos;
+  // On an AVX2 CPU oneDNN's forward and backward-data kernels are both jit:avx2, and the GEMM
+  // replaces the latter for blocked inputs.
+  CHECK((kernel.rfind("jit:avx2", 0) == 0 && c.layout != Layout::plain) == by_gemm);
   Tensor dy({g.batch, g.filters, g.out_h, g.out_w}), dy_out;
   strata::testing::fill_normal(dy, rng);
   convert_layout(dy, dy_out, y.layout());
   layer.backward(x_in, y, dy_out, &dx);
   REQUIRE(dx.layout() == c.layout);
+  // The fused ReLU passes the gradient only where the output is positive.
+  convert_layout(y, y_plain, Layout::plain);
+  Tensor dy_passed = dy;
+  if (fused_relu)
+    for (std::int64_t i = 0; i < dy.size(); ++i)
+      if (y_plain[i] <= 0.0f) dy_passed[i] = 0.0f;
   convert_layout(dx, dx_plain, Layout::plain);
-  const std::vector<double> want = direct_input_grad(*layer.params()[0].value, dy, g);
+  const Tensor& w = *layer.params()[0].value;
+  const std::vector<double> want = direct_input_grad(w, dy_passed, g);
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO("input " << i);
     REQUIRE(dx_plain[static_cast<std::int64_t>(i)] == Approx(want[i]).margin(1e-4));
+  }
+  if (by_gemm) {
+    // Bit for bit what ConvInputGradient computes, so the layer's backward took that path.
+    Tensor dy_passed_out, alone(dx.shape());
+    convert_layout(dy_passed, dy_passed_out, y.layout());
+    alone.resize(dx.shape(), dx.layout());
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(engine);
+    ConvInputGradient(g, y.layout(), c.layout, engine)
+        .compute(dy_passed_out.data(), w.data(), alone.data(), stream);
+    for (std::int64_t i = 0; i < dx.size(); ++i) REQUIRE(dx[i] == alone[i]);
   }
 }
