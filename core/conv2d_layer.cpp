@@ -57,8 +57,8 @@ struct Conv2DLayer::Primitives {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
-  // The weight gradient as a forward convolution where oneDNN has a fast kernel for that; else
-  // bwd_weights, whose descriptor and kernel are built only then.
+  // The weight gradient as a forward convolution where that is the faster path (see
+  // make_primitives); else null, and bwd_weights computes it.
   std::unique_ptr<ConvWeightGradient> weight_grad;
   // The input gradient by GEMM and scatter-add where that beats bwd_data's kernel; else null.
   std::unique_ptr<ConvInputGradient> input_grad;
@@ -157,17 +157,31 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
     if (filters_ % channel_block(blocked) == 0 &&
         p->fwd_pd.dst_desc() == activation_desc(batch, filters_, out_h_, out_w_, blocked))
       p->output_layout = blocked;
-  p->weight_grad = std::make_unique<ConvWeightGradient>(
-      geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
-      p->engine);
   if (input_gradient_by_gemm(p->bwd_data_pd.impl_info_str(), input_layout))
     p->input_grad = std::make_unique<ConvInputGradient>(geometry(batch), p->output_layout,
                                                         input_layout, p->engine);
-  if (!p->weight_grad->fast()) {
-    p->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+  const auto backward_weights_desc = [&] {
+    return dnnl::convolution_backward_weights::primitive_desc(
         dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
                                                  weight_any, bias_md, dst_any, strides, pads, pads),
         p->engine, p->fwd_pd);
+  };
+  auto weight_grad = std::make_unique<ConvWeightGradient>(
+      geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
+      p->engine);
+  bool weight_grad_by_forward = weight_grad->fast();
+  if (weight_grad_by_forward && input_layout == Layout::plain) {
+    // A backward-weights kernel that reads a plain input as it is (AVX-512's, on one channel) ran
+    // the first conv 2-3.6 times faster than the forward convolution, whose kernel is then the
+    // input's whole plane; one that wants the input in channel blocks pads its channels (AVX2's,
+    // 8 times the work on one channel) and loses.
+    p->bwd_weights_pd = backward_weights_desc();
+    weight_grad_by_forward = p->bwd_weights_pd.src_desc() != src_md;
+  }
+  if (weight_grad_by_forward) {
+    p->weight_grad = std::move(weight_grad);
+  } else {
+    if (!p->bwd_weights_pd) p->bwd_weights_pd = backward_weights_desc();
     p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   }
   return p;
@@ -177,8 +191,12 @@ std::string Conv2DLayer::implementation() const {
   const Primitives* newest = primitives_.newest();
   if (newest == nullptr) return "not built";
   std::string name = newest->fwd_pd.impl_info_str();
-  if (newest->weight_grad->fast()) name += ", weight gradient as a forward convolution";
-  if (newest->input_grad) name += ", input gradient by GEMM";
+  name += newest->weight_grad
+              ? std::string(", weight gradient as a forward convolution")
+              : std::string(", weight gradient on ") + newest->bwd_weights_pd.impl_info_str();
+  name += newest->input_grad
+              ? ", input gradient by GEMM"
+              : std::string(", input gradient on ") + newest->bwd_data_pd.impl_info_str();
   return name;
 }
 
@@ -237,7 +255,7 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
     for (std::int64_t i = 0; i < grad_out.size(); ++i) g[i] = y[i] > 0.0f ? diff[i] : 0.0f;
     diff = masked_grad_.data();
   }
-  if (p.weight_grad->fast()) {
+  if (p.weight_grad) {
     if (grad_out.layout() != p.output_layout)
       throw std::logic_error(
           fmt::format("layer {}: the output gradient is not in the output's layout", name()));

@@ -16,9 +16,10 @@ struct ConvGeometry;
 // kernel writes that layout (blocks of 16 channels on AVX-512, 8 on AVX2; filters a multiple of
 // the block), so that the next pooling and conv layers read it without a reorder; activations
 // leave the layer plain only when they must. The weight gradient is a forward convolution
-// (core/conv_weight_grad.hpp) wherever oneDNN has a fast kernel for that, and the input gradient
-// an sgemm and a scatter-add (core/conv_input_grad.hpp) where oneDNN's backward-data kernel is its
-// AVX2 one and the input channel-blocked.
+// (core/conv_weight_grad.hpp) wherever oneDNN has a fast kernel for that, except for a plain input
+// that oneDNN's backward-weights kernel reads as it is (AVX-512's, on one channel), and the input
+// gradient an sgemm and a scatter-add (core/conv_input_grad.hpp) where oneDNN's backward-data
+// kernel is its AVX2 one and the input channel-blocked.
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(std::string name, int filters, int kernel, int stride, int padding, InitKind init);

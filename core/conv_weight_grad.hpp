@@ -14,9 +14,11 @@ namespace strata {
 // forward convolution of the input with batch and channels swapped ([c][n][h][w]) by the output
 // gradient as its weights ([f][n][oh][ow], dilated by the stride), whose output is dw with filters
 // and channels swapped. On AVX2 oneDNN's forward kernel ran the benchmark CNN's shapes 20-25%
-// faster than its backward-weights kernel (AVX-512 is unmeasured), and it does not pad an image's
-// 1 or 3 channels to a whole block of 8, which the backward-weights kernel does (8 times the
-// work); it pads the batch instead, where that is not a multiple of the block.
+// faster than its backward-weights kernel (AVX-512's by 5-25% on the second conv), and it does not
+// pad an image's 1 or 3 channels to a whole block of 8, which AVX2's backward-weights kernel does
+// (8 times the work); it pads the batch instead, where that is not a multiple of the block. Its
+// kernel spans the output's whole plane, so on a plain input that AVX-512's backward-weights kernel
+// reads as it is, that kernel is faster (the layer chooses).
 class ConvWeightGradient {
  public:
   // x_desc, dy_desc: the layouts the input and the output gradient arrive in.

@@ -105,9 +105,12 @@ TEST_CASE("a conv layer's input gradient equals a direct sum on its chosen kerne
   const std::string kernel = layer.implementation();
   INFO("implementation: " << kernel << (fused_relu ? ", ReLU fused" : ""));
   const bool by_gemm = kernel.find("input gradient by GEMM") != std::string::npos;
-  // On an AVX2 CPU oneDNN's forward and backward-data kernels are both jit:avx2, and the GEMM
-  // replaces the latter for blocked inputs.
-  CHECK((kernel.rfind("jit:avx2", 0) == 0 && c.layout != Layout::plain) == by_gemm);
+  // The GEMM replaces oneDNN's backward-data kernel exactly where that is jit:avx2 and the input
+  // is blocked (on an AVX-512 CPU an 8-blocked input may run forward on jit:avx2 and backward on
+  // another kernel, so the forward's name does not decide).
+  const bool on_avx2 = kernel.find("input gradient on jit:avx2") != std::string::npos;
+  CHECK(!(on_avx2 && c.layout != Layout::plain));
+  CHECK(!(by_gemm && c.layout == Layout::plain));
   Tensor dy({g.batch, g.filters, g.out_h, g.out_w}), dy_out;
   strata::testing::fill_normal(dy, rng);
   convert_layout(dy, dy_out, y.layout());
