@@ -166,21 +166,23 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
                                                  weight_any, bias_md, dst_any, strides, pads, pads),
         p->engine, p->fwd_pd);
   };
-  auto weight_grad = std::make_unique<ConvWeightGradient>(
-      geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
-      p->engine);
-  bool weight_grad_by_forward = weight_grad->fast();
-  if (weight_grad_by_forward && input_layout == Layout::plain) {
-    // A backward-weights kernel that reads a plain input as it is (AVX-512's, on one channel) ran
-    // the first conv 2-3.6 times faster than the forward convolution, whose kernel is then the
-    // input's whole plane; one that wants the input in channel blocks pads its channels (AVX2's,
-    // 8 times the work on one channel) and loses.
+  // The weight gradient: oneDNN's backward-weights kernel where it reads a plain input as it is
+  // (AVX-512's, on one channel: 2-3.6 times faster on the first conv than the forward convolution,
+  // whose kernel is then the input's whole plane); else a forward convolution where oneDNN has a
+  // fast kernel for that (a backward-weights kernel that wants the input in channel blocks pads its
+  // channels: AVX2's, 8 times the work on one channel); else the backward-weights kernel.
+  bool by_backward_weights = false;
+  if (input_layout == Layout::plain) {
     p->bwd_weights_pd = backward_weights_desc();
-    weight_grad_by_forward = p->bwd_weights_pd.src_desc() != src_md;
+    by_backward_weights = p->bwd_weights_pd.src_desc() == src_md;
   }
-  if (weight_grad_by_forward) {
-    p->weight_grad = std::move(weight_grad);
-  } else {
+  if (!by_backward_weights) {
+    auto weight_grad = std::make_unique<ConvWeightGradient>(
+        geometry(batch), src_md, activation_desc(batch, filters_, out_h_, out_w_, p->output_layout),
+        p->engine);
+    if (weight_grad->fast()) p->weight_grad = std::move(weight_grad);
+  }
+  if (!p->weight_grad) {
     if (!p->bwd_weights_pd) p->bwd_weights_pd = backward_weights_desc();
     p->bwd_weights = dnnl::convolution_backward_weights(p->bwd_weights_pd);
   }
