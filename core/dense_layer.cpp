@@ -14,7 +14,8 @@ namespace strata {
 // The forward product on oneDNN's matmul primitive, made once per batch size: it reads W
 // [outputs, inputs] in place as the transposed operand and adds the bias in the same pass, where
 // sgemm's transposed product ran at 0.6-0.8x the speed on the benchmark CNN's and MLP's shapes.
-// The gradients' products ran at 0.9-0.95 of sgemm's peak rate there already and stay on sgemm.
+// The gradients' products ran at 0.9-0.95 of sgemm's peak rate there (on AVX-512) and stay on
+// sgemm (dense_backward).
 struct DenseLayer::Forward {
   Forward(std::int64_t batch_size, std::int64_t inputs, std::int64_t units)
       : batch(batch_size),
@@ -74,21 +75,12 @@ void DenseLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
 
 void DenseLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
                           Tensor* grad_in) {
-  const auto batch = static_cast<int>(in.dim(0));
-  const auto n_in = static_cast<int>(inputs_), n_out = static_cast<int>(units_);
-  const float* dy = grad_out.data();
-  // dW[o,i] = sum_b dy[b,o] * x[b,i]
-  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, n_out, in.data(), n_in, 0.0f,
-        weight_grad_.data(), n_in);
-  float* db = bias_grad_.data();
-  for (int o = 0; o < n_out; ++o) db[o] = 0.0f;
-  for (int b = 0; b < batch; ++b)
-    for (int o = 0; o < n_out; ++o) db[o] += dy[b * n_out + o];
-  if (grad_in != nullptr) {
-    grad_in->resize(in.shape());
-    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, n_out, weight_.data(), n_in,
-          0.0f, grad_in->data(), n_in);
-  }
+  if (grad_in != nullptr) grad_in->resize(in.shape());
+  dense_backward(
+      static_cast<int>(in.dim(0)), static_cast<int>(inputs_), static_cast<int>(units_), in.data(),
+      weight_.data(), grad_out.data(),
+      {weight_grad_.data(), bias_grad_.data(), grad_in != nullptr ? grad_in->data() : nullptr},
+      gemm_padding_);
 }
 
 std::vector<Param> DenseLayer::params() {

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/config.hpp"
+#include "core/gemm.hpp"
 #include "core/layer.hpp"
 #include "core/recent_cache.hpp"
 
@@ -28,6 +29,7 @@ class DenseLayer final : public Layer {
   std::int64_t units_;
   InitKind init_;
   Tensor weight_, bias_, weight_grad_, bias_grad_;
+  GemmRowPadding gemm_padding_;  // for the gradient products
 };
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -17,6 +18,42 @@ void sgemm(Transpose a, Transpose b, int m, int n, int k, float alpha, const flo
     throw std::runtime_error(
         fmt::format("oneDNN sgemm refused m {} n {} k {} (lda {} ldb {} ldc {}): status {}", m, n,
                     k, lda, ldb, ldc, static_cast<int>(status)));
+}
+
+bool sgemm_below_avx512() {
+  // The ISA values are bit masks: each includes the ones below it.
+  return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+}
+
+GemmOperand GemmRowPadding::operand(const float* b, int rows, int cols, int ld) {
+  constexpr int rows_apart = 512;  // floats: 2 KiB
+  constexpr int pad = 16;          // floats: one cache line
+  if (!pad_ || ld % rows_apart != 0 || rows < 2) return {b, ld};
+  const int padded = ld + pad;
+  copy_.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(padded));
+  for (int r = 0; r < rows; ++r)
+    std::copy_n(b + static_cast<std::ptrdiff_t>(r) * ld, cols,
+                copy_.data() + static_cast<std::ptrdiff_t>(r) * padded);
+  return {copy_.data(), padded};
+}
+
+void dense_backward(int batch, int n_in, int n_out, const float* in, const float* weight,
+                    const float* grad_out, const DenseGradients& grads, GemmRowPadding& padding) {
+  const float* dy = grad_out;
+  // dW[o,i] = sum_b dy[b,o] * x[b,i]
+  const GemmOperand x = padding.operand(in, batch, n_in, n_in);
+  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, n_out, x.data, x.ld, 0.0f,
+        grads.weight_grad, n_in);
+  float* db = grads.bias_grad;
+  std::fill_n(db, n_out, 0.0f);
+  for (int b = 0; b < batch; ++b)
+    for (int o = 0; o < n_out; ++o) db[o] += dy[b * n_out + o];
+  if (grads.input_grad != nullptr) {
+    // dx[b,i] = sum_o dy[b,o] * W[o,i]
+    const GemmOperand w = padding.operand(weight, n_out, n_in, n_in);
+    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, n_out, w.data, w.ld, 0.0f,
+          grads.input_grad, n_in);
+  }
 }
 
 }  // namespace strata

@@ -164,19 +164,12 @@ void RowParallelDense::forward(const Tensor& in, Tensor& out, bool /*training*/)
 
 void RowParallelDense::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
                                 Tensor* grad_in) {
-  const auto batch = static_cast<int>(in.dim(0));
-  const auto n_in = static_cast<int>(local_inputs_), n_out = static_cast<int>(units_);
-  const float* dy = grad_out.data();
-  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, n_out, in.data(), n_in, 0.0f,
-        weight_grad_.data(), n_in);
-  bias_grad_.fill(0.0f);
-  for (int b = 0; b < batch; ++b)
-    for (int o = 0; o < n_out; ++o) bias_grad_[o] += dy[b * n_out + o];
-  if (grad_in != nullptr) {
-    grad_in->resize(in.shape());
-    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, n_out, weight_.data(), n_in,
-          0.0f, grad_in->data(), n_in);
-  }
+  if (grad_in != nullptr) grad_in->resize(in.shape());
+  dense_backward(
+      static_cast<int>(in.dim(0)), static_cast<int>(local_inputs_), static_cast<int>(units_),
+      in.data(), weight_.data(), grad_out.data(),
+      {weight_grad_.data(), bias_grad_.data(), grad_in != nullptr ? grad_in->data() : nullptr},
+      gemm_padding_);
 }
 
 std::vector<Param> RowParallelDense::params() {

@@ -8,6 +8,7 @@
 #include "core/config.hpp"
 #include "core/conv2d_layer.hpp"
 #include "core/dense_layer.hpp"
+#include "core/gemm.hpp"
 #include "core/model.hpp"
 #include "parallel/communicator.hpp"
 
@@ -59,6 +60,7 @@ class RowParallelDense final : public Layer {
   InitKind init_;
   const Communicator& model_;
   Tensor weight_, bias_, weight_grad_, bias_grad_;
+  GemmRowPadding gemm_padding_;  // for the gradient products
 };
 
 // Conv2D split by output channel: shard m holds filters [m*F/M, (m+1)*F/M). The output is gathered
