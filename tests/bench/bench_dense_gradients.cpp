@@ -1,0 +1,80 @@
+// The dense layers' gradient products (dense_backward) with and without GemmRowPadding's copies,
+// on one thread, taking turns in one run, for the inputs the models here use (256 to 2048) at 32
+// and 128 samples. Buffers are 4 KiB aligned, as large tensors are. Prints a Markdown table;
+// `ONEDNN_MAX_CPU_ISA=AVX2 build/strata_bench_dense_gradients` shows what an AVX2 CPU runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/cpu_kernels.hpp"
+#include "core/gemm.hpp"
+#include "core/measurement.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct FreeFloats {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// `count` floats from a 4 KiB boundary.
+std::unique_ptr<float, FreeFloats> aligned_floats(std::size_t count) {
+  const std::size_t bytes = (count * sizeof(float) + 4095) / 4096 * 4096;
+  std::unique_ptr<float, FreeFloats> p(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+  std::fill_n(p.get(), count, 0.25f);
+  return p;
+}
+
+// Milliseconds per dense_backward call, the median of `rounds` rounds of `calls` calls.
+double time_backward(int batch, int n_in, int n_out, bool pad, int rounds, int calls) {
+  const auto rows = static_cast<std::size_t>(batch), in = static_cast<std::size_t>(n_in),
+             out = static_cast<std::size_t>(n_out);
+  const auto x = aligned_floats(rows * in), w = aligned_floats(out * in),
+             dy = aligned_floats(rows * out), dw = aligned_floats(out * in),
+             db = aligned_floats(out), dx = aligned_floats(rows * in);
+  strata::GemmRowPadding padding(pad);
+  std::vector<double> ms;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    for (int c = 0; c < calls; ++c)
+      strata::dense_backward(batch, n_in, n_out, x.get(), w.get(), dy.get(),
+                             {dw.get(), db.get(), dx.get()}, padding);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count() / calls);
+  }
+  return strata::median(ms);
+}
+
+}  // namespace
+
+int main() {
+  strata::configure_kernel_thread();  // one thread, as inside a batch worker
+  const strata::KernelReport kernels = strata::kernel_report();
+  fmt::print(stderr, "[bench] {}; oneDNN {} on {} (CPU: {})\n", strata::cpu_model_name(),
+             kernels.onednn_version, kernels.onednn_isa, kernels.cpu_best);
+  fmt::print(
+      "Dense layer gradients (dW = dy^T x, db, dx = dy W; 256 outputs) on one thread, oneDNN on "
+      "{}: "
+      "B operands as they are against GemmRowPadding's copies (included in the time), median of 3 "
+      "turns of 5 x 20 calls each.\n\n",
+      kernels.onednn_isa);
+  fmt::print("| inputs | samples | as they are, ms | padded copies, ms | as they are / padded |\n");
+  fmt::print("| --- | --- | --- | --- | --- |\n");
+  constexpr int n_out = 256;
+  for (const int n_in : {256, 512, 784, 1024, 2048})
+    for (const int batch : {32, 128}) {
+      std::vector<double> plain, padded;
+      for (int turn = 0; turn < 3; ++turn) {
+        plain.push_back(time_backward(batch, n_in, n_out, false, 5, 20));
+        padded.push_back(time_backward(batch, n_in, n_out, true, 5, 20));
+      }
+      const double a = strata::median(plain), b = strata::median(padded);
+      fmt::print("| {} | {} | {:.3f} | {:.3f} | {:.2f} |\n", n_in, batch, a, b, a / b);
+    }
+  return EXIT_SUCCESS;
+}
