@@ -19,32 +19,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct FreeFloats {
-  void operator()(float* p) const { std::free(p); }
-};
-
-// `count` floats from a 4 KiB boundary.
-std::unique_ptr<float, FreeFloats> aligned_floats(std::size_t count) {
-  const std::size_t bytes = (count * sizeof(float) + 4095) / 4096 * 4096;
-  std::unique_ptr<float, FreeFloats> p(static_cast<float*>(std::aligned_alloc(4096, bytes)));
-  std::fill_n(p.get(), count, 0.25f);
-  return p;
+// `count` floats from a 4 KiB boundary inside `storage`.
+float* aligned_floats(std::vector<float>& storage, std::size_t count) {
+  storage.assign(count + 4096 / sizeof(float), 0.25f);
+  void* at = storage.data();
+  std::size_t space = storage.size() * sizeof(float);
+  return static_cast<float*>(std::align(4096, count * sizeof(float), at, space));
 }
 
 // Milliseconds per dense_backward call, the median of `rounds` rounds of `calls` calls.
 double time_backward(int batch, int n_in, int n_out, bool pad, int rounds, int calls) {
   const auto rows = static_cast<std::size_t>(batch), in = static_cast<std::size_t>(n_in),
              out = static_cast<std::size_t>(n_out);
-  const auto x = aligned_floats(rows * in), w = aligned_floats(out * in),
-             dy = aligned_floats(rows * out), dw = aligned_floats(out * in),
-             db = aligned_floats(out), dx = aligned_floats(rows * in);
+  std::vector<std::vector<float>> storage(6);
+  float* const x = aligned_floats(storage[0], rows * in);
+  float* const w = aligned_floats(storage[1], out * in);
+  float* const dy = aligned_floats(storage[2], rows * out);
+  float* const dw = aligned_floats(storage[3], out * in);
+  float* const db = aligned_floats(storage[4], out);
+  float* const dx = aligned_floats(storage[5], rows * in);
   strata::GemmRowPadding padding(pad);
   std::vector<double> ms;
   for (int r = 0; r < rounds; ++r) {
     const auto start = Clock::now();
     for (int c = 0; c < calls; ++c)
-      strata::dense_backward(batch, n_in, n_out, x.get(), w.get(), dy.get(),
-                             {dw.get(), db.get(), dx.get()}, padding);
+      strata::dense_backward(batch, n_in, n_out, x, w, dy, {dw, db, dx}, padding);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count() / calls);
   }
   return strata::median(ms);
