@@ -12,6 +12,11 @@ using namespace strata;
 
 namespace {
 
+// a x b, as a count of values.
+std::size_t count_of(int a, int b) {
+  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b);
+}
+
 std::vector<float> random_values(std::size_t count, Rng& rng) {
   std::vector<float> v(count);
   for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
@@ -24,7 +29,7 @@ TEST_CASE("sgemm's B operand is copied with padded rows only where they are 2 Ki
           "[gemm]") {
   Rng rng(3);
   const int rows = 5, cols = 1000, ld = 1024;  // rows a stride of 4 KiB apart, 24 floats unused
-  const std::vector<float> b = random_values(static_cast<std::size_t>(rows * ld), rng);
+  const std::vector<float> b = random_values(count_of(rows, ld), rng);
 
   GemmRowPadding padding(true);
   const GemmOperand padded = padding.operand(b.data(), rows, cols, ld);
@@ -50,19 +55,19 @@ TEST_CASE("a dense layer's gradients are the direct sums, with and without padde
       CAPTURE(n_in, batch);
       const int n_out = 24;
       Rng rng(static_cast<std::uint64_t>(n_in * 100 + batch));
-      const auto x = random_values(static_cast<std::size_t>(batch * n_in), rng);
-      const auto w = random_values(static_cast<std::size_t>(n_out * n_in), rng);
-      const auto dy = random_values(static_cast<std::size_t>(batch * n_out), rng);
+      const auto x = random_values(count_of(batch, n_in), rng);
+      const auto w = random_values(count_of(n_out, n_in), rng);
+      const auto dy = random_values(count_of(batch, n_out), rng);
 
-      std::vector<double> dw(static_cast<std::size_t>(n_out * n_in)),
-          db(static_cast<std::size_t>(n_out)), dx(static_cast<std::size_t>(batch * n_in));
+      std::vector<double> dw(count_of(n_out, n_in)), db(count_of(n_out, 1)),
+          dx(count_of(batch, n_in));
       for (int b = 0; b < batch; ++b)
         for (int o = 0; o < n_out; ++o) {
-          const double g = dy[static_cast<std::size_t>(b * n_out + o)];
+          const double g = dy[count_of(b, n_out) + static_cast<std::size_t>(o)];
           db[static_cast<std::size_t>(o)] += g;
           for (int i = 0; i < n_in; ++i) {
-            const auto bi = static_cast<std::size_t>(b * n_in + i);
-            const auto oi = static_cast<std::size_t>(o * n_in + i);
+            const std::size_t bi = count_of(b, n_in) + static_cast<std::size_t>(i);
+            const std::size_t oi = count_of(o, n_in) + static_cast<std::size_t>(i);
             dw[oi] += g * x[bi];
             dx[bi] += g * w[oi];
           }
