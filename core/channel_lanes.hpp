@@ -2,6 +2,7 @@
 // extensions, with unaligned loads and stores: what the blocked-layout loops compute with.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 
 // Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned by
@@ -14,6 +15,12 @@ namespace strata {
 
 using Lanes8 = float __attribute__((vector_size(32)));
 using Lanes16 = float __attribute__((vector_size(64)));
+
+// The floats in one V: 1 for a float, 8 or 16 for the vectors.
+template <class V>
+constexpr std::int64_t lane_count() {
+  return static_cast<std::int64_t>(sizeof(V)) / static_cast<std::int64_t>(sizeof(float));
+}
 
 template <class V>
 V load_lanes(const float* p) {

@@ -101,6 +101,7 @@ Shape Conv2DLayer::build(const Shape& input_shape) {
   bias_ = Tensor({filters_});
   bias_grad_ = Tensor({filters_});
   primitives_.clear();
+  pooled_weight_grad_.reset();
   return {filters_, out_h_, out_w_};
 }
 
@@ -193,6 +194,7 @@ std::string Conv2DLayer::implementation() const {
   const Primitives* newest = primitives_.newest();
   if (newest == nullptr) return "not built";
   std::string name = newest->fwd_pd.impl_info_str();
+  if (pooling_) return name + ", weight gradient from the max pooling";
   name += newest->weight_grad
               ? std::string(", weight gradient as a forward convolution")
               : std::string(", weight gradient on ") + newest->bwd_weights_pd.impl_info_str();
@@ -289,6 +291,27 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
     if (diff_src.needs_reorder()) reorder(diff_src.primitive, diff_src.user, p.stream);
   }
   p.stream.wait();
+}
+
+void Conv2DLayer::take_weight_gradient_from(const std::optional<MaxPoolWindows>& pooling) {
+  pooling_ = pooling;
+  pooled_weight_grad_.reset();
+}
+
+void Conv2DLayer::backward_from_max_pool(const Tensor& in, const Tensor& out, const Tensor& pooled,
+                                         const Tensor& pooled_grad) {
+  if (!pooling_)
+    throw std::logic_error(
+        fmt::format("layer {}: no max pooling was named to take gradients from", name()));
+  if (pooled.layout() != out.layout() || pooled_grad.layout() != out.layout())
+    throw std::logic_error(fmt::format(
+        "layer {}: the pooling's output or gradient is not in this output's layout", name()));
+  if (!pooled_weight_grad_)
+    pooled_weight_grad_ =
+        std::make_unique<PooledConvWeightGradient>(geometry(0), *pooling_, fused_relu_);
+  pooled_weight_grad_->compute(in.dim(0), in.data(), in.layout(), out.data(), pooled.data(),
+                               pooled_grad.data(), out.layout(), weight_grad_.data(),
+                               bias_grad_.data());
 }
 
 std::vector<Param> Conv2DLayer::params() {

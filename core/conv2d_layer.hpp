@@ -3,14 +3,17 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/config.hpp"
 #include "core/layer.hpp"
+#include "core/pooled_conv_weight_grad.hpp"
 #include "core/recent_cache.hpp"
 
 namespace strata {
 
 struct ConvGeometry;
+class PooledConvWeightGradient;
 
 // Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
 // kernel writes that layout (blocks of 16 channels on AVX-512, 8 on AVX2; filters a multiple of
@@ -31,6 +34,14 @@ class Conv2DLayer final : public Layer {
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
                 Tensor* grad_in) override;
   std::vector<Param> params() override;
+  // The model's choice for a conv whose input gradient nothing needs and whose output a max
+  // pooling with these windows reads (nullopt: any other conv): its weight and bias gradients
+  // then come from the pooling's (core/pooled_conv_weight_grad.hpp), by backward_from_max_pool in
+  // place of the pooling's backward pass and this layer's.
+  void take_weight_gradient_from(const std::optional<MaxPoolWindows>& pooling);
+  bool weight_gradient_from_pooling() const { return pooling_.has_value(); }
+  void backward_from_max_pool(const Tensor& in, const Tensor& out, const Tensor& pooled,
+                              const Tensor& pooled_grad);
 
   // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),
   // saving one pass over the activations forward and one backward.
@@ -41,7 +52,8 @@ class Conv2DLayer final : public Layer {
   void leave_relu_derivative_to_next() { relu_derivative_applied_ = true; }
   // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core", then ", weight
   // gradient as a forward convolution" and ", input gradient by GEMM" where those paths run (see
-  // the class comment), for the batch size and input layout the layer saw last.
+  // the class comment), for the batch size and input layout the layer saw last; ", weight gradient
+  // from the max pooling" where the model chose that path.
   std::string implementation() const;
 
  private:
@@ -59,6 +71,8 @@ class Conv2DLayer final : public Layer {
   Tensor weight_, bias_, weight_grad_, bias_grad_;
   Tensor masked_grad_;  // grad_out with the fused ReLU's derivative applied
   RecentCache<std::pair<std::int64_t, Layout>, Primitives> primitives_;
+  std::optional<MaxPoolWindows> pooling_;
+  std::unique_ptr<PooledConvWeightGradient> pooled_weight_grad_;  // built at first use
 };
 
 }  // namespace strata

@@ -107,11 +107,28 @@ const Tensor& Model::forward(const Tensor& input, bool training) {
   return outputs_.back();
 }
 
+// Layer `pool` is the max pooling after the first trainable layer, a conv that takes its weight
+// gradient from it (freeze chose that): the conv output's gradient, which nothing else needs, is
+// never written.
+void Model::backward_from_max_pool(std::size_t pool, const Tensor& input,
+                                   const Tensor& pooled_grad) {
+  auto& conv = dynamic_cast<Conv2DLayer&>(*layers_[pool - 1]);
+  const TraceSpan span(trace_, trace_ ? backward_names_[pool - 1] : std::string_view(), "compute");
+  conv.backward_from_max_pool(pool == 1 ? input : outputs_[pool - 2], outputs_[pool - 1],
+                              outputs_[pool], pooled_grad);
+}
+
 void Model::backward(const Tensor& input, const Tensor& grad_logits,
                      const std::function<void(std::size_t layer)>& on_layer_done) {
   for (std::size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
+    if (i == first_trainable_ + 1 && first_conv_from_pooling_) {
+      backward_from_max_pool(i, input, grad_out);
+      if (on_layer_done) on_layer_done(i);
+      if (on_layer_done) on_layer_done(i - 1);
+      return;
+    }
     Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];
     const TraceSpan span(trace_, trace_ ? backward_names_[i] : std::string_view(), "compute");
     layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
@@ -151,6 +168,20 @@ void Model::freeze(const std::vector<std::string>& layer_names) {
          (layers_[first_trainable_]->params().empty() ||
           frozen_.contains(layers_[first_trainable_]->name())))
     ++first_trainable_;
+  // Nothing needs the first trainable layer's input gradient: a conv there whose output a max
+  // pooling reads takes its weight gradient from the pooling's (about 3 of every 4 of its output
+  // gradients are zero, and none of them need be written).
+  first_conv_from_pooling_ = false;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    auto* conv = dynamic_cast<Conv2DLayer*>(layers_[i].get());
+    if (conv == nullptr) continue;
+    std::optional<MaxPoolWindows> windows;
+    if (i == first_trainable_ && i + 1 < layers_.size())
+      if (const auto* pool = dynamic_cast<const Pool2DLayer*>(layers_[i + 1].get()))
+        windows = pool->max_windows();
+    conv->take_weight_gradient_from(windows);
+    first_conv_from_pooling_ = first_conv_from_pooling_ || windows.has_value();
+  }
 }
 
 void Model::scale_learning_rate(const std::vector<std::string>& layer_names, double scale) {

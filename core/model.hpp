@@ -85,6 +85,7 @@ class Model {
   std::string summary();
 
  private:
+  void backward_from_max_pool(std::size_t pool, const Tensor& input, const Tensor& pooled_grad);
   // What replicate() builds from.
   std::vector<LayerSpec> specs_;
   int num_classes_ = 0;
@@ -100,6 +101,9 @@ class Model {
   // Backward stops here: layers up to the first one with parameters need no input gradient,
   // because nothing before them learns.
   std::size_t first_trainable_ = 0;
+  // The first trainable layer is a conv that takes its weight gradient from the max pooling after
+  // it (Conv2DLayer::take_weight_gradient_from).
+  bool first_conv_from_pooling_ = false;
   Trace* trace_ = nullptr;
   std::vector<std::string> forward_names_, backward_names_;  // "forward conv2d_1", for the trace
 };

@@ -31,7 +31,7 @@ PlaneGeometry geometry(const Tensor& in, std::int64_t out_h, std::int64_t out_w)
 template <class V, bool max_mode, int fixed = 0>
 void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int size, int stride) {
   if constexpr (fixed > 0) size = stride = fixed;
-  constexpr std::int64_t L = sizeof(V) / sizeof(float);
+  constexpr std::int64_t L = lane_count<V>();
   const float inv_area = 1.0f / static_cast<float>(size * size);
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
     for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -61,7 +61,7 @@ template <class V, bool max_mode, bool assign, int fixed = 0>
 void pool_plane_backward(const float* x, const float* y, const float* dy, float* dx,
                          const PlaneGeometry& g, int size, int stride, bool relu_input) {
   if constexpr (fixed > 0) size = stride = fixed;
-  constexpr std::int64_t L = sizeof(V) / sizeof(float);
+  constexpr std::int64_t L = lane_count<V>();
   const float inv_area = 1.0f / static_cast<float>(size * size);
   for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
     for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
@@ -132,6 +132,11 @@ Shape Pool2DLayer::build(const Shape& input_shape) {
   out_h_ = (in_h_ - size_) / stride_ + 1;
   out_w_ = (in_w_ - size_) / stride_ + 1;
   return {channels_, out_h_, out_w_};
+}
+
+std::optional<MaxPoolWindows> Pool2DLayer::max_windows() const {
+  if (mode_ != Mode::max) return std::nullopt;
+  return MaxPoolWindows{size_, stride_, out_h_, out_w_};
 }
 
 void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/layer.hpp"
+#include "core/pooled_conv_weight_grad.hpp"
 
 namespace strata {
 
@@ -21,6 +23,9 @@ class Pool2DLayer final : public Layer {
   // the ReLU's derivative too, giving a window's gradient to its maximum only when that maximum
   // is positive, so that the conv need not mask its whole output gradient in a pass of its own.
   void apply_relu_derivative() { relu_input_ = true; }
+  // A max pooling's windows (for a conv that takes its weight gradient from them); none for an
+  // average pooling, whose gradient reaches every input.
+  std::optional<MaxPoolWindows> max_windows() const;
 
  private:
   Mode mode_;

@@ -1,0 +1,177 @@
+#include "core/pooled_conv_weight_grad.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace strata {
+
+namespace {
+
+// Lane masks and offsets as integer vectors of the same lane count as V (vector selects need that).
+template <class V>
+struct LaneInts {
+  using type = std::int32_t;
+};
+template <>
+struct LaneInts<Lanes8> {
+  using type = std::int32_t __attribute__((vector_size(32)));
+};
+template <>
+struct LaneInts<Lanes16> {
+  using type = std::int32_t __attribute__((vector_size(64)));
+};
+
+}  // namespace
+
+PooledConvWeightGradient::PooledConvWeightGradient(const ConvGeometry& g,
+                                                   const MaxPoolWindows& pool, bool relu_output)
+    : g_(g),
+      pool_(pool),
+      relu_output_(relu_output),
+      padded_w_(g.in_w + 2 * g.padding + 8 * ((g.kernel + 7) / 8)) {
+  const std::int64_t padded_h = g.in_h + 2 * g.padding;
+  padded_x_.assign(static_cast<std::size_t>(g.channels * padded_h * padded_w_), 0.0f);
+  for (std::int64_t c = 0; c < g.channels; ++c)
+    for (std::int64_t kh = 0; kh < g.kernel; ++kh)
+      for (std::int64_t kw = 0; kw < g.kernel; kw += 8)
+        chunks_.push_back((c * padded_h + kh) * padded_w_ + kw);
+  const auto windows = static_cast<std::size_t>(pool.out_h * pool.out_w * 16);
+  chosen_grad_.resize(windows);
+  chosen_at_.resize(windows);
+  sums_.resize(static_cast<std::size_t>(g.filters) * chunks_.size());
+}
+
+void PooledConvWeightGradient::copy_padded_input(const float* x, Layout x_layout) {
+  const std::int64_t lanes = channel_block(x_layout), padded_h = g_.in_h + 2 * g_.padding;
+  for (std::int64_t c = 0; c < g_.channels; ++c) {
+    const float* plane = x + (c / lanes) * g_.in_h * g_.in_w * lanes + c % lanes;
+    float* to = padded_x_.data() + (c * padded_h + g_.padding) * padded_w_ + g_.padding;
+    for (std::int64_t h = 0; h < g_.in_h; ++h)
+      for (std::int64_t w = 0; w < g_.in_w; ++w)
+        to[h * padded_w_ + w] = plane[(h * g_.in_w + w) * lanes];
+  }
+}
+
+// For one block of V's lanes of one sample: each window's gradient (masked by the ReLU) and the
+// output it goes to, the first in the window that equals the window's maximum. The windows are
+// walked last to first, so the first match is the one that stays.
+template <class V>
+void PooledConvWeightGradient::choose_outputs(const float* y, const float* pooled,
+                                              const float* pooled_grad, float* db) {
+  using Ints = typename LaneInts<V>::type;
+  constexpr std::int64_t L = lane_count<V>();
+  const V zero{};
+  V bias_sum{};
+  for (std::int64_t ph = 0; ph < pool_.out_h; ++ph)
+    for (std::int64_t pw = 0; pw < pool_.out_w; ++pw) {
+      const std::int64_t window = ph * pool_.out_w + pw;
+      const V max = load_lanes<V>(pooled + window * L);
+      V grad = load_lanes<V>(pooled_grad + window * L);
+      if (relu_output_) grad = max > zero ? grad : zero;
+      V given = zero;
+      Ints at{};
+      for (std::int64_t kh = pool_.size; kh-- > 0;)
+        for (std::int64_t kw = pool_.size; kw-- > 0;) {
+          const std::int64_t oh = ph * pool_.stride + kh, ow = pw * pool_.stride + kw;
+          const auto hit = load_lanes<V>(y + (oh * g_.out_w + ow) * L) == max;
+          given = hit ? grad : given;
+          const auto tap = static_cast<std::int32_t>(oh * g_.stride * padded_w_ + ow * g_.stride);
+          at = hit ? Ints{} + tap : at;
+        }
+      bias_sum += given;
+      std::memcpy(chosen_grad_.data() + window * L, &given, sizeof(V));
+      std::memcpy(chosen_at_.data() + window * L, &at, sizeof(Ints));
+    }
+  float sums[L];
+  std::memcpy(sums, &bias_sum, sizeof(V));
+  for (std::int64_t l = 0; l < L; ++l) db[l] += sums[l];
+}
+
+namespace {
+
+// sums[j] += grad[w] * (8 floats at x + at[w] + chunks[j]) over the windows w: N sums held in
+// registers across the windows (in memory they would form a store-to-load chain per window).
+// Every window adds, also those whose gradient is 0: a branch on it mispredicts more than the
+// multiply-adds it would skip cost.
+template <int N>
+void add_chunks(Lanes8* sums, const float* x, const std::int64_t* chunks, const float* grad,
+                const std::int32_t* at, std::int64_t windows, std::int64_t step) {
+  Lanes8 acc[N];
+  for (int j = 0; j < N; ++j) acc[j] = sums[j];
+  for (std::int64_t w = 0; w < windows; ++w) {
+    const float g = grad[w * step];
+    const float* first = x + at[w * step];
+    for (int j = 0; j < N; ++j) acc[j] += g * load_lanes<Lanes8>(first + chunks[j]);
+  }
+  for (int j = 0; j < N; ++j) sums[j] = acc[j];
+}
+
+using AddChunks = void (*)(Lanes8*, const float*, const std::int64_t*, const float*,
+                           const std::int32_t*, std::int64_t, std::int64_t);
+// add_chunks_of[n - 1] adds n chunks.
+constexpr std::array<AddChunks, 8> add_chunks_of = {add_chunks<1>, add_chunks<2>, add_chunks<3>,
+                                                    add_chunks<4>, add_chunks<5>, add_chunks<6>,
+                                                    add_chunks<7>, add_chunks<8>};
+
+}  // namespace
+
+// Adds one filter's chosen outputs (lane `lane` of blocks of `lanes`) times their input taps, up
+// to 8 chunks of taps at a time.
+void PooledConvWeightGradient::accumulate(std::int64_t filter, std::int64_t lanes,
+                                          std::int64_t lane) {
+  const auto count = static_cast<std::int64_t>(chunks_.size());
+  Lanes8* sums = sums_.data() + filter * count;
+  const std::int64_t windows = pool_.out_h * pool_.out_w;
+  const float* grad = chosen_grad_.data() + lane;
+  const std::int32_t* at = chosen_at_.data() + lane;
+  for (std::int64_t j = 0; j < count; j += 8) {
+    const std::int64_t* chunks = chunks_.data() + j;
+    const float* x = padded_x_.data();
+    const std::int64_t n = std::min<std::int64_t>(8, count - j);
+    add_chunks_of[n - 1](sums + j, x, chunks, grad, at, windows, lanes);
+  }
+}
+
+void PooledConvWeightGradient::compute(std::int64_t batch, const float* x, Layout x_layout,
+                                       const float* y, const float* pooled,
+                                       const float* pooled_grad, Layout y_layout, float* dw,
+                                       float* db) {
+  const std::int64_t lanes = channel_block(y_layout);
+  if (g_.filters % lanes != 0)
+    throw std::invalid_argument("PooledConvWeightGradient: filters " + std::to_string(g_.filters) +
+                                " in blocks of " + std::to_string(lanes));
+  std::fill(sums_.begin(), sums_.end(), Lanes8{});
+  std::fill(db, db + g_.filters, 0.0f);
+  const std::int64_t out_plane = g_.out_h * g_.out_w, pooled_plane = pool_.out_h * pool_.out_w;
+  const std::int64_t x_sample = g_.channels * g_.in_h * g_.in_w;
+  for (std::int64_t n = 0; n < batch; ++n) {
+    copy_padded_input(x + n * x_sample, x_layout);
+    for (std::int64_t block = 0; block < g_.filters / lanes; ++block) {
+      const std::int64_t first = (n * g_.filters / lanes + block);
+      const float* y_block = y + first * out_plane * lanes;
+      const float* p_block = pooled + first * pooled_plane * lanes;
+      const float* dp_block = pooled_grad + first * pooled_plane * lanes;
+      float* db_block = db + block * lanes;
+      if (lanes == 16)
+        choose_outputs<Lanes16>(y_block, p_block, dp_block, db_block);
+      else if (lanes == 8)
+        choose_outputs<Lanes8>(y_block, p_block, dp_block, db_block);
+      else
+        choose_outputs<float>(y_block, p_block, dp_block, db_block);
+      for (std::int64_t lane = 0; lane < lanes; ++lane)
+        accumulate(block * lanes + lane, lanes, lane);
+    }
+  }
+  // sums_ holds each kernel row in whole chunks of 8; dw's rows are `kernel` long.
+  const std::int64_t rows = g_.channels * g_.kernel, row_chunks = (g_.kernel + 7) / 8;
+  for (std::int64_t f = 0; f < g_.filters; ++f)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t kw = 0; kw < g_.kernel; ++kw)
+        dw[(f * rows + r) * g_.kernel + kw] =
+            sums_[static_cast<std::size_t>((f * rows + r) * row_chunks + kw / 8)][kw % 8];
+}
+
+}  // namespace strata

@@ -1,0 +1,198 @@
+// A conv's weight and bias gradients taken from the max pooling after it: the kernel against a
+// direct sum over layouts, pool windows (tiling, overlapping, with gaps), ReLU and tied maxima;
+// and a model whose first trainable layer is a conv before a max pooling, against the two layers'
+// own backward passes.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "conv_taps.hpp"
+#include "core/conv2d_layer.hpp"
+#include "core/loss.hpp"
+#include "core/model.hpp"
+#include "core/pool_layers.hpp"
+#include "core/pooled_conv_weight_grad.hpp"
+#include "core/rng.hpp"
+#include "gradient_check.hpp"
+#include "layer_specs.hpp"
+
+using namespace strata;
+
+namespace {
+
+struct PlainPooling {
+  Tensor pooled, y_grad;  // plain [N,F,PH,PW] and [N,F,OH,OW]
+  int tied_windows = 0;   // windows that pass a gradient and hold their maximum more than once
+};
+
+// The pooling's output, and the conv output's gradient by the rule: each window's gradient goes
+// to its first maximum in row-major order, and nowhere where `relu` and the maximum is not
+// positive.
+PlainPooling pool_by_hand(const Tensor& y, const Tensor& pooled_grad, const MaxPoolWindows& w,
+                          bool relu) {
+  const std::int64_t batch = y.dim(0), filters = y.dim(1), out_h = y.dim(2), out_w = y.dim(3);
+  PlainPooling p{Tensor({batch, filters, w.out_h, w.out_w}), Tensor(y.shape())};
+  for (std::int64_t nf = 0; nf < batch * filters; ++nf)
+    for (std::int64_t ph = 0; ph < w.out_h; ++ph)
+      for (std::int64_t pw = 0; pw < w.out_w; ++pw) {
+        const auto at = [&](std::int64_t kh, std::int64_t kw) {
+          return (nf * out_h + ph * w.stride + kh) * out_w + pw * w.stride + kw;
+        };
+        std::int64_t first = at(0, 0);
+        for (std::int64_t kh = 0; kh < w.size; ++kh)
+          for (std::int64_t kw = 0; kw < w.size; ++kw)
+            if (y[at(kh, kw)] > y[first]) first = at(kh, kw);
+        const std::int64_t window = (nf * w.out_h + ph) * w.out_w + pw;
+        p.pooled[window] = y[first];
+        if (relu && y[first] <= 0.0f) continue;
+        p.y_grad[first] += pooled_grad[window];
+        int maxima = 0;
+        for (std::int64_t kh = 0; kh < w.size; ++kh)
+          for (std::int64_t kw = 0; kw < w.size; ++kw) maxima += y[at(kh, kw)] == y[first] ? 1 : 0;
+        if (maxima > 1) ++p.tied_windows;
+      }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a conv's weight gradient from the max pooling equals a direct sum", "[layers][conv]") {
+  struct Case {
+    std::int64_t channels, in_h, in_w, kernel, stride, padding, pool_size, pool_stride;
+    Layout x_layout, y_layout;
+    bool relu;
+  };
+  // The benchmark CNN's first conv in both channel blocks; overlapping windows on a strided,
+  // padded conv of three channels with plain output; a 9-wide kernel (two 8-float chunks a row)
+  // with windows that leave gaps; blocked input with windows that leave the last rows out; a
+  // blocked input of 8 channels and a plain output without ReLU.
+  const Case c = GENERATE(
+      Case{1, 28, 28, 5, 1, 0, 2, 2, Layout::plain, Layout::channel_blocked16, true},
+      Case{1, 12, 12, 5, 1, 0, 2, 2, Layout::plain, Layout::channel_blocked8, true},
+      Case{3, 9, 11, 3, 2, 2, 3, 2, Layout::plain, Layout::plain, false},
+      Case{2, 13, 13, 9, 1, 1, 2, 3, Layout::plain, Layout::channel_blocked8, true},
+      Case{16, 10, 10, 3, 1, 1, 3, 3, Layout::channel_blocked16, Layout::channel_blocked16, true},
+      Case{8, 7, 9, 5, 1, 2, 2, 2, Layout::channel_blocked8, Layout::plain, false});
+  const ConvGeometry g = strata::testing::conv_geometry(3, c.channels, c.in_h, c.in_w, 16, c.kernel,
+                                                        c.stride, c.padding);
+  const MaxPoolWindows windows{c.pool_size, c.pool_stride,
+                               (g.out_h - c.pool_size) / c.pool_stride + 1,
+                               (g.out_w - c.pool_size) / c.pool_stride + 1};
+  INFO("channels " << g.channels << " kernel " << g.kernel << " stride " << g.stride << " padding "
+                   << g.padding << " pool " << c.pool_size << "/" << c.pool_stride);
+  Rng rng(5);
+  Tensor x({g.batch, g.channels, g.in_h, g.in_w}), y({g.batch, g.filters, g.out_h, g.out_w}),
+      pooled_grad({g.batch, g.filters, windows.out_h, windows.out_w});
+  strata::testing::fill_normal(x, rng);
+  strata::testing::fill_normal(y, rng);
+  strata::testing::fill_normal(pooled_grad, rng);
+  if (c.relu)
+    for (auto& v : y.values()) v = std::max(v, 0.0f);  // whole windows of zeros pass nothing
+  // Ties: in every third window the last element is set to the window's maximum, so that the
+  // maximum is there twice and only the first may take the gradient.
+  for (std::int64_t nf = 0; nf < g.batch * g.filters; ++nf)
+    for (std::int64_t ph = 0; ph < windows.out_h; ++ph)
+      for (std::int64_t pw = (ph % 3); pw < windows.out_w; pw += 3) {
+        float* corner =
+            y.data() + (nf * g.out_h + ph * windows.stride) * g.out_w + pw * windows.stride;
+        float max = corner[0];
+        for (std::int64_t kh = 0; kh < windows.size; ++kh)
+          for (std::int64_t kw = 0; kw < windows.size; ++kw)
+            max = std::max(max, corner[kh * g.out_w + kw]);
+        corner[(windows.size - 1) * g.out_w + windows.size - 1] = max;
+      }
+  const PlainPooling want = pool_by_hand(y, pooled_grad, windows, c.relu);
+  CHECK(want.tied_windows > 0);  // the rule's first-maximum part is exercised
+
+  Tensor x_in, y_in, pooled_in, pooled_grad_in;
+  convert_layout(x, x_in, c.x_layout);
+  convert_layout(y, y_in, c.y_layout);
+  convert_layout(want.pooled, pooled_in, c.y_layout);
+  convert_layout(pooled_grad, pooled_grad_in, c.y_layout);
+  PooledConvWeightGradient from_pool(g, windows, c.relu);
+  Tensor dw({g.filters, g.channels, g.kernel, g.kernel}), db({g.filters});
+  dw.fill(7.0f);  // written, not added to
+  from_pool.compute(g.batch, x_in.data(), c.x_layout, y_in.data(), pooled_in.data(),
+                    pooled_grad_in.data(), c.y_layout, dw.data(), db.data());
+
+  std::vector<double> dw_want(static_cast<std::size_t>(dw.size())), db_want(16);
+  strata::testing::for_each_tap(g, [&](auto n, auto f, auto ch, auto kh, auto kw, auto oh, auto ow,
+                                       auto ih, auto iw) {
+    dw_want[static_cast<std::size_t>(((f * g.channels + ch) * g.kernel + kh) * g.kernel + kw)] +=
+        static_cast<double>(x[((n * g.channels + ch) * g.in_h + ih) * g.in_w + iw]) *
+        want.y_grad[((n * g.filters + f) * g.out_h + oh) * g.out_w + ow];
+  });
+  for (std::int64_t i = 0; i < want.y_grad.size(); ++i)
+    db_want[static_cast<std::size_t>(i / (g.out_h * g.out_w) % g.filters)] += want.y_grad[i];
+  for (std::size_t i = 0; i < dw_want.size(); ++i) {
+    INFO("weight " << i);
+    REQUIRE(dw[static_cast<std::int64_t>(i)] == Approx(dw_want[i]).margin(1e-4));
+  }
+  for (std::int64_t f = 0; f < g.filters; ++f)
+    REQUIRE(db[f] == Approx(db_want[static_cast<std::size_t>(f)]).margin(1e-4));
+}
+
+TEST_CASE("a model's first trainable conv takes its weight gradient from the max pooling",
+          "[layers][conv][model]") {
+  using strata::testing::layer;
+  const auto conv = [](const std::string& name) {
+    LayerSpec s = layer(LayerKind::conv2d, name);
+    s.filters = 16;
+    s.kernel = 3;
+    return s;
+  };
+  const auto maxpool = [](const std::string& name) {
+    LayerSpec s = layer(LayerKind::maxpool2d, name);
+    s.size = 2;
+    s.stride = 2;
+    return s;
+  };
+  // conv -> relu -> pool -> conv -> relu -> pool -> flatten -> dense on [1,14,14]; layers 0 and 2
+  // are the convs (each ReLU runs inside its conv).
+  const std::vector<LayerSpec> specs = {conv("conv_a"),
+                                        layer(LayerKind::relu, "relu_a"),
+                                        maxpool("pool_a"),
+                                        conv("conv_b"),
+                                        layer(LayerKind::relu, "relu_b"),
+                                        maxpool("pool_b"),
+                                        layer(LayerKind::flatten, "flat"),
+                                        layer(LayerKind::dense, "fc", 4)};
+  const bool freeze_first = GENERATE(false, true);
+  INFO("first conv frozen: " << freeze_first);
+  Model model(specs, {1, 14, 14}, 4, 9);
+  if (freeze_first) model.freeze({"conv_a"});
+  const std::size_t fused = freeze_first ? 2 : 0;  // the first trainable conv
+  Rng rng(4);
+  Tensor x({5, 1, 14, 14}), grad_logits;
+  strata::testing::fill_normal(x, rng);
+  const std::vector<std::int32_t> labels{0, 3, 1, 2, 3};
+  softmax_cross_entropy(model.forward(x, true), labels, grad_logits);
+  model.backward(x, grad_logits);
+  auto& first = dynamic_cast<Conv2DLayer&>(model.layer(fused));
+  CHECK_THAT(first.implementation(), Catch::Contains("weight gradient from the max pooling"));
+  if (!freeze_first)  // the second conv's input gradient is needed: it takes the usual path
+    CHECK_THAT(dynamic_cast<Conv2DLayer&>(model.layer(2)).implementation(),
+               !Catch::Contains("from the max pooling"));
+  const std::vector<Param> params = model.params_of(fused);
+  const Tensor dw = *params[0].grad, db = *params[1].grad;
+
+  // The same gradients by the layers' own backward passes: the pooling's, then the conv's.
+  std::vector<Tensor> out(model.layer_count()), grad(model.layer_count());
+  for (std::size_t i = 0; i < model.layer_count(); ++i)
+    model.layer(i).forward(i == 0 ? x : out[i - 1], out[i], true);
+  for (std::size_t i = model.layer_count(); i-- > fused;) {
+    const Tensor& grad_out = i + 1 == model.layer_count() ? grad_logits : grad[i];
+    model.layer(i).backward(i == 0 ? x : out[i - 1], out[i], grad_out,
+                            i == fused ? nullptr : &grad[i - 1]);
+  }
+  REQUIRE(dw.size() == params[0].grad->size());
+  int nonzero = 0;
+  for (std::int64_t i = 0; i < dw.size(); ++i) {
+    REQUIRE(dw[i] == Approx((*params[0].grad)[i]).margin(1e-5));
+    if (dw[i] != 0.0f) ++nonzero;
+  }
+  CHECK(nonzero > dw.size() / 2);
+  for (std::int64_t f = 0; f < db.size(); ++f)
+    REQUIRE(db[f] == Approx((*params[1].grad)[f]).margin(1e-5));
+}
