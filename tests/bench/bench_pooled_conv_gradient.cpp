@@ -1,0 +1,121 @@
+// The backward pass of the benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU) and the 2x2 max
+// pooling after it, both ways a model can run it, on one thread and taking turns in one run: the
+// pooling's backward (the conv output's whole gradient) then the conv's weight gradient, against
+// the conv's weight gradient taken straight from the pooling (PooledConvWeightGradient). Before
+// each call a 32 MiB buffer is rewritten, so that the activations come from memory as they do after
+// the rest of a training step. Prints a Markdown table; `ONEDNN_MAX_CPU_ISA=AVX2
+// build/strata_bench_pooled_conv_gradient` shows AVX2's kernels.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/conv2d_layer.hpp"
+#include "core/cpu_kernels.hpp"
+#include "core/measurement.hpp"
+#include "core/pool_layers.hpp"
+#include "core/rng.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Milliseconds per call of `run`, the median of 7 rounds of 10 calls, each after `evict`.
+double time_calls(const std::function<void()>& run, const std::function<void()>& evict) {
+  std::vector<double> rounds;
+  for (int r = 0; r < 7; ++r) {
+    double ms = 0.0;
+    for (int c = 0; c < 10; ++c) {
+      evict();
+      const auto start = Clock::now();
+      run();
+      ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+    rounds.push_back(ms / 10);
+  }
+  return strata::median(rounds);
+}
+
+struct Timings {
+  double unfused, fused;
+  std::string kernels;
+};
+
+Timings time_both(std::int64_t batch) {
+  strata::Conv2DLayer conv("conv2d_0", 32, 5, 1, 0, strata::InitKind::glorot);
+  strata::Pool2DLayer pool("maxpool2d_2", strata::Pool2DLayer::Mode::max, 2, 2);
+  conv.fuse_relu();
+  conv.leave_relu_derivative_to_next();
+  pool.apply_relu_derivative();
+  const strata::Shape conv_out = conv.build({1, 28, 28});
+  pool.build(conv_out);
+  strata::Rng rng(3);
+  conv.initialize(rng);
+  strata::Tensor x({batch, 1, 28, 28}), y, pooled, pooled_grad, y_grad;
+  for (std::int64_t i = 0; i < x.size(); ++i) x[i] = rng.normal();
+  conv.forward(x, y, true);
+  pool.forward(y, pooled, true);
+  pooled_grad.resize(pooled.shape(), pooled.layout());
+  for (std::int64_t i = 0; i < pooled_grad.size(); ++i) pooled_grad[i] = rng.normal();
+  Timings t{};
+  t.kernels = conv.implementation();
+  conv.take_weight_gradient_from(pool.max_windows());
+
+  std::vector<float> cold(1 << 20);
+  float touch = 1.0f;
+  const auto evict = [&] {
+    touch += 1.0f;
+    std::fill(cold.begin(), cold.end(), touch);
+  };
+  std::vector<double> unfused, fused;
+  for (int turn = 0; turn < 3; ++turn) {
+    unfused.push_back(time_calls(
+        [&] {
+          pool.backward(y, pooled, pooled_grad, &y_grad);
+          conv.backward(x, y, y_grad, nullptr);
+        },
+        evict));
+    fused.push_back(
+        time_calls([&] { conv.backward_from_max_pool(x, y, pooled, pooled_grad); }, evict));
+  }
+  t.unfused = strata::median(unfused);
+  t.fused = strata::median(fused);
+  return t;
+}
+
+}  // namespace
+
+int run() {
+  strata::configure_kernel_thread();  // one thread, as inside a batch worker
+  const strata::KernelReport kernels = strata::kernel_report();
+  fmt::print(stderr, "[bench] {}; oneDNN {} on {} (CPU: {})\n", strata::cpu_model_name(),
+             kernels.onednn_version, kernels.onednn_isa, kernels.cpu_best);
+  fmt::print(
+      "Backward pass of the benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU, 28x28 input) "
+      "and its 2x2 max pooling, on one thread, oneDNN on {}, activations from memory: the "
+      "pooling's backward then the conv's, against the conv's weight gradient from the pooling's "
+      "gradient; median of 3 turns of 7 x 10 calls each.\n\n",
+      kernels.onednn_isa);
+  fmt::print(
+      "| samples | pooling then conv, ms | from the pooling, ms | ratio | conv's kernels |\n"
+      "| --- | --- | --- | --- | --- |\n");
+  for (const std::int64_t batch : {32, 128}) {
+    const Timings t = time_both(batch);
+    fmt::print("| {} | {:.3f} | {:.3f} | {:.2f} | {} |\n", batch, t.unfused, t.fused,
+               t.unfused / t.fused, t.kernels);
+  }
+  return EXIT_SUCCESS;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata_bench_pooled_conv_gradient: %s\n", e.what());
+    return EXIT_FAILURE;
+  }
+}
