@@ -10,6 +10,7 @@
 #include "core/conv_weight_grad.hpp"
 #include "core/dnnl_layout.hpp"
 #include "core/init.hpp"
+#include "core/pooled_conv_weight_grad.hpp"
 
 namespace strata {
 

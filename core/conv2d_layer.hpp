@@ -6,13 +6,12 @@
 #include <optional>
 
 #include "core/config.hpp"
+#include "core/conv_geometry.hpp"
 #include "core/layer.hpp"
-#include "core/pooled_conv_weight_grad.hpp"
 #include "core/recent_cache.hpp"
 
 namespace strata {
 
-struct ConvGeometry;
 class PooledConvWeightGradient;
 
 // Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
@@ -39,7 +38,6 @@ class Conv2DLayer final : public Layer {
   // then come from the pooling's (core/pooled_conv_weight_grad.hpp), by backward_from_max_pool in
   // place of the pooling's backward pass and this layer's.
   void take_weight_gradient_from(const std::optional<MaxPoolWindows>& pooling);
-  bool weight_gradient_from_pooling() const { return pooling_.has_value(); }
   void backward_from_max_pool(const Tensor& in, const Tensor& out, const Tensor& pooled,
                               const Tensor& pooled_grad);
 

@@ -125,8 +125,10 @@ void Model::backward(const Tensor& input, const Tensor& grad_logits,
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
     if (i == first_trainable_ + 1 && first_conv_from_pooling_) {
       backward_from_max_pool(i, input, grad_out);
-      if (on_layer_done) on_layer_done(i);
-      if (on_layer_done) on_layer_done(i - 1);
+      if (on_layer_done) {
+        on_layer_done(i);
+        on_layer_done(i - 1);
+      }
       return;
     }
     Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];

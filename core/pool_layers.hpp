@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/conv_geometry.hpp"
 #include "core/layer.hpp"
-#include "core/pooled_conv_weight_grad.hpp"
 
 namespace strata {
 

@@ -11,11 +11,6 @@
 
 namespace strata {
 
-// A max pooling's windows over the conv's output plane.
-struct MaxPoolWindows {
-  std::int64_t size, stride, out_h, out_w;
-};
-
 // Max pooling hands each window's gradient to one conv output, the window's first maximum (none
 // where a fused ReLU's maximum is not positive), so the conv's output gradient is zero in at least
 // three of every four places of a 2x2 pooling. The pooling's backward pass would write that
