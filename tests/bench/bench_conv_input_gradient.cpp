@@ -5,36 +5,23 @@
 // Markdown table; `ONEDNN_MAX_CPU_ISA=AVX2 build/strata_bench_conv_input_gradient` shows AVX2's.
 #include <dnnl.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <functional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/conv_input_grad.hpp"
-#include "core/cpu_kernels.hpp"
 #include "core/dnnl_layout.hpp"
 #include "core/gemm.hpp"
 #include "core/measurement.hpp"
+#include "tests/bench/one_thread_bench.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using dnnl::memory;
-
-// Milliseconds per call of `run`, the median of 7 rounds of 10 calls.
-double time_calls(const std::function<void()>& run) {
-  std::vector<double> ms;
-  for (int r = 0; r < 7; ++r) {
-    const auto start = Clock::now();
-    for (int c = 0; c < 10; ++c) run();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count() / 10);
-  }
-  return strata::median(ms);
-}
 
 struct Timings {
   double by_gemm, by_onednn;
@@ -73,13 +60,17 @@ Timings time_both(const strata::ConvGeometry& g, strata::Layout layout) {
   t.onednn_kernel = bwd.impl_info_str();
   std::vector<double> gemm, onednn;
   for (int turn = 0; turn < 3; ++turn) {
-    gemm.push_back(time_calls([&] { by_gemm.compute(dy.data(), w.data(), dx.data(), stream); }));
-    onednn.push_back(time_calls([&] {
-      to_weights.execute(stream, w_user, w_m);
-      backward.execute(
-          stream, {{DNNL_ARG_DIFF_DST, dy_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, dx_m}});
-      stream.wait();
-    }));
+    gemm.push_back(strata::bench::ms_per_call(
+        [&] { by_gemm.compute(dy.data(), w.data(), dx.data(), stream); }, 7, 10));
+    onednn.push_back(strata::bench::ms_per_call(
+        [&] {
+          to_weights.execute(stream, w_user, w_m);
+          backward.execute(
+              stream,
+              {{DNNL_ARG_DIFF_DST, dy_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, dx_m}});
+          stream.wait();
+        },
+        7, 10));
   }
   t.by_gemm = strata::median(gemm);
   t.by_onednn = strata::median(onednn);
@@ -89,17 +80,14 @@ Timings time_both(const strata::ConvGeometry& g, strata::Layout layout) {
 }  // namespace
 
 int run() {
-  strata::configure_kernel_thread();  // one thread, as inside a batch worker
-  const strata::KernelReport kernels = strata::kernel_report();
+  const std::string isa = strata::bench::start_one_thread_bench();
   const strata::Layout layout = strata::sgemm_below_avx512() ? strata::Layout::channel_blocked8
                                                              : strata::Layout::channel_blocked16;
-  fmt::print(stderr, "[bench] {}; oneDNN {} on {} (CPU: {})\n", strata::cpu_model_name(),
-             kernels.onednn_version, kernels.onednn_isa, kernels.cpu_best);
   fmt::print(
       "Input gradient of the benchmark CNN's second conv (32 -> 64 channels, 5x5, 12x12 input) "
       "on one thread, oneDNN on {}, activations in {}-channel blocks: ConvInputGradient against "
       "oneDNN's backward-data primitive, median of 3 turns of 7 x 10 calls each.\n\n",
-      kernels.onednn_isa, strata::channel_block(layout));
+      isa, strata::channel_block(layout));
   fmt::print(
       "| samples | by GEMM, ms | GFLOP/s | oneDNN's backward data, ms | GFLOP/s | oneDNN / GEMM |\n"
       "| --- | --- | --- | --- | --- | --- |\n");

@@ -3,21 +3,19 @@
 // and 128 samples. Buffers are 4 KiB aligned, as large tensors are. Prints a Markdown table;
 // `ONEDNN_MAX_CPU_ISA=AVX2 build/strata_bench_dense_gradients` shows what an AVX2 CPU runs.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "core/cpu_kernels.hpp"
 #include "core/gemm.hpp"
 #include "core/measurement.hpp"
+#include "tests/bench/one_thread_bench.hpp"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // `count` floats from a 4 KiB boundary inside `storage`.
 float* aligned_floats(std::vector<float>& storage, std::size_t count) {
@@ -39,29 +37,23 @@ double time_backward(int batch, int n_in, int n_out, bool pad, int rounds, int c
   float* const db = aligned_floats(storage[4], out);
   float* const dx = aligned_floats(storage[5], rows * in);
   strata::GemmRowPadding padding(pad);
-  std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) {
-    const auto start = Clock::now();
-    for (int c = 0; c < calls; ++c)
-      strata::dense_backward(batch, n_in, n_out, x, w, dy, {dw, db, dx}, padding);
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count() / calls);
-  }
-  return strata::median(ms);
+  return strata::bench::ms_per_call(
+      [&] {
+        strata::dense_backward(batch, n_in, n_out, x, w, dy, {dw, db, dx}, padding);
+      },
+      rounds, calls);
 }
 
 }  // namespace
 
 int main() {
-  strata::configure_kernel_thread();  // one thread, as inside a batch worker
-  const strata::KernelReport kernels = strata::kernel_report();
-  fmt::print(stderr, "[bench] {}; oneDNN {} on {} (CPU: {})\n", strata::cpu_model_name(),
-             kernels.onednn_version, kernels.onednn_isa, kernels.cpu_best);
+  const std::string isa = strata::bench::start_one_thread_bench();
   fmt::print(
       "Dense layer gradients (dW = dy^T x, db, dx = dy W; 256 outputs) on one thread, oneDNN on "
       "{}: "
       "B operands as they are against GemmRowPadding's copies (included in the time), median of 3 "
       "turns of 5 x 20 calls each.\n\n",
-      kernels.onednn_isa);
+      isa);
   fmt::print("| inputs | samples | as they are, ms | padded copies, ms | as they are / padded |\n");
   fmt::print("| --- | --- | --- | --- | --- |\n");
   constexpr int n_out = 256;

@@ -2,43 +2,23 @@
 // pooling after it, both ways a model can run it, on one thread and taking turns in one run: the
 // pooling's backward (the conv output's whole gradient) then the conv's weight gradient, against
 // the conv's weight gradient taken straight from the pooling (PooledConvWeightGradient). Before
-// each call a 32 MiB buffer is rewritten, so that the activations come from memory as they do after
-// the rest of a training step. Prints a Markdown table; `ONEDNN_MAX_CPU_ISA=AVX2
-// build/strata_bench_pooled_conv_gradient` shows AVX2's kernels.
-#include <chrono>
+// each call a 4 MiB buffer is rewritten, so that the activations come from the shared L3 cache, not
+// the core's L2, as they do after the rest of a training step. Prints a Markdown table;
+// `ONEDNN_MAX_CPU_ISA=AVX2 build/strata_bench_pooled_conv_gradient` shows AVX2's kernels.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <functional>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/conv2d_layer.hpp"
-#include "core/cpu_kernels.hpp"
-#include "core/measurement.hpp"
 #include "core/pool_layers.hpp"
 #include "core/rng.hpp"
+#include "tests/bench/one_thread_bench.hpp"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Milliseconds per call of `run`, the median of 7 rounds of 10 calls, each after `evict`.
-double time_calls(const std::function<void()>& run, const std::function<void()>& evict) {
-  std::vector<double> rounds;
-  for (int r = 0; r < 7; ++r) {
-    double ms = 0.0;
-    for (int c = 0; c < 10; ++c) {
-      evict();
-      const auto start = Clock::now();
-      run();
-      ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    }
-    rounds.push_back(ms / 10);
-  }
-  return strata::median(rounds);
-}
 
 struct Timings {
   double unfused, fused;
@@ -73,14 +53,14 @@ Timings time_both(std::int64_t batch) {
   };
   std::vector<double> unfused, fused;
   for (int turn = 0; turn < 3; ++turn) {
-    unfused.push_back(time_calls(
+    unfused.push_back(strata::bench::ms_per_call(
         [&] {
           pool.backward(y, pooled, pooled_grad, &y_grad);
           conv.backward(x, y, y_grad, nullptr);
         },
-        evict));
-    fused.push_back(
-        time_calls([&] { conv.backward_from_max_pool(x, y, pooled, pooled_grad); }, evict));
+        7, 10, evict));
+    fused.push_back(strata::bench::ms_per_call(
+        [&] { conv.backward_from_max_pool(x, y, pooled, pooled_grad); }, 7, 10, evict));
   }
   t.unfused = strata::median(unfused);
   t.fused = strata::median(fused);
@@ -90,16 +70,13 @@ Timings time_both(std::int64_t batch) {
 }  // namespace
 
 int run() {
-  strata::configure_kernel_thread();  // one thread, as inside a batch worker
-  const strata::KernelReport kernels = strata::kernel_report();
-  fmt::print(stderr, "[bench] {}; oneDNN {} on {} (CPU: {})\n", strata::cpu_model_name(),
-             kernels.onednn_version, kernels.onednn_isa, kernels.cpu_best);
+  const std::string isa = strata::bench::start_one_thread_bench();
   fmt::print(
       "Backward pass of the benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU, 28x28 input) "
-      "and its 2x2 max pooling, on one thread, oneDNN on {}, activations from memory: the "
-      "pooling's backward then the conv's, against the conv's weight gradient from the pooling's "
-      "gradient; median of 3 turns of 7 x 10 calls each.\n\n",
-      kernels.onednn_isa);
+      "and its 2x2 max pooling, on one thread, oneDNN on {}, activations from L3: the pooling's "
+      "backward then the conv's, against the conv's weight gradient from the pooling's gradient; "
+      "median of 3 turns of 7 x 10 calls each.\n\n",
+      isa);
   fmt::print(
       "| samples | pooling then conv, ms | from the pooling, ms | ratio | conv's kernels |\n"
       "| --- | --- | --- | --- | --- |\n");
