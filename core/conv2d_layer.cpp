@@ -89,12 +89,12 @@ Shape Conv2DLayer::build(const Shape& input_shape) {
   channels_ = input_shape[0];
   in_h_ = input_shape[1];
   in_w_ = input_shape[2];
-  const std::int64_t span_h = in_h_ + 2 * padding_ - kernel_,
-                     span_w = in_w_ + 2 * padding_ - kernel_;
+  const std::int64_t pad = padding_;
+  const std::int64_t span_h = in_h_ + 2 * pad - kernel_, span_w = in_w_ + 2 * pad - kernel_;
   if (span_h < 0 || span_w < 0)
     throw std::invalid_argument(
         fmt::format("layer {}: kernel {} does not fit the padded input {}x{}", name(), kernel_,
-                    in_h_ + 2 * padding_, in_w_ + 2 * padding_));
+                    in_h_ + 2 * pad, in_w_ + 2 * pad));
   out_h_ = span_h / stride_ + 1;
   out_w_ = span_w / stride_ + 1;
   weight_ = Tensor({filters_, channels_, kernel_, kernel_});

@@ -96,8 +96,9 @@ std::string StateDict::get_text(const std::string& key) const {
 }
 
 void StateDict::merge(const StateDict& other, const std::string& prefix) {
-  for (const auto& [key, t] : other.tensors_) tensors_[prefix + "/" + key] = t;
-  for (const auto& [key, s] : other.scalars_) scalars_[prefix + "/" + key] = s;
+  const std::string under = prefix + "/";
+  for (const auto& [key, t] : other.tensors_) tensors_[under + key] = t;
+  for (const auto& [key, s] : other.scalars_) scalars_[under + key] = s;
 }
 
 }  // namespace strata

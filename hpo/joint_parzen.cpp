@@ -25,6 +25,7 @@ JointParzen::JointParzen(std::vector<JointDim> dims,
                       row.size(), dims_.size()));
   for (std::size_t d = 0; d < dims_.size(); ++d) {
     std::vector<double> column;
+    column.reserve(observations.size() + 1);
     for (const auto& row : observations) column.push_back(row[d]);
     if (dims_[d].categories > 0) {
       column.push_back(-1.0);  // the prior: no observed index

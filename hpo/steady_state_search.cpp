@@ -43,7 +43,7 @@ std::vector<Search::Proposal> SteadyStateSearch::propose(int max_count) {
       config_.mutation_probability,
       scheduled_sigma(config_.mutation_sigma, config_.mutation_decay, std::max(lines_, 1)),
       config_.mutation_rate, step_tau(config_.step_adaptation, space().params.size())};
-  const Offspring child =
+  Offspring child =
       config_.surrogate_candidates > 1
           ? breed_screened(population_, config_, mutation, space(),
                            TpeModel(space(), trials(), config_.direction, TpeConfig{}),

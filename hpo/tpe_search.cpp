@@ -46,6 +46,7 @@ double interval_hi(const ParamSpec& spec) {
 // index as it is), and back.
 std::vector<JointDim> joint_dims(const std::vector<ParamSpec>& specs) {
   std::vector<JointDim> dims;
+  dims.reserve(specs.size());
   for (const ParamSpec& p : specs)
     dims.push_back(p.kind == ParamKind::choice ? JointDim{0.0, 0.0, p.choices.size()}
                                                : JointDim{interval_lo(p), interval_hi(p), 0});

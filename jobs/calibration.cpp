@@ -61,6 +61,7 @@ Timed timed_model(const Config& config, const CalibrationOptions& options) {
 double step_seconds(Trainer& trainer, int repeats) {
   trainer.run_epoch({});
   std::vector<double> steps;
+  steps.reserve(static_cast<std::size_t>(repeats));
   for (int r = 0; r < repeats; ++r)
     steps.push_back(static_cast<double>(trainer.global_batch()) /
                     trainer.run_epoch({}).samples_per_s);

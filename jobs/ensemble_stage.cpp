@@ -161,21 +161,26 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
   const auto& val_labels = shared.validation.labels;
   const auto& test_labels = shared.test.labels;
   std::map<int, SetPredictions> held;
-  std::vector<double> accuracies(static_cast<std::size_t>(2 * n), 0.0);
+  // Member m's validation accuracy at 2m and its test accuracy at 2m + 1: one sum for both.
+  std::vector<double> accuracies(2 * static_cast<std::size_t>(n), 0.0);
+  const auto val_accuracy = [&](int m) -> double& {
+    return accuracies[2 * static_cast<std::size_t>(m)];
+  };
+  const auto test_accuracy = [&](int m) -> double& {
+    return accuracies[2 * static_cast<std::size_t>(m) + 1];
+  };
   for (int m = group; m < n; m += groups) {
     if (!done[static_cast<std::size_t>(m)]) continue;
     SetPredictions p = read_predictions((member_dir(c, m) / "predictions.h5").string());
-    accuracies[static_cast<std::size_t>(2 * m)] =
+    val_accuracy(m) =
         accuracy(predicted_classes(as_predictions(p.validation, p.classes)), val_labels);
-    accuracies[static_cast<std::size_t>(2 * m + 1)] =
-        accuracy(predicted_classes(as_predictions(p.test, p.classes)), test_labels);
+    test_accuracy(m) = accuracy(predicted_classes(as_predictions(p.test, p.classes)), test_labels);
     held.emplace(m, std::move(p));
   }
   topology.peers().allreduce_sum(std::span<double>(accuracies));
   std::vector<double> val_accuracies;
   for (int m = 0; m < n; ++m)
-    if (done[static_cast<std::size_t>(m)])
-      val_accuracies.push_back(accuracies[static_cast<std::size_t>(2 * m)]);
+    if (done[static_cast<std::size_t>(m)]) val_accuracies.push_back(val_accuracy(m));
   // Members that all score 0 on validation (or no validation set) weigh alike.
   const bool any_accuracy =
       std::any_of(val_accuracies.begin(), val_accuracies.end(), [](double a) { return a > 0.0; });
@@ -205,27 +210,21 @@ nlohmann::json combine_members(const StageContext& c, const EnsembleSpec& spec,
     nlohmann::json row = member_json(c, spec, bases, member);
     const bool ok = done[static_cast<std::size_t>(m)];
     row["status"] = ok ? "ok" : "failed";
-    row["val_accuracy"] =
-        ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m)]) : nullptr;
-    row["test_accuracy"] =
-        ok ? nlohmann::json(accuracies[static_cast<std::size_t>(2 * m + 1)]) : nullptr;
+    row["val_accuracy"] = ok ? nlohmann::json(val_accuracy(m)) : nullptr;
+    row["test_accuracy"] = ok ? nlohmann::json(test_accuracy(m)) : nullptr;
     row["weight"] = weight_of[static_cast<std::size_t>(m)];
     report["members"].push_back(row);
     if (!ok) continue;
-    const auto a = [&](int k, int off) {
-      return accuracies[static_cast<std::size_t>(2 * k + off)];
-    };
-    if (best_val < 0 || a(m, 0) > a(best_val, 0)) best_val = m;
-    if (best_test < 0 || a(m, 1) > a(best_test, 1)) best_test = m;
+    if (best_val < 0 || val_accuracy(m) > val_accuracy(best_val)) best_val = m;
+    if (best_test < 0 || test_accuracy(m) > test_accuracy(best_test)) best_test = m;
   }
-  const double best_test_accuracy = accuracies[static_cast<std::size_t>(2 * best_test + 1)];
+  const double best_test_accuracy = test_accuracy(best_test);
   report["best_member"] = {{"member", best_test},
                            {"test_accuracy", best_test_accuracy},
-                           {"val_accuracy", accuracies[static_cast<std::size_t>(2 * best_test)]}};
-  report["selected_member"] = {
-      {"member", best_val},
-      {"val_accuracy", accuracies[static_cast<std::size_t>(2 * best_val)]},
-      {"test_accuracy", accuracies[static_cast<std::size_t>(2 * best_val + 1)]}};
+                           {"val_accuracy", val_accuracy(best_test)}};
+  report["selected_member"] = {{"member", best_val},
+                               {"val_accuracy", val_accuracy(best_val)},
+                               {"test_accuracy", test_accuracy(best_val)}};
   report["combiners"] = nlohmann::json::object();
   for (const CombinerKind kind : spec.combiners) {
     const auto score = [&](const CombinedPredictions& p, const std::vector<std::int32_t>& labels) {

@@ -383,6 +383,7 @@ void PbtRun::run() {
       throw Interrupted(stopped.empty() ? std::string("pbt stopped on a signal") : stopped);
     const std::vector<PbtMemberResult> results = gather(std::move(mine));
     std::vector<double> scores;
+    scores.reserve(results.size());
     for (const auto& r : results) scores.push_back(r.fitness);
     if (std::all_of(scores.begin(), scores.end(), [](double s) { return std::isnan(s); }))
       throw SearchFailed(fmt::format(

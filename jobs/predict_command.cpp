@@ -27,7 +27,7 @@ std::filesystem::path ensemble_report_path(const std::filesystem::path& path) {
 nlohmann::json read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw DataError(fmt::format("cannot read {}", path.string()));
-  const auto json = nlohmann::json::parse(in, nullptr, false);
+  auto json = nlohmann::json::parse(in, nullptr, false);
   if (json.is_discarded()) throw DataError(fmt::format("{} is not valid JSON", path.string()));
   return json;
 }

@@ -292,6 +292,7 @@ std::vector<std::string> Communicator::allgather_strings(const std::string& mine
                               r);
       });
   std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(size()));
   for (int k = 0; k < size(); ++k)
     out.emplace_back(all.data() + static_cast<std::size_t>(k) * padded.size(),
                      static_cast<std::size_t>(lengths[static_cast<std::size_t>(k)]));

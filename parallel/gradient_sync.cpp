@@ -15,9 +15,8 @@ constexpr std::int64_t in_place_floats = (64 << 10) / sizeof(float);
 bool sums_through_window(AllreduceKind kind, int fewest, int most) {
   switch (kind) {
     case AllreduceKind::mpi:
+    case AllreduceKind::nccl:  // on the GPUs; the host sync only sums statistics
       return false;
-    case AllreduceKind::nccl:
-      return false;  // on the GPUs; the host sync only sums statistics
     case AllreduceKind::hierarchical:
       return true;
     case AllreduceKind::automatic:

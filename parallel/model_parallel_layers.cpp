@@ -62,7 +62,7 @@ std::vector<Param> as_slices(std::vector<Param> params, const std::vector<Shape>
 
 // ---- column-parallel dense ----
 
-ColumnParallelDense::ColumnParallelDense(std::string name, std::int64_t units, InitKind init,
+ColumnParallelDense::ColumnParallelDense(const std::string& name, std::int64_t units, InitKind init,
                                          const Communicator& model, bool gather_output)
     : Layer(name),
       units_(units),

@@ -19,7 +19,7 @@ namespace strata {
 // layer is row-split the output stays partitioned ([B, U/M]); otherwise it is gathered to [B, U].
 class ColumnParallelDense final : public Layer {
  public:
-  ColumnParallelDense(std::string name, std::int64_t units, InitKind init,
+  ColumnParallelDense(const std::string& name, std::int64_t units, InitKind init,
                       const Communicator& model, bool gather_output);
   const char* kind() const override { return "dense/column"; }
   Shape build(const Shape& input_shape) override;

@@ -81,7 +81,7 @@ Watchdog::Watchdog(MPI_Comm comm, std::string name, int rank, int size,
   std::map<int, int> node_of_leader;
   peers_.resize(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
-    const int* entry = &all[static_cast<std::size_t>(3 * r)];
+    const int* entry = &all[3 * static_cast<std::size_t>(r)];
     const auto [at, added] = node_of_leader.try_emplace(entry[1], static_cast<int>(nodes_.size()));
     if (added) nodes_.emplace_back();
     Peer& p = peers_[static_cast<std::size_t>(r)];
@@ -230,6 +230,7 @@ std::string Watchdog::describe(double waited_s, const WaitInfo& what) const {
   }
   const auto with_world = [&](const std::vector<int>& ranks) {
     std::vector<int> world;
+    world.reserve(ranks.size());
     for (int r : ranks) world.push_back(world_of(r));
     return world == ranks ? fmt::format("[{}]", fmt::join(ranks, ", "))
                           : fmt::format("[{}] (world ranks [{}])", fmt::join(ranks, ", "),
