@@ -71,27 +71,18 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   config.data.path = relative_to_config(file, config.data.path);
   if (auto t = top.get("training")) {
     config.training = parse_training(MapReader(*t));
+    // Every layer named in lr_groups and freeze is a layer of the model.
+    std::vector<std::string> known;
+    known.reserve(config.layers.size());
+    for (const auto& layer : config.layers) known.push_back(layer.name);
+    const auto check = [&](const std::string& name, SourceMark at, const char* key) {
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        throw ConfigError(fmt::format("{}:{}:{}: training.{}: no layer named '{}' (layers: {})",
+                                      file, at.line, at.column, key, name, fmt::join(known, ", ")));
+    };
     for (const auto& group : config.training.lr_groups)
-      for (const auto& name : group.layers) {
-        bool found = false;
-        for (const auto& layer : config.layers) found = found || layer.name == name;
-        if (!found)
-          throw ConfigError(fmt::format("{}:{}:{}: training.lr_groups: no layer named '{}'", file,
-                                        group.mark.line, group.mark.column, name));
-      }
-    // Every frozen name is a layer of the model.
-    for (const auto& frozen : config.training.freeze) {
-      std::string known;
-      bool found = false;
-      for (const auto& layer : config.layers) {
-        found = found || layer.name == frozen.name;
-        known += (known.empty() ? "" : ", ") + layer.name;
-      }
-      if (!found)
-        throw ConfigError(fmt::format("{}:{}:{}: training.freeze: no layer named '{}' (layers: {})",
-                                      file, frozen.mark.line, frozen.mark.column, frozen.name,
-                                      known));
-    }
+      for (const auto& name : group.layers) check(name, group.mark, "lr_groups");
+    for (const auto& frozen : config.training.freeze) check(frozen.name, frozen.mark, "freeze");
   }
   if (auto p = top.get("parallel")) {
     config.parallel = parse_parallel(MapReader(*p), {});
@@ -125,6 +116,7 @@ std::pair<std::map<std::string, std::string>, int> check_references(
   std::map<std::string, std::string> first;
   for (const auto& p : space) first[p.name] = probe_values(p).front();
   std::vector<std::string> names;
+  names.reserve(space.size());
   for (const auto& p : space) names.push_back("$" + p.name);
   const auto references = find_references(root);
   for (const auto& ref : references)
@@ -214,7 +206,10 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
   top.allow_only(known);
   // Stages first: an hpo stage defines the search parameters the other sections may refer to.
   std::vector<StageSpec> stages{StageSpec{}};
-  if (auto s = top.get("stages")) stages = parse_stages(*s);
+  if (auto s = top.get("stages")) {
+    reject_references(*s);
+    stages = parse_stages(*s);
+  }
   for (auto& stage : stages)
     if (auto* transfer = std::get_if<TransferSpec>(&stage.settings))
       transfer->pretrained_path = relative_to_config(file, transfer->pretrained_path);

@@ -126,7 +126,8 @@ std::vector<LrGroup> parse_lr_groups(const Reader& at) {
 
 std::vector<int> parse_class_list(const Reader& at) {
   if (!at.node().IsSequence() || at.node().size() == 0)
-    at.fail(fmt::format("expected a non-empty list of class labels, got {}", at.found()));
+    at.fail(fmt::format("expected a non-empty list of class labels, got {}",
+                        at.node().IsSequence() ? "an empty list" : at.found()));
   std::vector<int> classes;
   for (std::size_t i = 0; i < at.node().size(); ++i) {
     const Reader item = at.item(i, at.node()[i]);
@@ -165,6 +166,12 @@ DataConfig parse_data(const MapReader& m) {
   read(m, "read", data.read, EnumNames<DataRead>::choices, "read mode");
   if (data.source == DataSource::synthetic && data.read == DataRead::shards)
     m.get("read")->fail("shards reads an HDF5 file; synthetic data lives in memory");
+  if (data.read == DataRead::shards)
+    for (const char* key : {"classes", "samples_per_class"})
+      if (auto v = m.get(key); v && (!data.classes.empty() || data.samples_per_class > 0))
+        v->fail(
+            "selects samples in memory, and read: shards reads each step's samples from the "
+            "file: set data.read: memory");
   if (data.source == DataSource::hdf5 && !m.get("path"))
     m.where().fail("missing required key 'path' (needed when source is hdf5)");
   return data;
@@ -200,7 +207,11 @@ ParallelConfig parse_parallel(const MapReader& m, ParallelConfig p) {
   if (auto k = m.get("accumulate"); k && k->node().IsScalar() && k->node().Scalar() == "auto")
     p.accumulate = 0;
   else
-    read(m, "accumulate", p.accumulate, at_least_1);
+    try {
+      read(m, "accumulate", p.accumulate, at_least_1);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string(e.what()) + ", or auto (the planner chooses K)");
+    }
   read(m, "watchdog_s", p.watchdog_s, non_negative);
   read(m, "layout", p.layout, EnumNames<RankLayout>::choices, "layout");
   read(m, "allreduce", p.allreduce, EnumNames<AllreduceKind>::choices, "allreduce");

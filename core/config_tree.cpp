@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "core/stage_config.hpp"
 
 namespace strata {
 
@@ -150,7 +151,27 @@ std::vector<Step> parse_path(const std::string& path, const std::string& what) {
   return steps;
 }
 
-void apply_override(YAML::Node root, const std::string& text) {
+// A YAML::Node is a handle: `root` by value still changes the caller's tree.
+// A tab in a line's indentation is the likeliest cause of a YAML error that names no other (YAML
+// indents with spaces only): the first such line, as a hint to append, or "".
+std::string tab_indent_hint(std::string_view text) {
+  int line = 1;
+  bool indent = true;
+  for (const char ch : text) {
+    if (ch == '\n') {
+      ++line;
+      indent = true;
+    } else if (indent && ch == '\t') {
+      return fmt::format(" (line {} indents with a tab: YAML indents with spaces only)", line);
+    } else if (ch != ' ') {
+      indent = false;
+    }
+  }
+  return "";
+}
+
+void apply_override(YAML::Node root,  // NOLINT(performance-unnecessary-value-param)
+                    const std::string& text) {
   const std::string what = "--set " + text;
   const std::size_t equals = text.find('=');
   if (equals == std::string::npos || equals == 0)
@@ -163,8 +184,12 @@ void apply_override(YAML::Node root, const std::string& text) {
     throw ConfigError(fmt::format("{}: the value is not valid YAML: {}", what, e.msg));
   }
   // A path given on the command line means what the shell means by it: relative to the working
-  // directory, not to the config file's (which relative paths in the file are).
-  if (path == "data.path" && value.IsScalar() && !value.Scalar().empty() &&
+  // directory, not to the config file's (which relative paths in the file are). So do data.path
+  // and a transfer's pretrained file (not an artifact name such as hpo.best).
+  const bool names_file =
+      path == "data.path" || (path.ends_with(".transfer.pretrained") && value.IsScalar() &&
+                              !config_reader::names_artifact(value.Scalar()));
+  if (names_file && value.IsScalar() && !value.Scalar().empty() &&
       std::filesystem::path(value.Scalar()).is_relative())
     value = std::filesystem::absolute(value.Scalar()).lexically_normal().string();
   const std::vector<Step> steps = parse_path(path, what);
@@ -229,7 +254,8 @@ YAML::Node load_config_tree(const std::string& text, const std::string& file,
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
     const int column = e.mark.is_null() ? 1 : e.mark.column + 1;
-    throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}", file, line, column, e.msg));
+    throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}{}", file, line, column, e.msg,
+                                  tab_indent_hint(text)));
   }
   expand_tree(root, file);
   for (const auto& o : overrides) apply_override(root, o);

@@ -247,7 +247,19 @@ std::vector<Reference> find_references(const Reader& root) {
   return out;
 }
 
-void substitute(YAML::Node root, const std::map<std::string, std::string>& values) {
+void reject_references(const Reader& stages) {
+  std::vector<Reference> found;
+  collect(stages, found);
+  if (!found.empty())
+    found.front().at.fail(
+        fmt::format("'${}': a search parameter takes a new value in every trial, so it may stand "
+                    "anywhere but in stages, whose settings hold for the whole run",
+                    found.front().name));
+}
+
+// A YAML::Node is a handle: `root` by value still changes the caller's tree.
+void substitute(YAML::Node root,  // NOLINT(performance-unnecessary-value-param)
+                const std::map<std::string, std::string>& values) {
   replace_in_place(root, values);
 }
 

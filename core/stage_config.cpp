@@ -101,9 +101,6 @@ std::vector<FrozenLayer> parse_layer_names(const Reader& at) {
   return names;
 }
 
-namespace {
-
-// "hpo.best", "train2.model": a stage name, a dot, an artifact; anything else is a file path.
 bool names_artifact(const std::string& text) {
   const auto dot = text.find('.');
   if (dot == std::string::npos || dot == 0 || text.find('/') != std::string::npos ||
@@ -114,6 +111,8 @@ bool names_artifact(const std::string& text) {
            std::isdigit(static_cast<unsigned char>(ch)) != 0 || ch == '.' || ch == '_';
   });
 }
+
+namespace {
 
 TransferSpec parse_transfer(const MapReader& m) {
   static constexpr std::string_view known[] = {

@@ -1,6 +1,7 @@
 // The config's stages section: each stage's kind and settings, and its own parallel block.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/config_reader.hpp"
@@ -13,6 +14,10 @@ std::vector<StageSpec> parse_stages(const Reader& list);
 // leaves out keeps the run's value).
 void read_stage_parallel(const Reader& list, const ParallelConfig& run,
                          std::vector<StageSpec>& stages);
+
+// "hpo.best", "train2.model": a stage name, a dot, an artifact; anything else (a transfer's
+// pretrained "weights.h5", "runs/a/ckpt-3.h5") is a file path.
+bool names_artifact(const std::string& text);
 
 // A list of layer names, each with its place in the file (training.freeze, transfer.head).
 std::vector<FrozenLayer> parse_layer_names(const Reader& at);

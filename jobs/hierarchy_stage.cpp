@@ -67,7 +67,7 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
     hierarchy.classes.push_back(s.classes);
   }
   const Config base = source ? source->config : c.config;
-  check_layer_names(c, spec, base);
+  check_layer_names(c.config.file, spec, base);
   // Sub-classifiers are selected and coarse labels remapped in memory.
   if (c.config.data.read == DataRead::shards)
     throw ConfigError(
@@ -194,7 +194,7 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
               TrainingJob t;
               t.config = model_config(c, spec, base, static_cast<int>(classes.size()),
                                       phase_dir(c, "subs") / std::to_string(job),
-                                      static_cast<std::uint64_t>(2 + s));
+                                      2 + static_cast<std::uint64_t>(s));
               t.data = &*own;
               t.checkpoints = checkpoints(fmt::format("sub{}", job));
               t.label = fmt::format("{}: ", hierarchy.names[static_cast<std::size_t>(s)]);
@@ -240,6 +240,7 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
   }
   const auto super_labels = [&](const std::vector<std::int32_t>& labels) {
     std::vector<std::int32_t> out;
+    out.reserve(labels.size());
     for (auto l : labels) out.push_back(super_of[static_cast<std::size_t>(l)]);
     return out;
   };

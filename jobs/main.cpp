@@ -87,7 +87,8 @@ int dispatch(int argc, char** argv, int world_size) {
                    "HDF5 weights file (/weights/<layer>/weight, .../bias), or an ensemble's "
                    "ensemble_report.json or its directory")
       ->required();
-  predict_cmd->add_option("--threads", predict_threads, "Worker threads (0 = all cores)");
+  predict_cmd->add_option("--threads", predict_threads,
+                          "Worker threads (default: the config's run.threads; 0 = all cores)");
 
   strata::PlanOptions plan;
   auto* plan_cmd = app.add_subcommand(
@@ -113,9 +114,11 @@ int dispatch(int argc, char** argv, int world_size) {
                      "communication), samples/s and speedup over one rank on one node");
   plan_cmd->add_option("--calibration", plan.calibration_path,
                        "The JSON strata calibrate wrote (default calibration.json)");
-  plan_cmd->add_option("--network", plan.network,
-                       "aries, slingshot (presets in docs/cost_model.md), or local: the "
-                       "calibration's own MPI figures, all ranks on one node (default aries)");
+  plan_cmd
+      ->add_option("--network", plan.network,
+                   "aries, slingshot (presets in docs/cost_model.md), or local: the "
+                   "calibration's own MPI figures, all ranks on one node (default aries)")
+      ->check(CLI::IsMember({"aries", "slingshot", "local"}));
   plan_cmd
       ->add_option("--cores-per-node", plan.cores_per_node,
                    "Cores of a node (default: the calibrated machine's)")

@@ -44,6 +44,9 @@ std::string device_line(const Config& config, const Plan& plan) {
 
 void print_plan(const Config& config, int ranks, int ranks_per_node_option) {
   const int per_node = ranks_per_node_option > 0 ? ranks_per_node_option : ranks_per_node(ranks);
+  // What `strata run` refuses before it starts, plan refuses before it prints.
+  const auto stages = make_stages(config);
+  check_class_labels(config);
   // Counted once, for the plan and for the line below (a search probes many models).
   std::optional<ModelSize> size;
   if (!config.objective) size = largest_model_size(config);
@@ -52,8 +55,7 @@ void print_plan(const Config& config, int ranks, int ranks_per_node_option) {
   if (config.objective) {
     fmt::print("model: the {} function in {} dimensions\n", config.objective->name,
                config.objective->dims);
-    for (const auto& stage : make_stages(config))
-      fmt::print("{}", stage->layout_note(config, plan));
+    for (const auto& stage : stages) fmt::print("{}", stage->layout_note(config, plan));
     return;
   }
   fmt::print(
@@ -62,9 +64,7 @@ void print_plan(const Config& config, int ranks, int ranks_per_node_option) {
       static_cast<double>(size->bytes) / (1 << 20),
       static_cast<double>(size->bytes_per_shard(plan.model)) / (1 << 20));
   fmt::print("{}", device_line(config, plan));
-  // Stages with their own parallel block are planned on their own (artifact references are
-  // checked here too, as `strata run` does before it starts).
-  const auto stages = make_stages(config);
+  // Stages with their own parallel block are planned on their own.
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const Plan stage_plan =
         config.stages[i].parallel ? stages[i]->plan(config, ranks, per_node) : plan;

@@ -180,21 +180,16 @@ int run_command(const RunOptions& options) {
         "SLURM_PROCID)",
         config.file));
   // Every rank reads the same config, so every rank stops here alike, before any collective.
-  const bool has_search =
-      std::any_of(config.stages.begin(), config.stages.end(),
-                  [](const StageSpec& s) { return s.kind() == StageKind::hpo; });
-  if (config.objective && (!has_search || config.stages.size() > 1))
-    throw ConfigError(
-        fmt::format("{}: model.objective: a function objective replaces training: the stages must "
-                    "be one hpo stage to search it",
-                    config.file));
-  // Artifact references are checked before any rank plans or trains, and so is a search space in
-  // which no trial could build its model (each rank reads the data file's shape alike).
+  // Artifact references and what each stage can check are checked before any rank plans or
+  // trains, and so are class labels and a search space in which no trial could build its model
+  // (each rank reads the data file's shape alike).
   const auto pipeline = make_stages(config);
+  check_class_labels(config);
   if (!config.objective && !search_space(config).empty()) largest_model_size(config);
   const int stages = static_cast<int>(config.stages.size());
   const int per_node = ranks_per_node(measure_ranks_per_node(world));
   std::vector<Plan> plans;
+  plans.reserve(pipeline.size());
   for (const auto& stage : pipeline) plans.push_back(stage->plan(config, world.size(), per_node));
   std::optional<RunOutput> top = prepare_output(config, options.fresh, world);
   RunState state = load_run_state(top ? &*top : nullptr, world);

@@ -4,8 +4,11 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
@@ -62,6 +65,33 @@ ModelSize model_size(const Config& config, const DataShape& data) {
 
 ModelSize model_size(const Config& config) {
   return model_size(config, data_shape(config));
+}
+
+void check_class_labels(const Config& config) {
+  struct Labels {
+    const std::vector<int>* classes;
+    std::string where;
+  };
+  std::vector<Labels> lists;
+  if (!config.data.classes.empty()) lists.push_back({&config.data.classes, ": data.classes"});
+  for (const StageSpec& stage : config.stages) {
+    const auto* transfer = std::get_if<TransferSpec>(&stage.settings);
+    if (transfer == nullptr) continue;
+    const auto at = fmt::format(":{}:{}: stages: transfer", stage.mark.line, stage.mark.column);
+    if (!transfer->classes.empty()) lists.push_back({&transfer->classes, at + ": classes"});
+    for (const SuperClassSpec& super : transfer->hierarchy)
+      lists.push_back(
+          {&super.classes, fmt::format(":{}:{}: stages: transfer: hierarchical: {}",
+                                       super.mark.line, super.mark.column, super.name)});
+  }
+  if (lists.empty() || config.objective) return;
+  const int classes = data_shape(config).classes;
+  for (const Labels& list : lists)
+    for (const int label : *list.classes)
+      if (label >= classes)
+        throw ConfigError(
+            fmt::format("{}{}: class {} is not one of the data's {} classes (0 to {})", config.file,
+                        list.where, label, classes, classes - 1));
 }
 
 ModelSize largest_model_size(const Config& config) {
@@ -181,8 +211,15 @@ Plan plan_run(const Config& config, int world_size, int ranks_per_node,
               : ""));
     return plan;
   } catch (const ConfigError& e) {
-    throw ConfigError(
-        fmt::format("{}:{}:{}: {}", config.file, p.mark.line, p.mark.column, e.what()));
+    // The file's line is not the whole story when the command line changed what was planned.
+    std::vector<std::string> planned_overrides;
+    for (const std::string& o : config.overrides)
+      if (o.starts_with("parallel.") || o.starts_with("training.local_batch="))
+        planned_overrides.push_back("--set " + o);
+    throw ConfigError(fmt::format(
+        "{}:{}:{}: {}{}", config.file, p.mark.line, p.mark.column, e.what(),
+        planned_overrides.empty() ? ""
+                                  : fmt::format(" (with {})", fmt::join(planned_overrides, ", "))));
   }
 }
 

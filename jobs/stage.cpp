@@ -47,10 +47,12 @@ class TrainStage final : public Stage {
     if (members == 1 || c.parallel.layout == RankLayout::data) return "";
     return fmt::format(
         "note: stage {}: {} member groups train {} independent copies of this config (seeds "
-        "derived from run.seed), each in {}/members/<m>/; parallel.layout: data gives every rank "
-        "to one training instead\n",
+        "derived from run.seed), each in {}/; parallel.layout: data gives every rank to one "
+        "training instead\n",
         name(), std::min(members, plan.groups), members,
-        (std::filesystem::path(c.output.dir) / subdirectory()).lexically_normal().string());
+        (std::filesystem::path(c.output.dir) / subdirectory() / "members" / "<m>")
+            .lexically_normal()
+            .string());
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
     train_stage(context);
@@ -183,6 +185,9 @@ class TransferStage final : public Stage {
     if (!from) return {};
     return {{*from, {".best", ".model"}, "transfer starts from the weights of a"}};
   }
+  void check(const Config& run) const override {
+    check_transfer(config(run), settings(), name(), spec().mark);
+  }
   void run(const StageContext& context, Artifacts& artifacts) override {
     const TransferSpec& spec = settings();
     const bool has_source = spec.pretrained_artifact || !spec.pretrained_path.empty();
@@ -200,14 +205,8 @@ class TransferStage final : public Stage {
 
   PretrainedSource source(const StageContext& c, const Artifacts& artifacts) const {
     const TransferSpec& spec = settings();
-    if (!spec.pretrained_artifact) {
-      // A file path, relative to the config file's directory as data.path is.
-      if (!std::filesystem::exists(spec.pretrained_path))
-        throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", c.config.file,
-                                      spec.pretrained_mark.line, spec.pretrained_mark.column,
-                                      name(), spec.pretrained_path));
-      return {"a file", spec.pretrained_path, c.config};
-    }
+    // A file path (check() found it before the run started).
+    if (!spec.pretrained_artifact) return {"a file", spec.pretrained_path, c.config};
     const std::string& artifact = spec.pretrained_artifact->name;
     const nlohmann::json& value = artifacts.get(artifact);
     // A search's best names its config; a train stage's members train the run's config.
@@ -260,6 +259,11 @@ Plan Stage::plan(const Config& run, int world_size, int ranks_per_node) const {
 }
 
 std::vector<std::unique_ptr<Stage>> make_stages(const Config& config) {
+  if (config.objective && (config.stages.size() != 1 || config.stages[0].kind() != StageKind::hpo))
+    throw ConfigError(
+        fmt::format("{}: model.objective: a function objective replaces training: the stages must "
+                    "be one hpo stage to search it",
+                    config.file));
   std::vector<std::unique_ptr<Stage>> stages;
   std::map<StageKind, int> seen;
   std::set<std::string> published;
@@ -287,6 +291,7 @@ std::vector<std::unique_ptr<Stage>> make_stages(const Config& config) {
         break;
     }
     check_reads(config, *stages.back(), published);
+    stages.back()->check(config);
     for (const auto& artifact : stages.back()->publishes()) published.insert(artifact);
   }
   return stages;

@@ -41,7 +41,8 @@ std::set<std::string> head_layers(const TransferSpec& spec, const Config& model)
 
 }  // namespace
 
-void check_layer_names(const StageContext& c, const TransferSpec& spec, const Config& model) {
+void check_layer_names(const std::string& config_file, const TransferSpec& spec,
+                       const Config& model) {
   std::set<std::string> names;
   std::string known;
   for (const auto& layer : model.layers) {
@@ -53,7 +54,7 @@ void check_layer_names(const StageContext& c, const TransferSpec& spec, const Co
       throw ConfigError(
           fmt::format("{}:{}:{}: transfer.{}: the pretrained model has no layer '{}' "
                       "(layers: {})",
-                      c.config.file, at.line, at.column, key, name, known));
+                      config_file, at.line, at.column, key, name, known));
   };
   for (const auto& f : spec.freeze) check(f.name, f.mark, "freeze");
   for (const auto& h : spec.head) check(h.name, h.mark, "head");
@@ -67,8 +68,27 @@ void check_layer_names(const StageContext& c, const TransferSpec& spec, const Co
       throw ConfigError(fmt::format(
           "{}:{}:{}: transfer.classes: a new label set resizes the last dense layer, and the "
           "pretrained model's last layer with parameters is no dense layer",
-          c.config.file, spec.pretrained_mark.line, spec.pretrained_mark.column));
+          config_file, spec.pretrained_mark.line, spec.pretrained_mark.column));
   }
+}
+
+void check_transfer(const Config& config, const TransferSpec& spec, const std::string& stage,
+                    SourceMark at) {
+  // A file path is relative to the config file's directory, as data.path is.
+  if (!spec.pretrained_artifact && !spec.pretrained_path.empty() &&
+      !std::filesystem::exists(spec.pretrained_path))
+    throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", config.file,
+                                  spec.pretrained_mark.line, spec.pretrained_mark.column, stage,
+                                  spec.pretrained_path));
+  check_layer_names(config.file, spec, config);
+  const bool selects =
+      !spec.classes.empty() || spec.samples_per_class > 0 || !spec.hierarchy.empty();
+  if (selects && config.data.source == DataSource::hdf5 && config.data.read == DataRead::shards)
+    throw ConfigError(fmt::format(
+        "{}:{}:{}: stages: {}: a new label set, samples_per_class or a hierarchy selects samples "
+        "in memory, and data.read: shards reads each step's samples from the file: set "
+        "data.read: memory",
+        config.file, at.line, at.column, stage));
 }
 
 namespace {
@@ -135,7 +155,7 @@ Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const
 nlohmann::json transfer_stage(const StageContext& c, const TransferSpec& spec,
                               const PretrainedSource& source) {
   const bool coordinator = c.topology.world_rank() == 0;
-  check_layer_names(c, spec, source.config);
+  check_layer_names(c.config.file, spec, source.config);
   const std::set<std::string> head = head_layers(spec, source.config);
   // Every rank reads the weights (each loads its own replica or shard) and their normalisation,
   // which the data takes, so the model sees its inputs as it was trained to.

@@ -29,9 +29,17 @@ Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const
                           int classes, const std::filesystem::path& dir, std::uint64_t seed);
 
 // Every layer the spec names (freeze, head, lr_groups) exists in `model`, and a new label set has a
-// last dense layer to resize: a ConfigError at the name otherwise, alike on every rank before
-// anything collective.
-void check_layer_names(const StageContext& c, const TransferSpec& spec, const Config& model);
+// last dense layer to resize: a ConfigError at the name in `config_file` otherwise, alike on every
+// rank before anything collective.
+void check_layer_names(const std::string& config_file, const TransferSpec& spec,
+                       const Config& model);
+
+// What a transfer stage (named `stage`) can find wrong before the run starts, so that an error in
+// it does not wait for the stages before it to train: its pretrained file exists, the layers it
+// names exist (a pretrained artifact of this run has the config's layers), and a new label set
+// or few-sample selection is not asked of data read in shards. `at`: the stage's place in the file.
+void check_transfer(const Config& config, const TransferSpec& spec, const std::string& stage,
+                    SourceMark at);
 
 // Collective over the world. Returns, on world rank 0, the <stage>.model artifact (paths
 // relative to the stage's directory).

@@ -78,6 +78,38 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && runuser -u nobody -- "$STR
 else
   echo "skip: the permission checks need root and a binary that user nobody can run"
 fi
+# Mistakes that once passed `strata plan` or named no cause: each is refused with its place.
+printf 'run: {name: tabs}\nmodel:\n\tlayers: [flatten]\n' > tabs.yaml
+expect_exit 2 'tabs.yaml:[0-9]+:[0-9]+: malformed YAML: .* \(line 3 indents with a tab: YAML indents with spaces only\)' -- \
+  "$STRATA" plan tabs.yaml --ranks 1
+sed 's|source: synthetic|source: hdf5\n  path: full.h5\n  read: shards\n  classes: [0, 1]|' good.yaml > shard_classes.yaml
+expect_exit 2 'shard_classes.yaml:6:12: data.classes: selects samples in memory, and read: shards reads each step.s samples from the file: set data.read: memory' -- \
+  "$STRATA" plan shard_classes.yaml --ranks 1
+sed 's|source: synthetic|source: hdf5\n  path: full.h5\n  classes: []|' good.yaml > no_classes.yaml
+expect_exit 2 'no_classes.yaml:5:12: data.classes: expected a non-empty list of class labels, got an empty list' -- \
+  "$STRATA" plan no_classes.yaml --ranks 1
+sed 's|source: synthetic|source: hdf5\n  path: full.h5\n  classes: [0, 12]|' good.yaml > far_class.yaml
+expect_exit 2 'far_class.yaml: data.classes: class 12 is not one of the data.s 10 classes \(0 to 9\)' -- \
+  "$STRATA" plan far_class.yaml --ranks 1
+sed 's/^output:/parallel: {accumulate: Auto}\noutput:/' good.yaml > accumulate.yaml
+expect_exit 2 'accumulate.yaml:[0-9]+:[0-9]+: parallel.accumulate: expected an integer.*, or auto \(the planner chooses K\)' -- \
+  "$STRATA" plan accumulate.yaml --ranks 1
+cat > objective_train.yaml <<YAML
+model: {objective: sphere, dims: 3}
+YAML
+expect_exit 2 'objective_train.yaml: model.objective: a function objective replaces training: the stages must be one hpo stage' -- \
+  "$STRATA" plan objective_train.yaml --ranks 2
+sed 's/units: 4, init: glorot/units: $u, init: glorot/' good.yaml > in_stages.yaml
+printf 'stages: [{hpo: {algorithm: genetic, population: $u, generations: 2, space: {u: {int: [4, 8]}}}}]\n' >> in_stages.yaml
+expect_exit 2 'in_stages.yaml:[0-9]+:[0-9]+: stages\[0\].hpo.population: .\$u.: a search parameter takes a new value in every trial, so it may stand anywhere but in stages' -- \
+  "$STRATA" plan in_stages.yaml --ranks 1
+# A planner error after --set names the override, not only the file's line.
+sed 's/^output:/parallel: {max_global_batch: 64}\noutput:/' good.yaml > bound.yaml
+expect_exit 2 'bound.yaml:[0-9]+:[0-9]+: parallel.data: .* \(with --set parallel.data=3\)' -- \
+  "$STRATA" plan bound.yaml --ranks 3 --set parallel.data=3
+expect_exit 2 'network.*not in \{aries,slingshot,local\}' -- \
+  "$STRATA" plan bound.yaml --ranks 2 --predict --network gemini
+
 # Relative data paths are read from the config's directory, whatever the working directory.
 mkdir -p project/configs project/data && cp "$work/full.h5" project/data/fm.h5
 cat > project/configs/rel.yaml <<YAML

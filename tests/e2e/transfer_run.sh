@@ -103,4 +103,22 @@ expect_exit 3 'missing from the file: body/weight, body/bias; in the file but no
 sed -e 's/pretrained: train.model/pretrained: hpo.best/' -e 's/dir: few/dir: nohpo/' few.yaml > nohpo.yaml
 expect_exit 2 'nohpo.yaml:16:19: stages: transfer: no earlier stage publishes .hpo.best. \(published before this stage: train.model\)' -- "$STRATA" run nohpo.yaml
 [ ! -e nohpo ] || { echo "FAIL: the refused run left nohpo/"; fails=$((fails + 1)); }
+# Mistakes in a transfer stage are refused before the train stage before it runs (by plan too),
+# not after it has trained: a layer name, a class label, a missing pretrained file.
+sed -e 's/freeze: \[trunk\]/freeze: [trunc]/' -e 's/dir: few/dir: badname/' few.yaml > badname.yaml
+expect_exit 2 'badname.yaml:[0-9]+:[0-9]+: transfer.freeze: the pretrained model has no layer .trunc. \(layers: flatten_0, trunk, relu_2, out\)' -- \
+  "$STRATA" plan badname.yaml --ranks 2
+sed -e 's/classes: \[5, 6, 7, 8, 9\]/classes: [5, 6, 7, 8, 10]/' -e 's/dir: few/dir: badclass/' few.yaml > badclass.yaml
+expect_exit 2 "badclass.yaml:[0-9]+:[0-9]+: stages: transfer: classes: class 10 is not one of the data's 10 classes \\(0 to 9\\)" -- \
+  "$MPIEXEC" -n 2 "$STRATA" run badclass.yaml
+sed -e 's|pretrained: train.model|pretrained: absent/weights.h5|' -e 's/dir: few/dir: nofile/' few.yaml > nofile.yaml
+expect_exit 2 'nofile.yaml:[0-9]+:[0-9]+: stages: transfer: pretrained: no file .*absent/weights.h5' -- \
+  "$MPIEXEC" -n 2 "$STRATA" run nofile.yaml
+expect_exit 2 'transfer.freeze: the pretrained model has no layer .trunc.' -- "$MPIEXEC" -n 2 "$STRATA" run badname.yaml
+for dir in badname badclass nofile; do
+  [ ! -e "$dir" ] || { echo "FAIL: the refused run left $dir/ (its train stage ran)"; fails=$((fails + 1)); }
+done
+# A pretrained file given with --set is relative to the working directory, as data.path is.
+expect_exit 2 "stages: transfer: pretrained: no file $work/elsewhere.h5" -- \
+  "$STRATA" plan nofile.yaml --ranks 1 --set 'stages[1].transfer.pretrained=elsewhere.h5'
 finish
