@@ -105,7 +105,7 @@ expect_exit 3 'no calibration at none.json: run `strata calibrate' -- \
   "${plan[@]}" --ranks 2 --calibration none.json
 expect_exit 2 'measured at local batch 32, the plan trains local batch 16' -- \
   "${predict[@]}" --ranks 2 --set training.local_batch=16
-expect_exit 2 "unknown network 'ethernet': the presets are aries, slingshot" -- \
+expect_exit 2 'network: ethernet not in \{aries,slingshot,local\}' -- \
   "${predict[@]}" --ranks 2 --network ethernet
 echo '{"format": "something"}' > other.json
 expect_exit 3 'other.json: not a strata calibration' -- "${plan[@]}" --ranks 2 --calibration other.json
