@@ -153,11 +153,12 @@ std::vector<Step> parse_path(const std::string& path, const std::string& what) {
 
 // A YAML::Node is a handle: `root` by value still changes the caller's tree.
 // A tab in a line's indentation is the likeliest cause of a YAML error that names no other (YAML
-// indents with spaces only): the first such line, as a hint to append, or "".
-std::string tab_indent_hint(std::string_view text) {
+// indents with spaces only): the first such line up to the error's, as a hint to append, or "".
+std::string tab_indent_hint(std::string_view text, int error_line) {
   int line = 1;
   bool indent = true;
   for (const char ch : text) {
+    if (line > error_line) break;
     if (ch == '\n') {
       ++line;
       indent = true;
@@ -255,7 +256,7 @@ YAML::Node load_config_tree(const std::string& text, const std::string& file,
     const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
     const int column = e.mark.is_null() ? 1 : e.mark.column + 1;
     throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: {}{}", file, line, column, e.msg,
-                                  tab_indent_hint(text)));
+                                  tab_indent_hint(text, line)));
   }
   expand_tree(root, file);
   for (const auto& o : overrides) apply_override(root, o);

@@ -250,11 +250,16 @@ std::vector<Reference> find_references(const Reader& root) {
 void reject_references(const Reader& stages) {
   std::vector<Reference> found;
   collect(stages, found);
-  if (!found.empty())
-    found.front().at.fail(
-        fmt::format("'${}': a search parameter takes a new value in every trial, so it may stand "
-                    "anywhere but in stages, whose settings hold for the whole run",
-                    found.front().name));
+  if (found.empty()) return;
+  const std::string& name = found.front().name;
+  // "$HOME/w.h5" is more likely a shell variable than a search parameter.
+  const bool variable_like = std::any_of(name.begin(), name.end(), [](char ch) {
+    return ch == '/' || std::isupper(static_cast<unsigned char>(ch)) != 0;
+  });
+  found.front().at.fail(
+      fmt::format("'${}': a search parameter takes a new value in every trial, so it may stand "
+                  "anywhere but in stages, whose settings hold for the whole run{}",
+                  name, variable_like ? " (an environment variable is written ${NAME})" : ""));
 }
 
 // A YAML::Node is a handle: `root` by value still changes the caller's tree.

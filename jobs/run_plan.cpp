@@ -71,6 +71,7 @@ void check_class_labels(const Config& config) {
   struct Labels {
     const std::vector<int>* classes;
     std::string where;
+    bool relabelled = false;  // labels of the data after data.classes relabelled it 0..k-1
   };
   std::vector<Labels> lists;
   if (!config.data.classes.empty()) lists.push_back({&config.data.classes, ": data.classes"});
@@ -80,18 +81,23 @@ void check_class_labels(const Config& config) {
     const auto at = fmt::format(":{}:{}: stages: transfer", stage.mark.line, stage.mark.column);
     if (!transfer->classes.empty()) lists.push_back({&transfer->classes, at + ": classes"});
     for (const SuperClassSpec& super : transfer->hierarchy)
-      lists.push_back(
-          {&super.classes, fmt::format(":{}:{}: stages: transfer: hierarchical: {}",
-                                       super.mark.line, super.mark.column, super.name)});
+      lists.push_back({&super.classes,
+                       fmt::format(":{}:{}: stages: transfer: hierarchical: {}", super.mark.line,
+                                   super.mark.column, super.name),
+                       true});
   }
   if (lists.empty() || config.objective) return;
-  const int classes = data_shape(config).classes;
-  for (const Labels& list : lists)
+  const int in_file = data_shape(config).classes;
+  for (const Labels& list : lists) {
+    const int classes = list.relabelled && !config.data.classes.empty()
+                            ? static_cast<int>(config.data.classes.size())
+                            : in_file;
     for (const int label : *list.classes)
       if (label >= classes)
         throw ConfigError(
             fmt::format("{}{}: class {} is not one of the data's {} classes (0 to {})", config.file,
                         list.where, label, classes, classes - 1));
+  }
 }
 
 ModelSize largest_model_size(const Config& config) {

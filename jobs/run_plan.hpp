@@ -34,9 +34,9 @@ ModelSize model_size(const Config& config);
 ModelSize largest_model_size(const Config& config);
 
 // Every class label the config selects (data.classes, a transfer stage's classes and
-// super-classes) is one of the data's (the HDF5 file's class count, read without its samples): a
-// ConfigError naming the label otherwise, so that a transfer's bad label does not wait for the
-// stages before it to train.
+// super-classes, the last among data.classes' relabelled 0..k-1 when it is set) is one of the
+// data's (the HDF5 file's class count, read without its samples): a ConfigError naming the label
+// otherwise, so that a transfer's bad label does not wait for the stages before it to train.
 void check_class_labels(const Config& config);
 
 // STRATA_RANKS_PER_NODE when set (tests use it to pretend to have several nodes), else `measured`.

@@ -205,8 +205,14 @@ class TransferStage final : public Stage {
 
   PretrainedSource source(const StageContext& c, const Artifacts& artifacts) const {
     const TransferSpec& spec = settings();
-    // A file path (check() found it before the run started).
-    if (!spec.pretrained_artifact) return {"a file", spec.pretrained_path, c.config};
+    if (!spec.pretrained_artifact) {
+      // A file path; one under output.dir that an earlier stage was to write is looked for now.
+      if (!std::filesystem::exists(spec.pretrained_path))
+        throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", c.config.file,
+                                      spec.pretrained_mark.line, spec.pretrained_mark.column,
+                                      name(), spec.pretrained_path));
+      return {"a file", spec.pretrained_path, c.config};
+    }
     const std::string& artifact = spec.pretrained_artifact->name;
     const nlohmann::json& value = artifacts.get(artifact);
     // A search's best names its config; a train stage's members train the run's config.

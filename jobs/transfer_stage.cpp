@@ -1,9 +1,12 @@
 #include "jobs/transfer_stage.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +15,7 @@
 #include "core/errors.hpp"
 #include "core/pretrained.hpp"
 #include "core/rng.hpp"
+#include "core/search_params.hpp"
 #include "jobs/training_queue.hpp"
 
 namespace strata {
@@ -42,13 +46,16 @@ std::set<std::string> head_layers(const TransferSpec& spec, const Config& model)
 }  // namespace
 
 void check_layer_names(const std::string& config_file, const TransferSpec& spec,
-                       const Config& model) {
+                       const Config& model, const std::vector<Config>& variants) {
   std::set<std::string> names;
   std::string known;
   for (const auto& layer : model.layers) {
     names.insert(layer.name);
     known += (known.empty() ? "" : ", ") + layer.name;
   }
+  for (const Config& variant : variants)
+    for (const auto& layer : variant.layers)
+      if (names.insert(layer.name).second) known += ", " + layer.name;
   const auto check = [&](const std::string& name, SourceMark at, const char* key) {
     if (!names.contains(name))
       throw ConfigError(
@@ -72,15 +79,47 @@ void check_layer_names(const std::string& config_file, const TransferSpec& spec,
   }
 }
 
+namespace {
+
+// Whether `file` lies under `dir` (both made absolute from the working directory).
+bool lies_under(const std::filesystem::path& file, const std::filesystem::path& dir) {
+  const auto f = std::filesystem::absolute(file).lexically_normal();
+  const auto d = std::filesystem::absolute(dir).lexically_normal();
+  const auto [at_dir, at_file] = std::mismatch(d.begin(), d.end(), f.begin(), f.end());
+  return at_dir == d.end() || (at_dir->empty() && std::next(at_dir) == d.end());
+}
+
+}  // namespace
+
 void check_transfer(const Config& config, const TransferSpec& spec, const std::string& stage,
                     SourceMark at) {
-  // A file path is relative to the config file's directory, as data.path is.
+  // A file path is relative to the config file's directory, as data.path is. A file in the run's
+  // own output.dir may be one an earlier stage writes: the stage looks for it when it starts.
   if (!spec.pretrained_artifact && !spec.pretrained_path.empty() &&
+      !lies_under(spec.pretrained_path, config.output.dir) &&
       !std::filesystem::exists(spec.pretrained_path))
     throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", config.file,
                                   spec.pretrained_mark.line, spec.pretrained_mark.column, stage,
                                   spec.pretrained_path));
-  check_layer_names(config.file, spec, config);
+  // A search's best trial can differ from the config in a layer whose kind is searched (relu_2
+  // against tanh_2), so a name counts when any probe of the space has it; the stage checks the
+  // trial's own names when it starts.
+  std::vector<Config> variants;
+  if (spec.pretrained_artifact) {
+    std::map<std::string, std::string> first;
+    for (const auto& p : search_space(config)) first[p.name] = probe_values(p).front();
+    for (const auto& p : search_space(config))
+      for (const auto& value : probe_values(p)) {
+        auto values = first;
+        values[p.name] = value;
+        try {
+          variants.push_back(instantiate(config, values));
+        } catch (const ConfigError&) {
+          // A probe that does not build is a trial that fails alone.
+        }
+      }
+  }
+  check_layer_names(config.file, spec, config, variants);
   const bool selects =
       !spec.classes.empty() || spec.samples_per_class > 0 || !spec.hierarchy.empty();
   if (selects && config.data.source == DataSource::hdf5 && config.data.read == DataRead::shards)

@@ -23,11 +23,11 @@ yaml_block "$root/docs/configuration.md" "A complete example with every key" > f
 [ "$(grep -c '^[a-z]*:' full.yaml)" -ge 8 ] || { echo "FAIL: no complete example found"; fails=$((fails + 1)); }
 plans "configuration.md's example" full.yaml
 # Each commented alternative (`# optimizer: {...}`, `# schedule: {...}`) in place of the line above.
-grep -nE '^  # (optimizer|schedule): \{' full.yaml | while IFS=: read -r line _; do
+while IFS=: read -r line _; do
   key="$(sed -n "${line}p" full.yaml | sed -E 's/^  # ([a-z]+):.*/\1/')"
   sed -E -e "/^  $key: \{/d" -e "${line}s/^  # /  /" -e "${line}s/ +\(defaults:.*//" full.yaml > "alt_$line.yaml"
   plans "configuration.md's $key alternative" "alt_$line.yaml"
-done
+done < <(grep -nE '^  # (optimizer|schedule): \{' full.yaml)
 
 yaml_block "$root/README.md" "## Configuration by example" > readme.yaml
 [ -s readme.yaml ] || { echo "FAIL: no example in README.md"; fails=$((fails + 1)); }

@@ -118,7 +118,13 @@ expect_exit 2 'transfer.freeze: the pretrained model has no layer .trunc.' -- "$
 for dir in badname badclass nofile; do
   [ ! -e "$dir" ] || { echo "FAIL: the refused run left $dir/ (its train stage ran)"; fails=$((fails + 1)); }
 done
-# A pretrained file given with --set is relative to the working directory, as data.path is.
-expect_exit 2 "stages: transfer: pretrained: no file $work/elsewhere.h5" -- \
-  "$STRATA" plan nofile.yaml --ranks 1 --set 'stages[1].transfer.pretrained=elsewhere.h5'
+# A pretrained file given with --set is relative to the working directory, as data.path is (here
+# a subdirectory, not the config's).
+mkdir -p sub
+expect_exit 2 "stages: transfer: pretrained: no file $(pwd -P)/sub/elsewhere.h5" -- \
+  bash -c "cd sub && '$STRATA' plan ../nofile.yaml --ranks 1 --set 'stages[1].transfer.pretrained=elsewhere.h5'"
+# A file in the run's own output.dir may come from an earlier stage: it is looked for when the
+# stage starts, so plan accepts it.
+expect_exit 0 'device: run.device' -- \
+  "$STRATA" plan nofile.yaml --ranks 1 --set 'stages[1].transfer.pretrained=nofile/members/0/weights.h5'
 finish
