@@ -113,8 +113,7 @@ std::pair<std::map<std::string, std::string>, int> check_references(
     const std::string& text, const Reader& root, const std::vector<ParamSpec>& space,
     const std::string& file, const std::vector<std::string>& overrides) {
   int largest_local_batch = 0;
-  std::map<std::string, std::string> first;
-  for (const auto& p : space) first[p.name] = probe_values(p).front();
+  const std::map<std::string, std::string> first = first_probe_values(space);
   std::vector<std::string> names;
   names.reserve(space.size());
   for (const auto& p : space) names.push_back("$" + p.name);
@@ -144,20 +143,17 @@ std::pair<std::map<std::string, std::string>, int> check_references(
         return true;
     return false;
   };
-  for (const auto& p : space)
-    for (const auto& value : probe_values(p)) {
-      auto values = first;
-      values[p.name] = value;
-      try {
-        largest_local_batch =
-            std::max(largest_local_batch,
-                     parse_substituted(text, file, values, overrides).training.local_batch);
-      } catch (const ConfigError& e) {
-        if (!at_reference_of(e.what(), p.name)) throw;
-        throw ConfigError(
-            fmt::format("{} (when search parameter {} = {})", e.what(), p.name, value));
-      }
+  for (const SingleProbe& probe : single_parameter_probes(space)) {
+    try {
+      largest_local_batch =
+          std::max(largest_local_batch,
+                   parse_substituted(text, file, probe.values, overrides).training.local_batch);
+    } catch (const ConfigError& e) {
+      if (!at_reference_of(e.what(), probe.param->name)) throw;
+      throw ConfigError(fmt::format("{} (when search parameter {} = {})", e.what(),
+                                    probe.param->name, probe.value));
     }
+  }
   return {first, largest_local_batch};
 }
 

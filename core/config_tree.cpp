@@ -151,7 +151,6 @@ std::vector<Step> parse_path(const std::string& path, const std::string& what) {
   return steps;
 }
 
-// A YAML::Node is a handle: `root` by value still changes the caller's tree.
 // A tab in a line's indentation is the likeliest cause of a YAML error that names no other (YAML
 // indents with spaces only): the first such line up to the error's, as a hint to append, or "".
 std::string tab_indent_hint(std::string_view text, int error_line) {
@@ -171,6 +170,7 @@ std::string tab_indent_hint(std::string_view text, int error_line) {
   return "";
 }
 
+// A YAML::Node is a handle: `root` by value still changes the caller's tree.
 void apply_override(YAML::Node root,  // NOLINT(performance-unnecessary-value-param)
                     const std::string& text) {
   const std::string what = "--set " + text;

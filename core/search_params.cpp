@@ -43,4 +43,22 @@ std::vector<std::string> probe_values(const ParamSpec& spec) {
   return {lo, hi, describe_value(spec, inside)};
 }
 
+std::map<std::string, std::string> first_probe_values(const std::vector<ParamSpec>& space) {
+  std::map<std::string, std::string> first;
+  for (const auto& p : space) first[p.name] = probe_values(p).front();
+  return first;
+}
+
+std::vector<SingleProbe> single_parameter_probes(const std::vector<ParamSpec>& space) {
+  const auto first = first_probe_values(space);
+  std::vector<SingleProbe> probes;
+  for (const auto& p : space)
+    for (const auto& value : probe_values(p)) {
+      SingleProbe probe{&p, value, first};
+      probe.values[p.name] = value;
+      probes.push_back(std::move(probe));
+    }
+  return probes;
+}
+
 }  // namespace strata

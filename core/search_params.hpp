@@ -2,6 +2,7 @@
 // them: one definition for the config reader, the search and the trial log.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,5 +56,17 @@ std::string describe_value(const ParamSpec& spec, double gene);
 // The values at which every reference to a parameter is checked when the config is read: its
 // bounds and, for reals, a point inside that is not a whole number; or every choice.
 std::vector<std::string> probe_values(const ParamSpec& spec);
+
+// Every parameter of `space` at its first probe value.
+std::map<std::string, std::string> first_probe_values(const std::vector<ParamSpec>& space);
+
+// One parameter at one of its probe values, every other at its first.
+struct SingleProbe {
+  const ParamSpec* param;
+  std::string value;
+  std::map<std::string, std::string> values;
+};
+// Every such probe of `space`, parameter by parameter.
+std::vector<SingleProbe> single_parameter_probes(const std::vector<ParamSpec>& space);
 
 }  // namespace strata

@@ -68,12 +68,8 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
   }
   const Config base = source ? source->config : c.config;
   check_layer_names(c.config.file, spec, base);
-  // Sub-classifiers are selected and coarse labels remapped in memory.
-  if (c.config.data.read == DataRead::shards)
-    throw ConfigError(
-        fmt::format("{}: transfer.hierarchical relabels and selects samples in "
-                    "memory: set data.read: memory",
-                    c.config.file));
+  // Sub-classifiers are selected and coarse labels remapped in memory: check_transfer refused
+  // data.read: shards before the run started.
   const std::string head = head_of(base.layers);
   if (head.empty())
     throw ConfigError(

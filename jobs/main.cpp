@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,7 @@
 #include "jobs/build_info.hpp"
 #include "jobs/commands.hpp"
 #include "jobs/mpi_environment.hpp"
+#include "parallel/collective_cost.hpp"
 
 namespace strata {
 
@@ -114,11 +116,13 @@ int dispatch(int argc, char** argv, int world_size) {
                      "communication), samples/s and speedup over one rank on one node");
   plan_cmd->add_option("--calibration", plan.calibration_path,
                        "The JSON strata calibrate wrote (default calibration.json)");
+  std::vector<std::string> networks = strata::network_preset_names();
+  networks.push_back("local");  // the calibration's own figures
   plan_cmd
       ->add_option("--network", plan.network,
                    "aries, slingshot (presets in docs/cost_model.md), or local: the "
                    "calibration's own MPI figures, all ranks on one node (default aries)")
-      ->check(CLI::IsMember({"aries", "slingshot", "local"}));
+      ->check(CLI::IsMember(networks));
   plan_cmd
       ->add_option("--cores-per-node", plan.cores_per_node,
                    "Cores of a node (default: the calibrated machine's)")

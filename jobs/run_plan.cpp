@@ -131,8 +131,7 @@ ModelSize largest_model_size(const Config& config) {
   // Coordinate ascent over the probes (each parameter's bounds and choices): each parameter takes
   // the probe that gives the largest model with the others at their current values, round after
   // round until none changes, since parameters interact (a larger kernel shrinks what follows).
-  std::map<std::string, std::string> current;
-  for (const auto& p : space) current[p.name] = probe_values(p).front();
+  std::map<std::string, std::string> current = first_probe_values(space);
   for (bool changed = true; changed;) {
     changed = false;
     for (const auto& p : space) {

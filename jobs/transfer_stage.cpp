@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -105,20 +104,14 @@ void check_transfer(const Config& config, const TransferSpec& spec, const std::s
   // against tanh_2), so a name counts when any probe of the space has it; the stage checks the
   // trial's own names when it starts.
   std::vector<Config> variants;
-  if (spec.pretrained_artifact) {
-    std::map<std::string, std::string> first;
-    for (const auto& p : search_space(config)) first[p.name] = probe_values(p).front();
-    for (const auto& p : search_space(config))
-      for (const auto& value : probe_values(p)) {
-        auto values = first;
-        values[p.name] = value;
-        try {
-          variants.push_back(instantiate(config, values));
-        } catch (const ConfigError&) {
-          // A probe that does not build is a trial that fails alone.
-        }
+  if (spec.pretrained_artifact)
+    for (const SingleProbe& probe : single_parameter_probes(search_space(config))) {
+      try {
+        variants.push_back(instantiate(config, probe.values));
+      } catch (const ConfigError&) {
+        // A probe that does not build is a trial that fails alone.
       }
-  }
+    }
   check_layer_names(config.file, spec, config, variants);
   const bool selects =
       !spec.classes.empty() || spec.samples_per_class > 0 || !spec.hierarchy.empty();

@@ -115,6 +115,9 @@ sed -e 's|pretrained: train.model|pretrained: absent/weights.h5|' -e 's/dir: few
 expect_exit 2 'nofile.yaml:[0-9]+:[0-9]+: stages: transfer: pretrained: no file .*absent/weights.h5' -- \
   "$MPIEXEC" -n 2 "$STRATA" run nofile.yaml
 expect_exit 2 'transfer.freeze: the pretrained model has no layer .trunc.' -- "$MPIEXEC" -n 2 "$STRATA" run badname.yaml
+sed -e 's/, classes: \[0, 1, 2, 3, 4\]/, read: shards/' -e 's/units: 5,/units: 10,/' -e 's/dir: few/dir: sharded/' few.yaml > sharded.yaml
+expect_exit 2 'sharded.yaml:[0-9]+:[0-9]+: stages: transfer: a new label set, samples_per_class or a hierarchy selects samples in memory' -- \
+  "$STRATA" plan sharded.yaml --ranks 2
 for dir in badname badclass nofile; do
   [ ! -e "$dir" ] || { echo "FAIL: the refused run left $dir/ (its train stage ran)"; fails=$((fails + 1)); }
 done
