@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/config_tree.hpp"
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "core/model.hpp"
@@ -75,15 +76,17 @@ void check_class_labels(const Config& config) {
   };
   std::vector<Labels> lists;
   if (!config.data.classes.empty()) lists.push_back({&config.data.classes, ": data.classes"});
-  for (const StageSpec& stage : config.stages) {
+  for (std::size_t i = 0; i < config.stages.size(); ++i) {
+    const StageSpec& stage = config.stages[i];
     const auto* transfer = std::get_if<TransferSpec>(&stage.settings);
     if (transfer == nullptr) continue;
-    const auto at = fmt::format(":{}:{}: stages: transfer", stage.mark.line, stage.mark.column);
-    if (!transfer->classes.empty()) lists.push_back({&transfer->classes, at + ": classes"});
+    if (!transfer->classes.empty())
+      lists.push_back({&transfer->classes, fmt::format(":{}:{}: stages[{}].transfer.classes",
+                                                       stage.mark.line, stage.mark.column, i)});
     for (const SuperClassSpec& super : transfer->hierarchy)
       lists.push_back({&super.classes,
-                       fmt::format(":{}:{}: stages: transfer: hierarchical: {}", super.mark.line,
-                                   super.mark.column, super.name),
+                       fmt::format(":{}:{}: stages[{}].transfer.hierarchical.{}", super.mark.line,
+                                   super.mark.column, i, super.name),
                        true});
   }
   if (lists.empty() || config.objective) return;
@@ -94,9 +97,10 @@ void check_class_labels(const Config& config) {
                             : in_file;
     for (const int label : *list.classes)
       if (label >= classes)
-        throw ConfigError(
+        throw ConfigError(attribute_to_override(
             fmt::format("{}{}: class {} is not one of the data's {} classes (0 to {})", config.file,
-                        list.where, label, classes, classes - 1));
+                        list.where, label, classes, classes - 1),
+            config.file, config.overrides));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "core/config_names.hpp"
+#include "core/config_tree.hpp"
 #include "core/errors.hpp"
 #include "jobs/ensemble_stage.hpp"
 #include "jobs/hierarchy_stage.hpp"
@@ -185,8 +186,8 @@ class TransferStage final : public Stage {
     if (!from) return {};
     return {{*from, {".best", ".model"}, "transfer starts from the weights of a"}};
   }
-  void check(const Config& run) const override {
-    check_transfer(config(run), settings(), name(), spec().mark);
+  void check(const Config& run, const std::string& key) const override {
+    check_transfer(config(run), settings(), key, spec().mark);
   }
   void run(const StageContext& context, Artifacts& artifacts) override {
     const TransferSpec& spec = settings();
@@ -208,9 +209,12 @@ class TransferStage final : public Stage {
     if (!spec.pretrained_artifact) {
       // A file path; one under output.dir that an earlier stage was to write is looked for now.
       if (!std::filesystem::exists(spec.pretrained_path))
-        throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", c.config.file,
-                                      spec.pretrained_mark.line, spec.pretrained_mark.column,
-                                      name(), spec.pretrained_path));
+        throw ConfigError(attribute_to_override(
+            fmt::format("{}:{}:{}: stages[{}].transfer.pretrained: no file {} (it lies in "
+                        "output.dir, and no earlier stage wrote it)",
+                        c.config.file, spec.pretrained_mark.line, spec.pretrained_mark.column,
+                        c.stage_index, spec.pretrained_path),
+            c.config.file, c.config.overrides));
       return {"a file", spec.pretrained_path, c.config};
     }
     const std::string& artifact = spec.pretrained_artifact->name;
@@ -297,7 +301,13 @@ std::vector<std::unique_ptr<Stage>> make_stages(const Config& config) {
         break;
     }
     check_reads(config, *stages.back(), published);
-    stages.back()->check(config);
+    try {
+      stages.back()->check(config,
+                           fmt::format("stages[{}].{}", stages.size() - 1, to_string(spec.kind())));
+    } catch (const ConfigError& e) {
+      // A value an override set is named by the override.
+      throw ConfigError(attribute_to_override(e.what(), config.file, config.overrides));
+    }
     for (const auto& artifact : stages.back()->publishes()) published.insert(artifact);
   }
   return stages;

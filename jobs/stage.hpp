@@ -39,8 +39,9 @@ class Stage {
   };
   virtual std::vector<Read> reads() const { return {}; }
   // What it can find wrong in the run's config before anything runs, reading no file but those
-  // the config names: a ConfigError at the place, alike on every rank. By default nothing.
-  virtual void check(const Config& /*run*/) const {}
+  // the config names: a ConfigError at the place, alike on every rank. `key`: the stage's key path
+  // ("stages[2].transfer"), which its messages name. By default nothing.
+  virtual void check(const Config& /*run*/, const std::string& /*key*/) const {}
   // The most trainings it can keep busy at once, where that is fewer than any number of member
   // groups (a generation's population, an ensemble's members); nullopt: no such limit.
   virtual std::optional<int> concurrent_trainings(const Config& /*run*/) const {

@@ -44,8 +44,9 @@ std::set<std::string> head_layers(const TransferSpec& spec, const Config& model)
 
 }  // namespace
 
-void check_layer_names(const std::string& config_file, const TransferSpec& spec,
-                       const Config& model, const std::vector<Config>& variants) {
+void check_layer_names(const std::string& config_file, const std::string& key,
+                       const TransferSpec& spec, const Config& model,
+                       const std::vector<Config>& variants) {
   std::set<std::string> names;
   std::string known;
   for (const auto& layer : model.layers) {
@@ -55,12 +56,12 @@ void check_layer_names(const std::string& config_file, const TransferSpec& spec,
   for (const Config& variant : variants)
     for (const auto& layer : variant.layers)
       if (names.insert(layer.name).second) known += ", " + layer.name;
-  const auto check = [&](const std::string& name, SourceMark at, const char* key) {
+  const auto check = [&](const std::string& name, SourceMark at, const char* list) {
     if (!names.contains(name))
       throw ConfigError(
-          fmt::format("{}:{}:{}: transfer.{}: the pretrained model has no layer '{}' "
+          fmt::format("{}:{}:{}: {}.{}: the pretrained model has no layer '{}' "
                       "(layers: {})",
-                      config_file, at.line, at.column, key, name, known));
+                      config_file, at.line, at.column, key, list, name, known));
   };
   for (const auto& f : spec.freeze) check(f.name, f.mark, "freeze");
   for (const auto& h : spec.head) check(h.name, h.mark, "head");
@@ -71,10 +72,10 @@ void check_layer_names(const std::string& config_file, const TransferSpec& spec,
       return l.kind == LayerKind::dense || l.kind == LayerKind::conv2d;
     });
     if (last == model.layers.rend() || last->kind != LayerKind::dense)
-      throw ConfigError(fmt::format(
-          "{}:{}:{}: transfer.classes: a new label set resizes the last dense layer, and the "
-          "pretrained model's last layer with parameters is no dense layer",
-          config_file, spec.pretrained_mark.line, spec.pretrained_mark.column));
+      throw ConfigError(
+          fmt::format("{}:{}:{}: {}.classes: a new label set resizes the last dense layer, and the "
+                      "pretrained model's last layer with parameters is no dense layer",
+                      config_file, spec.pretrained_mark.line, spec.pretrained_mark.column, key));
   }
 }
 
@@ -90,15 +91,15 @@ bool lies_under(const std::filesystem::path& file, const std::filesystem::path& 
 
 }  // namespace
 
-void check_transfer(const Config& config, const TransferSpec& spec, const std::string& stage,
+void check_transfer(const Config& config, const TransferSpec& spec, const std::string& key,
                     SourceMark at) {
   // A file path is relative to the config file's directory, as data.path is. A file in the run's
   // own output.dir may be one an earlier stage writes: the stage looks for it when it starts.
   if (!spec.pretrained_artifact && !spec.pretrained_path.empty() &&
       !lies_under(spec.pretrained_path, config.output.dir) &&
       !std::filesystem::exists(spec.pretrained_path))
-    throw ConfigError(fmt::format("{}:{}:{}: stages: {}: pretrained: no file {}", config.file,
-                                  spec.pretrained_mark.line, spec.pretrained_mark.column, stage,
+    throw ConfigError(fmt::format("{}:{}:{}: {}.pretrained: no file {}", config.file,
+                                  spec.pretrained_mark.line, spec.pretrained_mark.column, key,
                                   spec.pretrained_path));
   // A search's best trial can differ from the config in a layer whose kind is searched (relu_2
   // against tanh_2), so a name counts when any probe of the space has it; the stage checks the
@@ -112,15 +113,15 @@ void check_transfer(const Config& config, const TransferSpec& spec, const std::s
         // A probe that does not build is a trial that fails alone.
       }
     }
-  check_layer_names(config.file, spec, config, variants);
+  check_layer_names(config.file, key, spec, config, variants);
   const bool selects =
       !spec.classes.empty() || spec.samples_per_class > 0 || !spec.hierarchy.empty();
   if (selects && config.data.source == DataSource::hdf5 && config.data.read == DataRead::shards)
     throw ConfigError(fmt::format(
-        "{}:{}:{}: stages: {}: a new label set, samples_per_class or a hierarchy selects samples "
+        "{}:{}:{}: {}: a new label set, samples_per_class or a hierarchy selects samples "
         "in memory, and data.read: shards reads each step's samples from the file: set "
         "data.read: memory",
-        config.file, at.line, at.column, stage));
+        config.file, at.line, at.column, key));
 }
 
 namespace {
@@ -187,7 +188,8 @@ Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const
 nlohmann::json transfer_stage(const StageContext& c, const TransferSpec& spec,
                               const PretrainedSource& source) {
   const bool coordinator = c.topology.world_rank() == 0;
-  check_layer_names(c.config.file, spec, source.config);
+  check_layer_names(c.config.file, fmt::format("stages[{}].transfer", c.stage_index), spec,
+                    source.config);
   const std::set<std::string> head = head_layers(spec, source.config);
   // Every rank reads the weights (each loads its own replica or shard) and their normalisation,
   // which the data takes, so the model sees its inputs as it was trained to.

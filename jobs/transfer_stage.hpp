@@ -30,17 +30,18 @@ Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const
 
 // Every layer the spec names (freeze, head, lr_groups) exists in `model`, and a new label set has a
 // last dense layer to resize: a ConfigError at the name in `config_file` otherwise, alike on every
-// rank before anything collective.
+// rank before anything collective. `key`: the stage's key path ("stages[2].transfer").
 // `variants`: other models whose names also count (the probes of a search space).
-void check_layer_names(const std::string& config_file, const TransferSpec& spec,
-                       const Config& model, const std::vector<Config>& variants = {});
+void check_layer_names(const std::string& config_file, const std::string& key,
+                       const TransferSpec& spec, const Config& model,
+                       const std::vector<Config>& variants = {});
 
-// What a transfer stage (named `stage`) can find wrong before the run starts, so that an error in
-// it does not wait for the stages before it to train: its pretrained file exists (unless it lies in
-// output.dir, where an earlier stage may write it), the layers it names exist (unless the weights
-// are a search's: then a name any probe of its space has), and a new label set or few-sample
-// selection is not asked of data read in shards. `at`: the stage's place in the file.
-void check_transfer(const Config& config, const TransferSpec& spec, const std::string& stage,
+// What a transfer stage (at key path `key`) can find wrong before the run starts, so that an error
+// in it does not wait for the stages before it to train: its pretrained file exists (unless it lies
+// in output.dir, where an earlier stage may write it), the layers it names exist (unless the
+// weights are a search's: then a name any probe of its space has), and a new label set or
+// few-sample selection is not asked of data read in shards. `at`: the stage's place in the file.
+void check_transfer(const Config& config, const TransferSpec& spec, const std::string& key,
                     SourceMark at);
 
 // Collective over the world. Returns, on world rank 0, the <stage>.model artifact (paths

@@ -106,26 +106,28 @@ expect_exit 2 'nohpo.yaml:16:19: stages: transfer: no earlier stage publishes .h
 # Mistakes in a transfer stage are refused before the train stage before it runs (by plan too),
 # not after it has trained: a layer name, a class label, a missing pretrained file.
 sed -e 's/freeze: \[trunk\]/freeze: [trunc]/' -e 's/dir: few/dir: badname/' few.yaml > badname.yaml
-expect_exit 2 'badname.yaml:[0-9]+:[0-9]+: transfer.freeze: the pretrained model has no layer .trunc. \(layers: flatten_0, trunk, relu_2, out\)' -- \
+expect_exit 2 'badname.yaml:[0-9]+:[0-9]+: stages\[1\].transfer.freeze: the pretrained model has no layer .trunc. \(layers: flatten_0, trunk, relu_2, out\)' -- \
   "$STRATA" plan badname.yaml --ranks 2
 sed -e 's/classes: \[5, 6, 7, 8, 9\]/classes: [5, 6, 7, 8, 10]/' -e 's/dir: few/dir: badclass/' few.yaml > badclass.yaml
-expect_exit 2 "badclass.yaml:[0-9]+:[0-9]+: stages: transfer: classes: class 10 is not one of the data's 10 classes \\(0 to 9\\)" -- \
+expect_exit 2 "badclass.yaml:[0-9]+:[0-9]+: stages\\[1\\].transfer.classes: class 10 is not one of the data's 10 classes \\(0 to 9\\)" -- \
   "$MPIEXEC" -n 2 "$STRATA" run badclass.yaml
 sed -e 's|pretrained: train.model|pretrained: absent/weights.h5|' -e 's/dir: few/dir: nofile/' few.yaml > nofile.yaml
-expect_exit 2 'nofile.yaml:[0-9]+:[0-9]+: stages: transfer: pretrained: no file .*absent/weights.h5' -- \
+expect_exit 2 'nofile.yaml:[0-9]+:[0-9]+: stages\[1\].transfer.pretrained: no file .*absent/weights.h5' -- \
   "$MPIEXEC" -n 2 "$STRATA" run nofile.yaml
 expect_exit 2 'transfer.freeze: the pretrained model has no layer .trunc.' -- "$MPIEXEC" -n 2 "$STRATA" run badname.yaml
 sed -e 's/, classes: \[0, 1, 2, 3, 4\]/, read: shards/' -e 's/units: 5,/units: 10,/' -e 's/dir: few/dir: sharded/' few.yaml > sharded.yaml
-expect_exit 2 'sharded.yaml:[0-9]+:[0-9]+: stages: transfer: a new label set, samples_per_class or a hierarchy selects samples in memory' -- \
+expect_exit 2 'sharded.yaml:[0-9]+:[0-9]+: stages\[1\].transfer: a new label set, samples_per_class or a hierarchy selects samples in memory' -- \
   "$STRATA" plan sharded.yaml --ranks 2
 for dir in badname badclass nofile; do
   [ ! -e "$dir" ] || { echo "FAIL: the refused run left $dir/ (its train stage ran)"; fails=$((fails + 1)); }
 done
 # A pretrained file given with --set is relative to the working directory, as data.path is (here
-# a subdirectory, not the config's).
+# a subdirectory, not the config's), and an error in it names the override.
 mkdir -p sub
-expect_exit 2 "stages: transfer: pretrained: no file $(pwd -P)/sub/elsewhere.h5" -- \
+expect_exit 2 "^strata: config error: --set stages\\[1\\].transfer.pretrained=elsewhere.h5: stages\\[1\\].transfer.pretrained: no file $(pwd -P)/sub/elsewhere.h5" -- \
   bash -c "cd sub && '$STRATA' plan ../nofile.yaml --ranks 1 --set 'stages[1].transfer.pretrained=elsewhere.h5'"
+expect_exit 2 "^strata: config error: --set stages\\[1\\].transfer.classes=\\[5, 10\\]: stages\\[1\\].transfer.classes: class 10 is not one of" -- \
+  "$STRATA" plan few.yaml --ranks 1 --set 'stages[1].transfer.classes=[5, 10]'
 # A file in the run's own output.dir may come from an earlier stage: it is looked for when the
 # stage starts, so plan accepts it.
 expect_exit 0 'device: run.device' -- \
