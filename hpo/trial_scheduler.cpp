@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -11,13 +12,12 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.hpp"
 #include "core/errors.hpp"
 
 namespace strata {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // group leader -> coordinator: the last outcome, and a request for work
 constexpr int tag_request = 7101;
@@ -134,10 +134,12 @@ class Coordinator {
         if (assignment_ == Assignment::waves && it->second != group) continue;
         const Trial t = it->first;
         queue_.erase(it);
+        running_[group] = {t.id, Clock::now()};
         return encode_trial(t);
       }
     }
     if (stopping_ || (queue_.empty() && search_.done() && search_.outstanding() == 0)) {
+      running_.erase(group);
       ++stopped_;
       std::vector<double> stop(static_cast<std::size_t>(3 + dims_), 0.0);
       stop[0] = stop_id;
@@ -147,6 +149,7 @@ class Coordinator {
   }
 
   void result(int group, int trial_id, const TrialOutcome& outcome) {
+    running_.erase(group);
     // A pruned trial counts by its partial fitness.
     const bool ok = outcome.status == TrialStatus::ok || outcome.status == TrialStatus::pruned;
     search_.report(trial_id, ok ? outcome.fitness : std::numeric_limits<double>::quiet_NaN(), !ok,
@@ -154,6 +157,15 @@ class Coordinator {
     TrialOutcome o = outcome;
     o.member_group = group;
     if (finished_) finished_(search_.trials()[static_cast<std::size_t>(trial_id)], o);
+  }
+
+  // The trials handed out whose results have not come in, by group.
+  std::vector<TrialInFlight> in_flight() const {
+    std::vector<TrialInFlight> running;
+    running.reserve(running_.size());
+    for (const auto& [group, r] : running_)
+      running.push_back({r.trial_id, group, seconds_since(r.since)});
+    return running;
   }
 
   // From now on every group that asks is told to stop; trials not handed out stay unfinished.
@@ -169,6 +181,11 @@ class Coordinator {
   int groups_;
   std::deque<std::pair<Trial, int>>
       queue_;  // trials to hand out, with the group a wave schedule gives them
+  struct Running {
+    int trial_id;
+    Clock::time_point since;
+  };
+  std::map<int, Running> running_;  // by group
   int stopped_ = 0;
   bool stopping_ = false;
 };
@@ -176,8 +193,9 @@ class Coordinator {
 }  // namespace
 
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
-                          const TrialFinished& finished, Assignment schedule,
-                          const StopRequested& stop_requested, const EpochVerdict& epoch_verdict) {
+                          const TrialFinished& finished, const SchedulerOptions& options) {
+  const StopRequested& stop_requested = options.stop_requested;
+  const EpochVerdict& epoch_verdict = options.epoch_verdict;
   const auto start = Clock::now();
   SchedulerStats stats;
   const int groups = topology.plan().groups, group = topology.coords().group;
@@ -192,7 +210,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
 
   std::optional<Coordinator> coord;
   std::deque<int> waiting;  // groups whose request the coordinator could not answer yet
-  if (coordinator) coord.emplace(search, finished, dims, schedule, groups);
+  if (coordinator) coord.emplace(search, finished, dims, options.assignment, groups);
   auto send_to = [&](int to_group, const std::vector<double>& a) {
     world.isend_bytes(bytes_of(a), topology.plan().world_rank({to_group, 0, 0}), tag_assign).wait();
   };
@@ -232,6 +250,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       else
         waiting.push_back(g);
     }
+    if (options.while_running) options.while_running(coord->in_flight());
   };
 
   std::exception_ptr coordinator_error;
@@ -308,7 +327,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       interrupted = true;
       continue;
     }
-    stats.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    stats.busy_seconds += seconds_since(t0);
     outcome.member_group = group;
     last = std::make_pair(trial.id, outcome);
   }
@@ -318,7 +337,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       serve();
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-  stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stats.wall_seconds = seconds_since(start);
   if (interrupted || (coordinator && coord->stopping()))
     throw Interrupted(
         "the search stopped on a signal; its unfinished trials resume from their "

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 
 #include "hpo/search.hpp"
 #include "hpo/trial_log.hpp"
@@ -44,6 +45,25 @@ struct SchedulerStats {
 // Whether this rank has been asked to stop (a stop signal); empty: never.
 using StopRequested = std::function<bool()>;
 
+// A trial that a group trains now, as the coordinator knows it.
+struct TrialInFlight {
+  int trial_id = -1;
+  int group = 0;
+  double seconds = 0.0;  // since the coordinator handed it out
+};
+// Called on world rank 0 each time it serves the other groups (between its own training steps and
+// while it waits), with the trials in flight: for progress lines while no result comes in. Must
+// be cheap when it prints nothing.
+using TrialsRunning = std::function<void(std::span<const TrialInFlight> running)>;
+
+// How run_trials hands out trials and what it asks of the caller on the way; all optional.
+struct SchedulerOptions {
+  Assignment assignment = Assignment::dynamic;
+  StopRequested stop_requested;
+  EpochVerdict epoch_verdict;
+  TrialsRunning while_running;
+};
+
 // Collective over the world. World rank 0 coordinates and consults `search`; the search object of
 // other ranks is not used. Each group's first member asks rank 0 for work by message (over the
 // topology's world communicator), shares the trial with its group by broadcast (over `member`),
@@ -58,9 +78,6 @@ using StopRequested = std::function<bool()>;
 // stay unfinished, to be resumed. Every rank of an interrupted group, and the coordinator, then
 // throw Interrupted; the other ranks return.
 SchedulerStats run_trials(const Topology& topology, Search& search, const EvaluateTrial& evaluate,
-                          const TrialFinished& finished,
-                          Assignment assignment = Assignment::dynamic,
-                          const StopRequested& stop_requested = {},
-                          const EpochVerdict& epoch_verdict = {});
+                          const TrialFinished& finished, const SchedulerOptions& options = {});
 
 }  // namespace strata

@@ -73,8 +73,6 @@ struct SbatchOptions {
 // jobs/slurm/strata_step.sh with requeue on exit 75.
 int sbatch_command(const SbatchOptions& options);
 
-// Formats seconds as "1h02m", "3m12s" or "42s" for progress lines.
-std::string format_duration(double seconds);
 // The thread count a rank uses: `requested` if positive, else the cores this process may run on.
 int resolve_threads(int requested);
 

@@ -19,10 +19,10 @@
 #include "hpo/trial_log.hpp"
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/checkpoint_store.hpp"
-#include "jobs/commands.hpp"
 #include "jobs/group_training.hpp"
 #include "jobs/hpo_trial.hpp"
 #include "jobs/pbt_stage.hpp"
+#include "jobs/progress_lines.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/search_setup.hpp"
 
@@ -131,6 +131,8 @@ class SearchRun {
   void count(const Trial& trial, const TrialOutcome& outcome);
   void report_generations();
   void report_progress(const Trial& trial, const TrialOutcome& outcome);
+  void report_running(std::span<const TrialInFlight> running);
+  std::string eta() const;
   void save_snapshot();
   void log_cached();
   void publish(const SchedulerStats& stats);
@@ -293,21 +295,37 @@ void SearchRun::report_progress(const Trial& trial, const TrialOutcome& outcome)
     return;
   last_print_ = Clock::now();
   if (best) best_shown_ = best->id;
-  const double per_trial = seconds_since(start_) / done_;
-  const int left = std::max(0, planned_ - done_);
   const std::string which =
       spec_.algorithm == SearchAlgorithm::genetic
           ? fmt::format("gen {}/{} trial {}", trial.generation + 1, spec_.generations, trial.id)
           : fmt::format("trial {}", trial.id);
   fmt::print(
-      "[hpo] {} on group {}: {} {} in {:.1f}s | {}/{} done, {} failed | best {} ({}) | ETA {}\n",
-      which, outcome.member_group, to_string(outcome.status),
+      "[hpo] {} on group {}: {} {} in {:.1f}s | {}/{} done, {} failed | best {} ({}) | {}\n", which,
+      outcome.member_group, to_string(outcome.status),
       outcome.status == TrialStatus::ok ? fmt::format("{:.4g}", outcome.fitness) : outcome.reason,
       outcome.seconds, done_, planned_, failed_,
       best ? fmt::format("{:.4g}", best->fitness) : "none",
-      best ? describe(search_->space(), best->genome) : "",
-      format_duration(left * per_trial / c_.topology.plan().groups));
+      best ? describe(search_->space(), best->genome) : "", eta());
   std::fflush(stdout);
+}
+
+// Between results, a line every progress_seconds: trainings of many minutes must not leave the
+// log silent.
+void SearchRun::report_running(std::span<const TrialInFlight> running) {
+  if (seconds_since(last_print_) < c_.config.output.progress_seconds) return;
+  last_print_ = Clock::now();
+  const auto best = search_->best();
+  fmt::print("[hpo] {}/{} done, {} | best {} | {}\n", done_, planned_,
+             describe_running(running, [](int id) { return fmt::format("trial {}", id); }),
+             best ? fmt::format("{:.4g}", best->fitness) : "none", eta());
+  std::fflush(stdout);
+}
+
+std::string SearchRun::eta() const {
+  if (done_ == 0) return "ETA -";
+  const double per_trial = seconds_since(start_) / done_;
+  const int left = std::max(0, planned_ - done_);
+  return "ETA " + format_duration(left * per_trial / c_.topology.plan().groups);
 }
 
 // On the coordinator after the last trial: the last snapshot, the results and the summary line.
@@ -360,19 +378,20 @@ void SearchRun::run() {
   }
   start_ = last_print_ = generation_start_ = Clock::now();
   generations_shown_ = coordinator() ? search_->history().size() : 0;
+  SchedulerOptions options;
+  options.stop_requested = [&] { return c_.signals != nullptr && c_.signals->requested(); };
+  if (spec_.prune.rule != PruneRule::none)
+    options.epoch_verdict = [&](int trial_id, int epoch, double value) {
+      return pruner_->report(trial_id, epoch, value);
+    };
+  options.while_running = [&](std::span<const TrialInFlight> running) { report_running(running); };
   SchedulerStats stats;
   std::string stopped;
   try {
     stats = run_trials(
         c_.topology, *search_,
         [&](const Trial& trial, const TrialChannel& channel) { return evaluate(trial, channel); },
-        [&](const Trial& trial, const TrialOutcome& outcome) { record(trial, outcome); },
-        Assignment::dynamic, [&] { return c_.signals != nullptr && c_.signals->requested(); },
-        spec_.prune.rule == PruneRule::none
-            ? EpochVerdict{}
-            : EpochVerdict([&](int trial_id, int epoch, double value) {
-                return pruner_->report(trial_id, epoch, value);
-              }));
+        [&](const Trial& trial, const TrialOutcome& outcome) { record(trial, outcome); }, options);
   } catch (const Interrupted& e) {
     if (coordinator()) {
       log_cached();

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/clock.hpp"
-#include "jobs/commands.hpp"
+#include "jobs/progress_lines.hpp"
 
 namespace strata {
 

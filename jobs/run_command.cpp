@@ -29,13 +29,6 @@
 
 namespace strata {
 
-std::string format_duration(double seconds) {
-  const auto s = static_cast<long>(std::lround(std::max(seconds, 0.0)));
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 int resolve_threads(int requested) {
   if (requested > 0) return requested;
   cpu_set_t set;

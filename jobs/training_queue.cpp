@@ -13,6 +13,7 @@
 #include "hpo/trial_scheduler.hpp"
 #include "jobs/fault_injection.hpp"
 #include "jobs/group_training.hpp"
+#include "jobs/progress_lines.hpp"
 #include "jobs/run_output.hpp"
 #include "jobs/run_plan.hpp"
 #include "jobs/training_session.hpp"
@@ -111,7 +112,18 @@ std::vector<bool> run_training_queue(
   // the other ranks return. All of them learn it here, before the collectives below, and leave
   // together.
   std::string stopped;
-  auto last_line = Clock::now() - std::chrono::hours(1);
+  const auto start = Clock::now();
+  auto last_line = start - std::chrono::hours(1);
+  const double interval = c.config.output.progress_seconds;
+  SchedulerOptions options;
+  options.stop_requested = [&] { return c.signals != nullptr && c.signals->requested(); };
+  // Between results, a line every interval: long trainings must not leave the log silent.
+  options.while_running = [&](std::span<const TrialInFlight> running) {
+    if (seconds_since(last_line) < interval || seconds_since(start) < interval) return;
+    last_line = Clock::now();
+    fmt::print("[{}] {}/{} done, {}\n", what, finished, count, describe_running(running, describe));
+    std::fflush(stdout);
+  };
   try {
     run_trials(
         topology, search,
@@ -124,7 +136,7 @@ std::vector<bool> run_training_queue(
           // Thousands of members must not print thousands of lines: failures, the last one, and
           // one per interval.
           if (o.status == TrialStatus::ok && finished < count &&
-              seconds_since(last_line) < c.config.output.progress_seconds)
+              seconds_since(last_line) < interval)
             return;
           last_line = Clock::now();
           fmt::print(
@@ -135,7 +147,7 @@ std::vector<bool> run_training_queue(
               finished, count);
           std::fflush(stdout);
         },
-        Assignment::dynamic, [&] { return c.signals != nullptr && c.signals->requested(); });
+        options);
   } catch (const Interrupted& e) {
     stopped = e.what();
   }

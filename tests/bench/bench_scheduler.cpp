@@ -48,12 +48,15 @@ Result measure(const Topology& topology, const Spread& time, Assignment assignme
   config.schedule = schedule;
   config.slots = topology.plan().groups;
   const auto search = make_genetic_search(objective_space("sphere", 5), config);
+  SchedulerOptions options;
+  options.assignment = assignment;
   const auto stats = run_trials(
       topology, *search,
       [&](const Trial& t, const TrialChannel& serve) {
         const auto until = std::chrono::steady_clock::now() +
                            std::chrono::duration<double>(seconds_of(time, t.id));
-        // An evaluation that waits, as a training would, and serves meanwhile.
+        // An evaluation that waits, as a training would, and serves
+        // meanwhile.
         while (std::chrono::steady_clock::now() < until) {
           serve();
           std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -62,7 +65,7 @@ Result measure(const Topology& topology, const Spread& time, Assignment assignme
         o.fitness = sphere(t.genome);
         return o;
       },
-      {}, assignment);
+      {}, options);
   double busy = stats.busy_seconds, wall = stats.wall_seconds;
   MPI_Allreduce(MPI_IN_PLACE, &busy, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &wall, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

@@ -124,6 +124,11 @@ variations subsets '{feature_subsets: [{rows: [0, 4]}, {rows: [4, 8]}, {cols: [2
 expect_exit 0 'ensemble\] 3 members \(1 config\(s\) x 3\)' -- "$MPIEXEC" -n 2 "$STRATA" run seeds.yaml
 expect_exit 0 'ensemble\] 2 members \(1 config\(s\) x 2\)' -- "$MPIEXEC" -n 2 "$STRATA" run bagging.yaml
 expect_exit 0 'ensemble\] 3 members \(1 config\(s\) x 3\)' -- "$MPIEXEC" -n 2 "$STRATA" run subsets.yaml
+# Between results a line every progress_seconds names the members in training.
+variations slow '{seeds: 2}' | sed -e 's/train: 600/train: 8000/' -e 's/units: 16/units: 1024/' \
+  -e 's/epochs: 2/epochs: 12/' -e 's/progress_seconds: 100/progress_seconds: 0.1/' > slow.yaml
+expect_exit 0 '^\[ensemble\] 0/2 done, 2 running: member [01] \(the run.s config, seed [01]\) on group [01] for [0-9]s, member' -- \
+  "$MPIEXEC" -n 2 "$STRATA" run slow.yaml
 "$PYTHON3" - <<'PY' || fails=$((fails + 1))
 import json
 s = json.load(open("seeds/ensemble_report.json"))

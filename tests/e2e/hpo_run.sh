@@ -38,6 +38,16 @@ sed -e 's/algorithm: genetic, population: 20, generations: 10, elites: 2, demes:
 expect_exit 0 '\[hpo\] 30 trainings in .*stopped: exhausted' -- "$MPIEXEC" -n 4 "$STRATA" run function_gp.yaml
 [ "$(tail -n +2 "$work/function_gp/trials.csv" | grep -c ',ok,')" = 30 ] ||
   { echo "FAIL: the GP search's trials.csv has not 30 trainings"; fails=$((fails + 1)); }
+# Long trainings leave no silent log: between results, a line every progress_seconds names the
+# trials in flight (the coordinator learns nothing else from the other groups until they end).
+cat > slow.yaml <<YAML
+run: {name: slow, seed: 3}
+model: {objective: rastrigin, dims: 2, eval_seconds: 1.5}
+stages: [{hpo: {algorithm: random, trials: 2}}]
+output: {dir: $work/slow, progress_seconds: 0.4}
+YAML
+expect_exit 0 '^\[hpo\] 0/2 done, 2 running: trial [01] on group [01] for [0-9]s, trial [01] on group [01] for [0-9]s \| best none \| ETA -$' -- \
+  "$MPIEXEC" -n 2 "$STRATA" run slow.yaml
 # A space in which no model builds (a kernel larger than the 8x8 input) is a config error before
 # anything runs; one in which every trial fails (diverges) exits 1, not 0 with no best.
 cat > nobuild.yaml <<YAML

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -78,9 +79,11 @@ TEST_CASE("random search's overlapping batches come out as a serial search's, on
   for (const Assignment assignment : {Assignment::dynamic, Assignment::waves}) {
     RandomSearch search(space, config);
     std::vector<int> finished;
+    SchedulerOptions options;
+    options.assignment = assignment;
     run_trials(
         topology, search, evaluate_unevenly,
-        [&](const Trial& t, const TrialOutcome&) { finished.push_back(t.id); }, assignment);
+        [&](const Trial& t, const TrialOutcome&) { finished.push_back(t.id); }, options);
     if (world.rank() != 0) continue;
     RandomSearch serial(space, config);
     while (!serial.done())
@@ -217,6 +220,12 @@ TEST_CASE("a pruning verdict reaches every rank of the group, which stops at tha
   std::vector<Verdict> verdicts;                  // on the coordinator, in the order it gave them
   std::vector<std::pair<int, int>> stopped_here;  // every rank: (trial, epoch) where it stopped
   std::vector<std::pair<int, TrialOutcome>> finished;
+  SchedulerOptions options;
+  options.epoch_verdict = [&](int trial, int epoch, double value) {
+    const bool stop = pruner.report(trial, epoch, value);
+    verdicts.push_back({trial, epoch, value, stop});
+    return stop;
+  };
   run_trials(
       topology, search,
       [&](const Trial& t, const TrialChannel& channel) {
@@ -235,13 +244,7 @@ TEST_CASE("a pruning verdict reaches every rank of the group, which stops at tha
         }
         return o;
       },
-      [&](const Trial& t, const TrialOutcome& o) { finished.emplace_back(t.id, o); },
-      Assignment::dynamic, {},
-      [&](int trial, int epoch, double value) {
-        const bool stop = pruner.report(trial, epoch, value);
-        verdicts.push_back({trial, epoch, value, stop});
-        return stop;
-      });
+      [&](const Trial& t, const TrialOutcome& o) { finished.emplace_back(t.id, o); }, options);
   // Every rank of a group stopped its trials at the same epochs: the group's ranks agree.
   std::string mine;
   for (const auto& [trial, epoch] : stopped_here) mine += fmt::format("{}@{} ", trial, epoch);
@@ -267,4 +270,41 @@ TEST_CASE("a pruning verdict reaches every rank of the group, which stops at tha
     CHECK((o.status == TrialStatus::pruned) == (stop_epoch > 0));
     CHECK(o.epochs == (stop_epoch > 0 ? stop_epoch : epochs));
   }
+}
+
+TEST_CASE("the coordinator is told which trials are in flight, each until its result comes in",
+          "[mpi][hpo][scheduler]") {
+  const Communicator world = Communicator::world();
+  const Topology topology = one_group_per_rank(world);
+  RandomSearch search(objective_space("sphere", 3),
+                      RandomConfig{29, world.size(), std::nullopt, Direction::minimize, 4});
+  std::set<int> finished;
+  int calls = 0, most_running = 0, stale = 0, repeated = 0;
+  std::map<int, double> longest;  // trial -> its largest age seen
+  SchedulerOptions options;
+  options.while_running = [&](std::span<const TrialInFlight> running) {
+    ++calls;
+    most_running = std::max(most_running, static_cast<int>(running.size()));
+    std::set<int> groups, trials;
+    for (const TrialInFlight& r : running) {
+      if (finished.contains(r.trial_id)) ++stale;
+      if (!groups.insert(r.group).second || !trials.insert(r.trial_id).second) ++repeated;
+      if (r.seconds < longest[r.trial_id]) ++stale;  // its age went back
+      longest[r.trial_id] = r.seconds;
+    }
+  };
+  run_trials(
+      topology, search, evaluate_unevenly,
+      [&](const Trial& t, const TrialOutcome&) { finished.insert(t.id); }, options);
+  if (world.rank() != 0) {
+    CHECK(calls == 0);  // only the coordinator is told
+    return;
+  }
+  CHECK(calls > 0);
+  CHECK(stale == 0);
+  CHECK(repeated == 0);
+  // Every group was busy at some point, and every trial seen in flight finished by the end.
+  CHECK(most_running == world.size());
+  for (const auto& [trial, seconds] : longest) CHECK(finished.contains(trial));
+  CHECK(static_cast<int>(finished.size()) == static_cast<int>(search.trials().size()));
 }
