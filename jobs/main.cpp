@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -36,7 +38,16 @@ int import_idx_command(const std::string& dir, const std::string& out_path) {
 
 namespace {
 
-int dispatch(int argc, char** argv, int world_size) {
+// Whether an MPI launcher (mpiexec, srun) started this process: the PMI/PMIx variables each of
+// them sets for its ranks. A process started by hand has none of them.
+bool started_by_launcher() {
+  for (const char* name :
+       {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "PALS_RANKID"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+int dispatch(int argc, char** argv, std::optional<strata::MpiEnvironment>& mpi) {
   CLI::App app{
       "strata: batch deep-learning jobs on supercomputers. One MPI binary, configured in YAML.\n"
       "Exit codes: 0 done, 2 usage or config error, 3 data, weights or checkpoint error, 75 "
@@ -214,6 +225,11 @@ int dispatch(int argc, char** argv, int world_size) {
     const int code = app.exit(e);
     return code == 0 ? 0 : strata::exit_usage;
   }
+  // run and calibrate are MPI programs. The tools run without MPI, as on a login node where
+  // MPI_Init fails outside a job step; under a launcher they start it to see how many ranks
+  // were started.
+  if (*run_cmd || *calibrate_cmd || started_by_launcher()) mpi.emplace(argc, argv);
+  const int world_size = mpi ? mpi->size() : 1;
   if (world_size > 1 &&
       (*predict_cmd || *import_cmd || *inspect_cmd || *sbatch_cmd || *report_cmd)) {
     throw strata::ConfigError(
@@ -240,30 +256,30 @@ int dispatch(int argc, char** argv, int world_size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  strata::MpiEnvironment mpi(argc, argv);
+  std::optional<strata::MpiEnvironment> mpi;
   int code = strata::exit_ok;
   std::string kind, message;
   try {
-    code = dispatch(argc, argv, mpi.size());
+    code = dispatch(argc, argv, mpi);
   } catch (const strata::ConfigError& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_usage, "config error", e.what());
   } catch (const strata::DataError& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_data, "data error", e.what());
   } catch (const strata::SearchFailed& e) {
     // Every rank throws it alike, after the search's last collective: one line, no abort.
-    if (mpi.rank() == 0) fmt::print(stderr, "strata: search failed: {}\n", e.what());
+    if (!mpi || mpi->rank() == 0) fmt::print(stderr, "strata: search failed: {}\n", e.what());
     return strata::exit_internal;
   } catch (const std::exception& e) {
     std::tie(code, kind, message) = std::tuple(strata::exit_internal, "error", e.what());
   }
   std::fflush(stdout);
   if (message.empty()) return code;
-  if (mpi.size() == 1) {
+  if (!mpi || mpi->size() == 1) {
     fmt::print(stderr, "strata: {}: {}\n", kind, message);
     return code;
   }
   // Other ranks may be waiting in a collective for this one: end the whole job rather than hang it.
-  fmt::print(stderr, "strata: rank {}: {}: {}\n", mpi.rank(), kind, message);
+  fmt::print(stderr, "strata: rank {}: {}: {}\n", mpi->rank(), kind, message);
   std::fflush(stderr);
   // MPI_Abort makes the launcher kill every process at once, and mpiexec can exit before it has
   // forwarded the message just written (seen under load): give the launcher a moment to pass it on.

@@ -1,4 +1,5 @@
-// RAII for MPI_Init/MPI_Finalize: the strata binary is always an MPI program, even on one rank.
+// RAII for MPI_Init/MPI_Finalize, for the commands that are MPI programs (run, calibrate), even on
+// one rank.
 #pragma once
 
 #include <mpi.h>

@@ -100,4 +100,11 @@ expect_exit 0 'models of search trials, at most' -- bash -c "cd '$root' && '$STR
 bash -n "$root/jobs/slurm/combined.sbatch" || { echo "FAIL: combined.sbatch is not valid bash"; fails=$((fails + 1)); }
 grep -q 'G = 4: 4 ranks' stages.txt && grep -q 'G = 2: 4 ranks / (D x M = 2)' stages.txt ||
   { echo "FAIL: the stage plans are not G 4 x D 1 and G 2 x D 2"; cat stages.txt; fails=$((fails + 1)); }
+# The tools need no MPI: they run where MPI_Init fails (on a login node outside a job step; here a
+# PMI server that is not there), and started by a launcher on several ranks they refuse.
+PMI_PORT=127.0.0.1:1 expect_exit 0 '8 ranks = G 4 member groups' -- "$STRATA" plan plan.yaml --ranks 8
+PMI_PORT=127.0.0.1:1 expect_exit 0 '^#SBATCH --nodes=2' -- "$STRATA" sbatch plan.yaml --nodes 2 --ranks-per-node 4
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
+expect_exit 2 'strata sbatch runs on one rank, but was started on 2; start it without mpiexec' -- \
+  "$MPIEXEC" -n 2 "$STRATA" sbatch plan.yaml --nodes 2
 finish
