@@ -336,6 +336,9 @@ EpochMetrics Trainer::run_epoch(const ProgressCallback& on_progress) {
     pos.loss_sum += stats[0];
     pos.correct += stats[1];
     ++pos.epoch_step;
+    const auto batch = static_cast<double>(global_batch_);
+    last_step_ = {pos.global_step,  pos.epoch,        pos.epoch_step,
+                  stats[0] / batch, stats[1] / batch, lr};
     pos.train_seconds = train_before + seconds_since(resumed);
     pos.epoch_seconds = seconds_before + seconds_since(resumed);
     if (step_hook_) step_hook_();

@@ -49,6 +49,16 @@ struct EpochMetrics {
   double lr = 0.0;             // at the epoch's last step
 };
 
+// One training step, over the global batch (every replica's samples).
+struct StepMetrics {
+  std::int64_t global_step = 0;  // steps done in the whole training, this one included
+  int epoch = 0;                 // 1-based
+  std::int64_t step = 0;         // steps done in this epoch, this one included
+  double loss = 0.0;             // mean over the step's samples
+  double accuracy = 0.0;
+  double lr = 0.0;
+};
+
 using ProgressCallback = std::function<void(const TrainProgress&)>;
 
 // The config's model for the data's sample shape, initialised from derive(run.seed, init).
@@ -99,6 +109,8 @@ class Trainer {
   // The metrics of the last epoch that ended (saved with the state, so that a training resumed
   // after its last epoch still knows them); epoch 0 before the first.
   const EpochMetrics& last_epoch() const { return last_epoch_; }
+  // The last training step's metrics, for the step hook to log.
+  const StepMetrics& last_step() const { return last_step_; }
   // Called after every training step on the calling thread, with the position already counting
   // the step: a checkpoint taken there resumes at the next step. A search's coordinator answers
   // other groups there while its own group trains. It may throw to stop the training.
@@ -219,6 +231,7 @@ class Trainer {
   LrSchedule schedule_;
   TrainPosition position_;
   EpochMetrics last_epoch_;
+  StepMetrics last_step_;
   std::function<void()> step_hook_;
   std::function<void()> evaluation_hook_;
   Trace* trace_ = nullptr;

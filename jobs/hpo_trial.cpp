@@ -114,6 +114,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     settings.label = fmt::format("trial {}: ", trial.id);
     settings.checkpoint_last_epoch = false;
     settings.trace = c.trace;
+    settings.steps_log = trial_dir(c, trial.id) / "steps.jsonl";
     settings.meta.put_text("kind", "trial");
     settings.meta.put_int("stage", c.stage_index);
     settings.meta.put_int("trial", trial.id);

@@ -70,16 +70,47 @@ std::vector<std::pair<int, fs::path>> numbered_metrics(const fs::path& parent) {
   return found;
 }
 
-// Train loss and validation accuracy per epoch, a line per training; `thin`: many grey lines (a
-// search's trials) instead of a legend.
+// The training loss of steps.jsonl on the epoch axis (step s of an epoch of n steps at epoch - 1 +
+// s / n), as means over at most `most` runs of consecutive steps: a long training's thousands of
+// steps would make a page of megabytes.
+std::vector<std::pair<double, double>> step_losses(const fs::path& path, std::size_t most = 400) {
+  const std::vector<nlohmann::json> rows = read_jsonl(path);
+  std::map<double, double> steps_in_epoch;
+  for (const auto& row : rows) {
+    double& n = steps_in_epoch[number(row, "epoch")];
+    n = std::max(n, number(row, "step"));
+  }
+  const std::size_t per_point = rows.size() / most + 1;
+  std::vector<std::pair<double, double>> points;
+  double x = 0.0, loss = 0.0;
+  std::size_t in_point = 0;
+  for (const auto& row : rows) {
+    const double epoch = number(row, "epoch");
+    x = epoch - 1.0 + number(row, "step") / steps_in_epoch[epoch];
+    loss += number(row, "loss");
+    if (++in_point == per_point) {
+      points.emplace_back(x, loss / static_cast<double>(in_point));
+      loss = 0.0;
+      in_point = 0;
+    }
+  }
+  if (in_point > 0) points.emplace_back(x, loss / static_cast<double>(in_point));
+  return points;
+}
+
+// Train loss (per step where the training logged its steps) and validation accuracy per epoch, a
+// line per training; `thin`: many grey lines (a search's trials) instead of a legend.
 std::string curves(const std::string& what,
                    const std::vector<std::pair<std::string, fs::path>>& runs, bool thin) {
   std::vector<ChartSeries> loss, accuracy;
   for (const auto& [name, path] : runs) {
     ChartSeries l{thin ? "" : name, {}, true, thin ? "#9aa" : "", thin ? 0.8 : 1.5};
     ChartSeries a = l;
+    const fs::path steps = path.parent_path() / "steps.jsonl";
+    if (fs::exists(steps)) l.points = step_losses(steps);
     for (const auto& row : read_jsonl(path)) {
-      l.points.emplace_back(number(row, "epoch"), number(row, "train_loss"));
+      if (!fs::exists(steps))
+        l.points.emplace_back(number(row, "epoch"), number(row, "train_loss"));
       a.points.emplace_back(number(row, "epoch"), number(row, "val_accuracy"));
     }
     loss.push_back(std::move(l));

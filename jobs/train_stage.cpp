@@ -93,6 +93,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
   settings.meta.put_int("member", member);
   settings.say = [&log](const std::string& line) { log.line(line); };
   settings.trace = c.trace;
+  settings.steps_log = dir / "steps.jsonl";
   StepWork work;
   work.serve = [&board] { board.poll(); };
   work.stop_elsewhere = [&board] { return board.stop_elsewhere(); };

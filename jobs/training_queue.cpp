@@ -47,6 +47,7 @@ TrialOutcome train_job(const StageContext& c, int id, const std::function<Traini
     settings.checkpoint = job->config.checkpoint;
     settings.epochs = job->config.training.epochs;
     settings.label = job->label;
+    settings.steps_log = std::filesystem::path(job->config.output.dir) / "steps.jsonl";
     settings.meta = job->meta;
     settings.trace = c.trace;
     StepWork work;

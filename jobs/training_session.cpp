@@ -8,7 +8,9 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "core/checkpoint_file.hpp"
 #include "core/clock.hpp"
 #include "core/errors.hpp"
@@ -99,6 +101,7 @@ void TrainingSession::run(int epochs, const ProgressCallback& on_progress,
                           const std::function<void(const EpochMetrics&)>& on_epoch) {
   while (trainer_.position().epoch <= epochs) {
     const EpochMetrics m = trainer_.run_epoch(on_progress);
+    if (steps_.is_open()) steps_.flush();
     if (on_epoch) on_epoch(m);
     if (m.epoch < epochs || settings_.checkpoint_last_epoch) checkpoint();
   }
@@ -106,6 +109,8 @@ void TrainingSession::run(int epochs, const ProgressCallback& on_progress,
 
 void TrainingSession::checkpoint() {
   const TraceSpan span(settings_.trace, "checkpoint snapshot", "io");
+  // The steps up to a checkpoint are on disk before it is: a resumed run keeps them.
+  if (steps_.is_open()) steps_.flush();
   last_checkpoint_ = Clock::now();
   // Data replicas hold the same state: replica 0's shards save it.
   if (topology_.coords().data != 0) return;
@@ -162,6 +167,37 @@ void TrainingSession::wait() {
   if (leader()) store_.wait();
 }
 
+void TrainingSession::log_step() {
+  const StepMetrics& m = trainer_.last_step();
+  if (!steps_.is_open()) {
+    // Rows of steps after this training's checkpoint (an attempt that went on and was killed)
+    // give way to the steps trained again; a row cut short by a kill goes too.
+    std::string kept;
+    std::ifstream in(settings_.steps_log);
+    for (std::string line; std::getline(in, line) && !in.eof();) {
+      const auto row = nlohmann::json::parse(line, nullptr, false);
+      if (row.is_discarded() || !row.contains("global_step") ||
+          row["global_step"].get<std::int64_t>() >= m.global_step)
+        break;
+      kept += line + '\n';
+    }
+    in.close();
+    write_text_atomically(settings_.steps_log, kept);
+    steps_.open(settings_.steps_log, std::ios::out | std::ios::app);
+    if (!steps_) throw DataError(fmt::format("cannot write {}", settings_.steps_log.string()));
+  }
+  steps_ << nlohmann::json{{"global_step", m.global_step},
+                           {"epoch", m.epoch},
+                           {"step", m.step},
+                           {"loss", m.loss},
+                           {"accuracy", m.accuracy},
+                           {"lr", m.lr}}
+                .dump()
+         << '\n';
+  if (!steps_)
+    throw DataError(fmt::format("cannot append to {} (disk full?)", settings_.steps_log.string()));
+}
+
 void TrainingSession::at_step() {
   const FaultPlan& fault = FaultPlan::from_environment();
   const std::int64_t step = trainer_.position().global_step;
@@ -175,6 +211,7 @@ void TrainingSession::at_step() {
     ::kill(::getpid(), settings_.checkpoint.signal);
     while (signals_ != nullptr && !signals_->requested()) std::this_thread::yield();
   }
+  if (leader() && !settings_.steps_log.empty()) log_step();
   if (work_.serve) work_.serve();
   unsigned mine = 0;
   if (signals_ != nullptr && signals_->requested()) mine |= stop_flag;

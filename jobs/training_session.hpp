@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -30,6 +31,9 @@ struct SessionSettings {
   // Where its own lines (resumed from where) go, on the group's first rank; empty: stdout.
   std::function<void(const std::string&)> say;
   Trace* trace = nullptr;  // records its checkpoints; null: off
+  // Where the group's first rank logs every step (steps.jsonl: loss, accuracy and learning rate
+  // over the global batch); empty: nowhere.
+  std::filesystem::path steps_log;
 };
 
 // Work a caller adds at every step boundary, on every rank of the group.
@@ -70,6 +74,7 @@ class TrainingSession {
 
  private:
   void at_step();
+  void log_step();
   bool leader() const { return topology_.member().rank() == 0; }
 
   Trainer& trainer_;
@@ -81,6 +86,7 @@ class TrainingSession {
   StepVote vote_;
   StateDict shard_state_;  // a model-parallel shard's own state, reused
   StateDict gathered_;     // the whole state on shards that do not write it, reused
+  std::ofstream steps_;    // settings_.steps_log on the group's first rank, once a step is done
   std::vector<float> gather_scratch_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

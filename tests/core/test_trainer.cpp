@@ -119,6 +119,31 @@ TEST_CASE("the hooks run on the calling thread, after every step and every evalu
   }
 }
 
+TEST_CASE("the step hook sees each step's metrics, which sum to the epoch's", "[trainer]") {
+  Config config = small_config();
+  config.training.epochs = 2;
+  const TrainingData data = load_training_data(config);
+  Trainer trainer(config, build_model(config, data), data, standalone_plan(config), 2);
+  std::vector<StepMetrics> steps;
+  trainer.set_step_hook([&] { steps.push_back(trainer.last_step()); });
+  const EpochMetrics first = trainer.run_epoch({});
+  trainer.run_epoch({});
+  const auto n = static_cast<std::size_t>(trainer.steps_per_epoch());
+  REQUIRE(steps.size() == 2 * n);
+  double loss = 0.0, accuracy = 0.0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CHECK(steps[i].global_step == static_cast<std::int64_t>(i + 1));
+    CHECK(steps[i].epoch == static_cast<int>(i / n) + 1);
+    CHECK(steps[i].step == static_cast<std::int64_t>(i % n + 1));
+    CHECK(steps[i].lr == config.training.optimizer.lr);
+    if (i < n) loss += steps[i].loss, accuracy += steps[i].accuracy;
+  }
+  // Every step trains on a whole global batch, so the epoch's means are the steps' means.
+  CHECK(loss / static_cast<double>(n) == Approx(first.train_loss).epsilon(1e-12));
+  CHECK(accuracy / static_cast<double>(n) == Approx(first.train_accuracy).epsilon(1e-12));
+  CHECK(steps.back().loss < steps.front().loss);
+}
+
 TEST_CASE("two trainers with the same config and threads give bit-identical weights", "[trainer]") {
   Config config = small_config();
   config.layers.insert(config.layers.begin() + 3,

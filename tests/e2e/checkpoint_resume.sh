@@ -34,13 +34,16 @@ sed 's/dir: out,/dir: ref,/' run.yaml > ref.yaml
 expect_exit 0 'done' -- "$STRATA" run ref.yaml
 expect_gpu_training ref
 
-# The final weights and every metrics row but the wall-clock ones, for comparison with ref/.
+# The final weights, every metrics row but the wall-clock ones and every step's row (each step
+# once, in order, with the uninterrupted run's loss), for comparison with ref/.
 fingerprint() {
   h5dump -d /weights/conv2d_0/weight -d /weights/dense_4/weight -d /weights/dense_7/bias "$1/weights.h5" | grep -v HDF5
   metrics_without_timing "$1"
+  cat "$1/steps.jsonl"
 }
 fingerprint ref > ref.txt
 [ -s ref.txt ] || { echo "FAIL: the uninterrupted run left no weights to compare with"; exit 1; }
+[ "$(wc -l < ref/steps.jsonl)" = 224 ] || { echo "FAIL: steps.jsonl has not the 224 steps' rows"; fails=$((fails + 1)); }
 same_as_ref() {  # $1: what was done
   if diff -q ref.txt <(fingerprint out) >/dev/null; then echo "ok: $1: identical to the uninterrupted run"
   else echo "FAIL: $1: differs from the uninterrupted run"; diff ref.txt <(fingerprint out) | head -5; fails=$((fails + 1)); fi

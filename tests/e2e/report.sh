@@ -36,6 +36,18 @@ for want in 'Fitness per generation' 'Trials: validation accuracy' '<th>combiner
   grep -q "$want" "$page" || { echo "FAIL: the report lacks '$want'"; fails=$((fails + 1)); }
 done
 [ "$(grep -c '<svg' "$page")" -ge 11 ] || { echo "FAIL: fewer than 11 charts"; fails=$((fails + 1)); }
+# A training's loss curve comes from its steps.jsonl (member 0 of the two the train stage runs): a
+# point per step (66: 3 epochs of 22 steps of 32 of the 720 samples left after validation), not one
+# per epoch.
+"$PYTHON3" - "$page" run/members/0/steps.jsonl <<'PY' || fails=$((fails + 1))
+import re, sys
+page, steps = open(sys.argv[1]).read(), open(sys.argv[2]).read().splitlines()
+assert len(steps) == 66, f"steps.jsonl has {len(steps)} rows, not 66"
+chart = re.search(r"<svg(?:(?!</svg>).)*Training: training loss.*?</svg>", page, re.S).group(0)
+points = re.search(r'points="([^"]*)"', chart).group(1).split()
+assert len(points) == 66, f"the training loss has {len(points)} points, not 66"
+print(f"ok: the training's loss curve has a point per step ({len(points)})")
+PY
 # Self-contained: no scripts, no fetched resources, no link out but the SVG namespace.
 if grep -qE '<script|src=|<link|url\(' "$page" || grep -o 'http[s]*://[^"]*' "$page" | grep -vq 'www.w3.org/2000/svg'; then
   echo "FAIL: the report refers to something outside itself"; fails=$((fails + 1))
