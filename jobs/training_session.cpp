@@ -186,14 +186,12 @@ void TrainingSession::log_step() {
     steps_.open(settings_.steps_log, std::ios::out | std::ios::app);
     if (!steps_) throw DataError(fmt::format("cannot write {}", settings_.steps_log.string()));
   }
-  steps_ << nlohmann::json{{"global_step", m.global_step},
-                           {"epoch", m.epoch},
-                           {"step", m.step},
-                           {"loss", m.loss},
-                           {"accuracy", m.accuracy},
-                           {"lr", m.lr}}
-                .dump()
-         << '\n';
+  // fmt writes each number's shortest exact form, a few times faster than building a JSON object:
+  // this runs every step. The loss is finite here (a non-finite one stopped the training).
+  steps_ << fmt::format(
+      R"({{"global_step":{},"epoch":{},"step":{},"loss":{},"accuracy":{},"lr":{}}})"
+      "\n",
+      m.global_step, m.epoch, m.step, m.loss, m.accuracy, m.lr);
   if (!steps_)
     throw DataError(fmt::format("cannot append to {} (disk full?)", settings_.steps_log.string()));
 }
