@@ -118,7 +118,8 @@ void TrainingSession::checkpoint() {
   // The snapshot goes into the buffers of the last checkpoint (written by now: save() would wait
   // for it anyway), so that it copies at memory speed instead of faulting in new pages.
   if (leader()) store_.wait();
-  StateDict state = leader() ? store_.take_buffers() : std::move(gathered_);
+  // A shard that does not write sends its slices and keeps no whole tensor.
+  StateDict state = leader() ? store_.take_buffers() : StateDict{};
   StateDict& local = plan.model > 1 ? shard_state_ : state;
   // A GPU's state travels to the host while training goes on, unless the shards' state must be
   // gathered now.
@@ -142,11 +143,8 @@ void TrainingSession::checkpoint() {
   local.put_int("meta/threads", trainer_.threads());
   local.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
   local.put_real("meta/elapsed_seconds", elapsed_seconds());
-  if (plan.model > 1) gather_whole_state(local, topology_.model(), state, gather_scratch_);
-  if (leader())
-    store_.save(std::move(state), std::move(complete));
-  else
-    gathered_ = std::move(state);
+  if (plan.model > 1) gather_whole_state_to_root(local, topology_.model(), state, gather_scratch_);
+  if (leader()) store_.save(std::move(state), std::move(complete));
 }
 
 void TrainingSession::save_final_weights(const std::filesystem::path& path) {

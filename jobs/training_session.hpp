@@ -85,7 +85,6 @@ class TrainingSession {
   CheckpointStore store_;
   StepVote vote_;
   StateDict shard_state_;  // a model-parallel shard's own state, reused
-  StateDict gathered_;     // the whole state on shards that do not write it, reused
   std::ofstream steps_;    // settings_.steps_log on the group's first rank, once a step is done
   std::vector<float> gather_scratch_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();

@@ -155,6 +155,24 @@ TEST_CASE("gather_whole_state assembles row and column slices", "[mpi][checkpoin
   CHECK(whole.tensor("columns").values == columns);
   CHECK(whole.tensor("columns").shard.axis == -1);
   CHECK(whole.get_int("steps") == 7);
+
+  // To the writing shard only, twice into the same buffers: the root gets the same whole tensors,
+  // the others nothing.
+  StateDict at_root;
+  std::vector<float> scratch;
+  for (int pass = 0; pass < 2; ++pass) {
+    gather_whole_state_to_root(local, world, at_root, scratch);
+    if (r != 0) {
+      CHECK(at_root.tensors().empty());
+      CHECK(at_root.scalars().empty());
+      continue;
+    }
+    CHECK(at_root.tensor("rows").values == rows);
+    CHECK(at_root.tensor("columns").values == columns);
+    CHECK(at_root.tensor("columns").local_shape == std::vector<std::int64_t>{2, n});
+    CHECK(at_root.tensor("rows").shard.axis == -1);
+    CHECK(at_root.get_int("steps") == 7);
+  }
 }
 
 TEST_CASE("a step vote gives every rank the same flags one step later", "[mpi][checkpoint]") {
