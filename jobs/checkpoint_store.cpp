@@ -98,6 +98,7 @@ void CheckpointStore::save(StateDict whole, std::function<void(StateDict&)> comp
         // A crash in the middle of the write: half the tensors in the temporary file.
         if (killed && done == total / 2) std::raise(SIGKILL);
       });
+      if (!reuse_buffers_) written_ = StateDict{};
       const auto files = list();
       for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < files.size(); ++i) {
         std::error_code ignored;

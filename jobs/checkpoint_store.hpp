@@ -47,8 +47,12 @@ class CheckpointStore {
   void wait();
   // Records each background write on `trace` (null: off).
   void set_trace(Trace* trace) { trace_ = trace; }
-  // After wait(): the last state written, whose buffers the next snapshot can reuse.
+  // After wait(): the last state written, whose buffers the next snapshot can reuse (empty when
+  // they are not kept).
   StateDict take_buffers() { return std::move(written_); }
+  // false: each state is freed once written, instead of kept for the next snapshot, where memory
+  // matters more than the snapshot's speed (a model-parallel writer's whole state).
+  void set_reuse_buffers(bool reuse) { reuse_buffers_ = reuse; }
 
  private:
   std::filesystem::path dir_;
@@ -59,6 +63,7 @@ class CheckpointStore {
   StateDict written_;  // what the writer thread writes; only it touches it until wait()
   std::exception_ptr error_;
   Trace* trace_ = nullptr;
+  bool reuse_buffers_ = true;
 };
 
 // The sequence number of a checkpoint file name ("ckpt-00000012.h5" -> 12), or -1.

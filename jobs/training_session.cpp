@@ -45,6 +45,8 @@ TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
       vote_(topology.member()) {
   trainer_.set_step_hook([this] { at_step(); });
   store_.set_trace(settings_.trace);
+  // A model-parallel writer holds the whole state only from a snapshot until it is written.
+  store_.set_reuse_buffers(topology_.plan().model == 1);
 }
 
 std::optional<std::filesystem::path> TrainingSession::resume() {
