@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/atomic_file.hpp"
 #include "core/errors.hpp"
@@ -96,7 +97,10 @@ void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
   });
 }
 
-StateDict read_checkpoint(const std::string& path) {
+namespace {
+
+// read_checkpoint, and with `layout` read_checkpoint_slices.
+StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout) {
   const auto file = h5::File::open_read(path);
   if (!file.has_attr("/", "format") || file.read_attr_string("/", "format") != checkpoint_format)
     throw DataError(fmt::format("{}: not a strata checkpoint (no format = {} attribute)", path,
@@ -112,9 +116,23 @@ StateDict read_checkpoint(const std::string& path) {
       throw DataError(
           fmt::format("{}: dataset {} has no {} attribute", path, dataset, crc_attribute));
     // Read straight into the state's own buffer: no second copy of a large model.
-    StateTensor& t = state.tensors()[dataset.substr(1)];
+    const std::string key = dataset.substr(1);
+    StateTensor& t = state.tensors()[key];
     t.local_shape = file.shape(dataset);
     t.shard = ShardSpec::whole_tensor(t.local_shape);
+    if (layout != nullptr && layout->has_tensor(key) && layout->tensor(key).shard.axis >= 0) {
+      const StateTensor& wanted = layout->tensor(key);
+      if (wanted.shard.whole != t.local_shape)
+        throw DataError(fmt::format("{}: dataset {} has shape [{}], this model's [{}]", path,
+                                    dataset, fmt::join(t.local_shape, ", "),
+                                    fmt::join(wanted.shard.whole, ", ")));
+      const auto axis = static_cast<std::size_t>(wanted.shard.axis);
+      file.read_f32_slice(dataset, axis, wanted.shard.offset, wanted.local_shape.at(axis),
+                          t.values);
+      t.local_shape = wanted.local_shape;
+      t.shard = wanted.shard;
+      continue;  // a slice's checksum cannot be checked without the whole tensor
+    }
     file.read_f32(dataset, t.values);
     recorded_crcs.emplace_back(
         dataset, static_cast<std::uint32_t>(file.read_attr_int(dataset, crc_attribute)));
@@ -150,6 +168,16 @@ StateDict read_checkpoint(const std::string& path) {
                     "metadata is corrupt",
                     path));
   return state;
+}
+
+}  // namespace
+
+StateDict read_checkpoint(const std::string& path) {
+  return read_checkpoint_parts(path, nullptr);
+}
+
+StateDict read_checkpoint_slices(const std::string& path, const StateDict& layout) {
+  return read_checkpoint_parts(path, &layout);
 }
 
 }  // namespace strata

@@ -28,6 +28,12 @@ void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
 // checksum. Throws DataError naming the file and what is wrong.
 StateDict read_checkpoint(const std::string& path);
 
+// The same, but each tensor that `layout` holds as a slice (ShardSpec::axis >= 0) is read as that
+// slice only (a model-parallel shard's part; the file's tensors are whole): no rank but one needs
+// memory for the whole state. A slice's checksum is not checked (it covers the whole tensor):
+// read the file whole once (read_checkpoint) to verify it.
+StateDict read_checkpoint_slices(const std::string& path, const StateDict& layout);
+
 // CRC-32 (zlib's) of the tensor's bytes, as stored in its crc32 attribute.
 std::uint32_t tensor_crc32(const std::vector<float>& values);
 

@@ -68,9 +68,10 @@ void write_array(File& file, const std::string& name, const std::vector<std::int
 
 enum class Accept { integers, numbers };
 
+// Rows [first, first + count) along `axis` (every index of the other axes).
 template <typename T>
 void read_rows(const File& file, const std::string& name, hid_t memory_type, Accept accept,
-               std::vector<T>& out, std::int64_t first, std::int64_t count) {
+               std::vector<T>& out, std::int64_t first, std::int64_t count, std::size_t axis = 0) {
   const std::string what = "dataset " + name;
   Handle dataset = open_dataset(file, name);
 
@@ -95,7 +96,10 @@ void read_rows(const File& file, const std::string& name, hid_t memory_type, Acc
     dims.push_back(1);
   }
 
-  const auto rows = static_cast<std::int64_t>(dims[0]);
+  if (axis >= dims.size())
+    fail(file.path(), what,
+         fmt::format("has {} axes; cannot read along axis {}", dims.size(), axis));
+  const auto rows = static_cast<std::int64_t>(dims[axis]);
   if (first < 0 || first > rows) {
     fail(file.path(), what, fmt::format("first row {} is out of range for {} rows", first, rows));
   }
@@ -106,14 +110,15 @@ void read_rows(const File& file, const std::string& name, hid_t memory_type, Acc
   }
 
   hsize_t row_elements = 1;
-  for (std::size_t i = 1; i < dims.size(); ++i) row_elements *= dims[i];
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (i != axis) row_elements *= dims[i];
   out.resize(static_cast<std::size_t>(static_cast<hsize_t>(count) * row_elements));
   if (out.empty()) return;
 
   std::vector<hsize_t> start(dims.size(), 0);
   std::vector<hsize_t> block = dims;
-  start[0] = static_cast<hsize_t>(first);
-  block[0] = static_cast<hsize_t>(count);
+  start[axis] = static_cast<hsize_t>(first);
+  block[axis] = static_cast<hsize_t>(count);
   if (H5Sget_simple_extent_ndims(file_space.get()) > 0 &&
       H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, block.data(),
                           nullptr) < 0) {
@@ -237,6 +242,12 @@ void File::read_f32(const std::string& dataset, std::vector<float>& out, std::in
                     std::int64_t count) const {
   const std::lock_guard lock(library_mutex());
   read_rows(*this, dataset, H5T_NATIVE_FLOAT, Accept::numbers, out, first, count);
+}
+
+void File::read_f32_slice(const std::string& dataset, std::size_t axis, std::int64_t first,
+                          std::int64_t count, std::vector<float>& out) const {
+  const std::lock_guard lock(library_mutex());
+  read_rows(*this, dataset, H5T_NATIVE_FLOAT, Accept::numbers, out, first, count, axis);
 }
 
 }  // namespace strata::h5

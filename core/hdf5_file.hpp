@@ -67,6 +67,10 @@ class File {
                std::int64_t count = -1) const;
   void read_f32(const std::string& dataset, std::vector<float>& out, std::int64_t first = 0,
                 std::int64_t count = -1) const;
+  // Reads [first, first+count) along `axis` and every index of the other axes (a model-parallel
+  // shard's slice), row-major into `out`, which is resized.
+  void read_f32_slice(const std::string& dataset, std::size_t axis, std::int64_t first,
+                      std::int64_t count, std::vector<float>& out) const;
   // Reads the listed rows (ascending, no repeats) along the first axis in one read of a union of
   // hyperslabs, back to back into `out`, which is resized.
   void read_u8_rows(const std::string& dataset, std::span<const std::int64_t> rows,

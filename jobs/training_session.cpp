@@ -71,7 +71,14 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
   if (!problem.empty()) throw DataError(problem);
   member.broadcast_string(chosen, 0);
   if (chosen.empty()) return std::nullopt;
-  const StateDict state = verified ? std::move(*verified) : read_checkpoint(chosen);
+  // The leader verified the file whole; a model-parallel shard reads only its own slices of it.
+  auto read_mine = [&] {
+    if (topology_.plan().model == 1) return read_checkpoint(chosen);
+    StateDict layout;
+    trainer_.save_state(layout);
+    return read_checkpoint_slices(chosen, layout);
+  };
+  const StateDict state = verified ? std::move(*verified) : read_mine();
   elapsed_before_ =
       state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
   started_ = Clock::now();

@@ -141,6 +141,44 @@ TEST_CASE("a checkpoint file keeps every tensor and scalar exactly", "[state][ch
   CHECK(read.get_real("trainer/loss_sum") == 0.1 + 0.2);
 }
 
+TEST_CASE("a shard reads only its slices of a checkpoint's whole tensors", "[state][checkpoint]") {
+  testing::TempDir dir;
+  // A [4, 6] tensor whose element (r, c) is 10r + c, and a whole [3] one.
+  std::vector<float> grid(24);
+  for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<float>(10 * (i / 6) + i % 6);
+  StateDict state;
+  state.put_tensor("weights/rows", Tensor({4, 6}, grid));
+  state.put_tensor("weights/columns", Tensor({4, 6}, grid));
+  state.put_tensor("weights/bias", Tensor({3}, std::vector<float>{7, 8, 9}));
+  state.put_int("trainer/global_step", 11);
+  const std::string path = dir.file("ckpt-00000001.h5");
+  write_checkpoint(path, state);
+
+  // Shard 1 of 2 along the rows, shard 1 of 2 along the columns.
+  StateDict layout;
+  layout.put_tensor("weights/rows", std::vector<float>(12), {2, 6}, ShardSpec{{4, 6}, 0, 2});
+  layout.put_tensor("weights/columns", std::vector<float>(12), {4, 3}, ShardSpec{{4, 6}, 1, 3});
+  layout.put_tensor("weights/bias", Tensor({3}, std::vector<float>(3)));
+  const StateDict mine = read_checkpoint_slices(path, layout);
+  CHECK(mine.tensor("weights/rows").values ==
+        std::vector<float>{20, 21, 22, 23, 24, 25, 30, 31, 32, 33, 34, 35});
+  CHECK(mine.tensor("weights/rows").local_shape == Shape{2, 6});
+  CHECK(mine.tensor("weights/columns").values ==
+        std::vector<float>{3, 4, 5, 13, 14, 15, 23, 24, 25, 33, 34, 35});
+  CHECK(mine.tensor("weights/columns").shard.axis == 1);
+  CHECK(mine.tensor("weights/bias").values == std::vector<float>{7, 8, 9});
+  CHECK(mine.get_int("trainer/global_step") == 11);
+  // What a shard reads is what it would copy out of the whole tensor.
+  std::vector<float> expected(12);
+  copy_slice(grid, ShardSpec{{4, 6}, 1, 3}, {4, 3}, expected);
+  CHECK(mine.tensor("weights/columns").values == expected);
+  // A model of another shape is refused, naming the dataset.
+  StateDict other;
+  other.put_tensor("weights/rows", std::vector<float>(10), {2, 5}, ShardSpec{{4, 5}, 0, 2});
+  CHECK_THROWS_WITH(read_checkpoint_slices(path, other),
+                    Contains("dataset /weights/rows has shape [4, 6], this model's [4, 5]"));
+}
+
 TEST_CASE("a damaged checkpoint is reported with the file and the reason", "[state][checkpoint]") {
   testing::TempDir dir;
   StateDict state;
