@@ -31,6 +31,8 @@ enum SeedPurpose : std::uint64_t {
   seed_ensemble = 8,   // an ensemble member's initialisation: {seed_ensemble, stage, member}
   seed_bagging = 9,    // its bootstrap sample: {seed_bagging, stage, member}
   seed_transfer = 10,  // a transfer stage's fresh layers: {seed_transfer, stage}
+  // The seed of a train, hpo or pbt stage after the first of its kind: {seed_stage, stage}
+  seed_stage = 11,
   // Every stream of a hyperparameter search: derive_seed(run seed, {seed_hpo, HpoStream, ...}).
   seed_hpo = 0x68706f  // "hpo"
 };

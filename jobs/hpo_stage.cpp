@@ -162,7 +162,7 @@ SearchRun::SearchRun(const StageContext& c, const HpoSpec& spec)
     : c_(c),
       spec_(spec),
       space_(search_space_of(c.config, spec)),
-      search_(make_search(spec, space_, c.config.run.seed, c.first_groups, objective())),
+      search_(make_search(spec, space_, c.seed, c.first_groups, objective())),
       kept_weights_(std::filesystem::path(c.config.output.dir) / "trials", spec.keep_top),
       planned_(planned_trainings(spec, space_)) {
   if (!objective()) data_.emplace(load_training_data(c.config));
@@ -220,7 +220,7 @@ void SearchRun::announce() const {
 
 TrialOutcome SearchRun::evaluate(const Trial& trial, const TrialChannel& channel) const {
   const Config& config = c_.config;
-  return objective() ? evaluate_function(*config.objective, config.run.seed, trial, channel.serve)
+  return objective() ? evaluate_function(*config.objective, c_.seed, trial, channel.serve)
                      : train_trial(c_, spec_, space_, *data_, trial, channel);
 }
 

@@ -99,8 +99,7 @@ TrialOutcome train_trial(const StageContext& c, const HpoSpec& spec, const Searc
     agree_on_failure(topology.member(), [&] {
       inject_build_fault(BuildFault::before_build, topology.world_rank());
       config = instantiate(c.config, trial_values(space, trial.genome));
-      config.run.seed =
-          derive_seed(c.config.run.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
+      config.run.seed = derive_seed(c.seed, {seed_trial, static_cast<std::uint64_t>(trial.id)});
       trial_plan = plan_on_run_layout(config, topology.plan());
     });
     global_batch = trial_plan.global_batch();

@@ -67,7 +67,7 @@ class PbtRun {
     p.quantile = spec_.quantile;
     p.resample_probability = spec_.resample_probability;
     p.direction = spec_.maximize ? Direction::maximize : Direction::minimize;
-    p.seed = c_.config.run.seed;
+    p.seed = c_.seed;
     p.rounds = rounds_;
     return p;
   }
@@ -88,8 +88,7 @@ class PbtRun {
   // The member's config with `genome`'s values and its own seed (initialisation, data order).
   Config member_config(int member, const Genome& genome) const {
     Config config = instantiate(c_.config, trial_values(space_, genome));
-    config.run.seed =
-        derive_seed(c_.config.run.seed, {seed_member, static_cast<std::uint64_t>(member)});
+    config.run.seed = derive_seed(c_.seed, {seed_member, static_cast<std::uint64_t>(member)});
     return config;
   }
   SessionSettings session_settings(int member, const Config& config) const {

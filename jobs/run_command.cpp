@@ -14,6 +14,7 @@
 #include "core/config.hpp"
 #include "core/config_tree.hpp"
 #include "core/errors.hpp"
+#include "core/rng.hpp"
 #include "core/trainer.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/artifacts.hpp"
@@ -277,10 +278,15 @@ int run_stages(const Config& config, const RunOptions& options, const Communicat
       std::optional<RunOutput> stage_output;
       if (top && own_dir)
         stage_output.emplace(RunOutput::inside_checked_run(stage_config.output.dir));
+      const std::uint64_t stage_seed =
+          own_dir ? derive_seed(stage_config.run.seed,
+                                {seed_stage, static_cast<std::uint64_t>(state.stage)})
+                  : stage_config.run.seed;
       const StageContext context{stage_config,
                                  topology,
                                  threads,
                                  state.stage,
+                                 stage_seed,
                                  state.first_groups,
                                  &signals,
                                  stage_output ? &*stage_output

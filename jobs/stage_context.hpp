@@ -2,6 +2,7 @@
 // stands across allocations.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 
 #include "core/config.hpp"
@@ -19,6 +20,11 @@ struct StageContext {
   const Topology& topology;
   int threads = 1;
   int stage_index = 0;
+  // What the stage's own random streams (its members' and trials' seeds, a search's draws) derive
+  // from: run.seed for the first stage of a kind, derive(run.seed, {seed_stage, stage_index}) for
+  // a later one, so that two searches of one space do not propose the same trials. The data split
+  // and normalisation stay run.seed's, alike in every stage.
+  std::uint64_t seed = 0;
   // The number of member groups of the run's first allocation. It fixes what must not change
   // when a restart has another number of ranks: a train stage's members (each its own training
   // with seed derive(run.seed, member)), and the batch size of a random or grid search.

@@ -61,8 +61,7 @@ void print_startup(const StageContext& c, const TrainingData& data, Trainer& tra
 void train_member(const StageContext& c, int member, ProgressBoard& board) {
   const Topology& topology = c.topology;
   Config config = c.config;
-  config.run.seed =
-      derive_seed(c.config.run.seed, {seed_member, static_cast<std::uint64_t>(member)});
+  config.run.seed = derive_seed(c.seed, {seed_member, static_cast<std::uint64_t>(member)});
   const bool writes = topology.member().rank() == 0;
   const Plan plan = plan_on_run_layout(config, topology.plan());
   // The data split comes from the run's seed, not the member's: every member, and strata predict

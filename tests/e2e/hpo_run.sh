@@ -48,6 +48,34 @@ output: {dir: $work/slow, progress_seconds: 0.4}
 YAML
 expect_exit 0 '^\[hpo\] 0/2 done, 2 running: trial [01] on group [01] for [0-9]s, trial [01] on group [01] for [0-9]s \| best none \| ETA -$' -- \
   "$MPIEXEC" -n 2 "$STRATA" run slow.yaml
+# Two searches of one space in one run: the second draws its own trials (its seeds derive from the
+# stage), and the first's are those of a run with that search alone.
+cat > two_searches.yaml <<YAML
+run: {name: two, seed: 3, threads: 1}
+data: {source: synthetic, synthetic: {train: 128, test: 32, classes: 2, channels: 1, height: 4, width: 4}}
+model: {layers: [flatten, {dense: {units: 2}}]}
+training: {epochs: 1, local_batch: 32, optimizer: {type: sgd, lr: \$lr}}
+stages:
+  - hpo: {algorithm: random, trials: 6, space: {lr: {log_uniform: [0.001, 0.1]}}}
+  - hpo: {algorithm: random, trials: 6, space: {lr: {log_uniform: [0.001, 0.1]}}}
+output: {dir: $work/two_searches}
+YAML
+head -6 two_searches.yaml > one_search.yaml
+echo "output: {dir: $work/one_search}" >> one_search.yaml
+expect_exit 0 'stage 2/2 \(hpo2\) done' -- "$MPIEXEC" -n 2 "$STRATA" run two_searches.yaml
+expect_exit 0 'stage 1/1 \(hpo\) done' -- "$MPIEXEC" -n 2 "$STRATA" run one_search.yaml
+"$PYTHON3" - "$work" <<'PY' || fails=$((fails + 1))
+import csv, sys
+w = sys.argv[1]
+def genomes(path):
+    return sorted(r["lr"] for r in csv.DictReader(open(path)))
+first, second = genomes(f"{w}/two_searches/trials.csv"), genomes(f"{w}/two_searches/hpo2/trials.csv")
+alone = genomes(f"{w}/one_search/trials.csv")
+assert len(first) == len(second) == 6, (len(first), len(second))
+assert first == alone, "the first search's trials differ from a run with it alone"
+assert not set(first) & set(second), "the second search proposed the first one's trials"
+print("ok: the second search of one space draws its own 6 trials; the first's are as alone")
+PY
 # A space in which no model builds (a kernel larger than the 8x8 input) is a config error before
 # anything runs; one in which every trial fails (diverges) exits 1, not 0 with no best.
 cat > nobuild.yaml <<YAML
