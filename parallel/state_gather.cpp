@@ -18,8 +18,9 @@ StateDict gather_whole_state(const StateDict& local, const Communicator& model) 
 
 namespace {
 
-// Apart from the trial scheduler's (71xx) and the progress board's (72xx) tags.
-constexpr int tag_state_slice = 7301;
+// Apart from the trial scheduler's (71xx), the progress board's (72xx) and PBT's exploit (73xx)
+// tags.
+constexpr int tag_state_slice = 7400;
 
 // How a sliced tensor's slices lie in the whole: `outer` blocks before the axis, each holding the
 // M slices' `extent x inner` runs side by side.
