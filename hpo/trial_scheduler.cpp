@@ -250,7 +250,7 @@ SchedulerStats run_trials(const Topology& topology, Search& search, const Evalua
       else
         waiting.push_back(g);
     }
-    if (options.while_running) options.while_running(coord->in_flight());
+    if (options.while_running) options.while_running([&] { return coord->in_flight(); });
   };
 
   std::exception_ptr coordinator_error;

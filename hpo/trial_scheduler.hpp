@@ -2,7 +2,7 @@
 #pragma once
 
 #include <functional>
-#include <span>
+#include <vector>
 
 #include "hpo/search.hpp"
 #include "hpo/trial_log.hpp"
@@ -51,10 +51,12 @@ struct TrialInFlight {
   int group = 0;
   double seconds = 0.0;  // since the coordinator handed it out
 };
+// The trials in flight, listed when called: the list is built only when a line is printed.
+using TrialsInFlight = std::function<std::vector<TrialInFlight>()>;
 // Called on world rank 0 each time it serves the other groups (between its own training steps and
-// while it waits), with the trials in flight: for progress lines while no result comes in. Must
-// be cheap when it prints nothing.
-using TrialsRunning = std::function<void(std::span<const TrialInFlight> running)>;
+// while it waits): for progress lines while no result comes in. Must be cheap when it prints
+// nothing.
+using TrialsRunning = std::function<void(const TrialsInFlight& running)>;
 
 // How run_trials hands out trials and what it asks of the caller on the way; all optional.
 struct SchedulerOptions {

@@ -53,7 +53,7 @@ class SearchRun {
   void count(const Trial& trial, const TrialOutcome& outcome);
   void report_generations();
   void report_progress(const Trial& trial, const TrialOutcome& outcome);
-  void report_running(std::span<const TrialInFlight> running);
+  void report_running(const TrialsInFlight& running);
   std::string eta() const;
   void save_snapshot();
   void log_cached();
@@ -233,12 +233,12 @@ void SearchRun::report_progress(const Trial& trial, const TrialOutcome& outcome)
 
 // Between results, a line every progress_seconds: trainings of many minutes must not leave the
 // log silent.
-void SearchRun::report_running(std::span<const TrialInFlight> running) {
+void SearchRun::report_running(const TrialsInFlight& running) {
   if (seconds_since(last_print_) < c_.config.output.progress_seconds) return;
   last_print_ = Clock::now();
   const auto best = search_->best();
   fmt::print("[hpo] {}/{} done, {} | best {} | {}\n", done_, planned_,
-             describe_running(running, [](int id) { return fmt::format("trial {}", id); }),
+             describe_running(running(), [](int id) { return fmt::format("trial {}", id); }),
              best ? fmt::format("{:.4g}", best->fitness) : "none", eta());
   std::fflush(stdout);
 }
@@ -306,7 +306,7 @@ void SearchRun::run() {
     options.epoch_verdict = [&](int trial_id, int epoch, double value) {
       return pruner_->report(trial_id, epoch, value);
     };
-  options.while_running = [&](std::span<const TrialInFlight> running) { report_running(running); };
+  options.while_running = [&](const TrialsInFlight& running) { report_running(running); };
   SchedulerStats stats;
   std::string stopped;
   try {

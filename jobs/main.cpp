@@ -203,8 +203,9 @@ int dispatch(int argc, char** argv, std::optional<strata::MpiEnvironment>& mpi) 
   std::string report_dir, report_out;
   auto* report_cmd = app.add_subcommand(
       "report",
-      "Write one self-contained HTML page (no network needed) of a run: loss and accuracy per "
-      "epoch per member, fitness per generation, the ensemble and transfer tables, the plan");
+      "Write one self-contained HTML page (no network needed) of a run: each training's loss per "
+      "step and accuracy per epoch, fitness per generation, the ensemble and transfer tables, "
+      "the plan");
   report_cmd->add_option("dir", report_dir, "The run's output.dir")->required();
   report_cmd->add_option("--out", report_out, "HTML file to write (default: DIR/report.html)");
 

@@ -5,7 +5,6 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -72,21 +71,19 @@ std::vector<std::pair<int, fs::path>> numbered_metrics(const fs::path& parent) {
 
 // The training loss of steps.jsonl on the epoch axis (step s of an epoch of n steps at epoch - 1 +
 // s / n), as means over at most `most` runs of consecutive steps: a long training's thousands of
-// steps would make a page of megabytes.
+// steps would make a page of megabytes. Every epoch of a training has as many steps, so a last
+// epoch cut short (a training still going, stopped or timed out) ends short of its whole.
 std::vector<std::pair<double, double>> step_losses(const fs::path& path, std::size_t most = 400) {
   const std::vector<nlohmann::json> rows = read_jsonl(path);
-  std::map<double, double> steps_in_epoch;
-  for (const auto& row : rows) {
-    double& n = steps_in_epoch[number(row, "epoch")];
-    n = std::max(n, number(row, "step"));
-  }
+  double steps_per_epoch = 1.0;
+  for (const auto& row : rows) steps_per_epoch = std::max(steps_per_epoch, number(row, "step"));
   const std::size_t per_point = rows.size() / most + 1;
   std::vector<std::pair<double, double>> points;
   double x = 0.0, loss = 0.0;
   std::size_t in_point = 0;
   for (const auto& row : rows) {
     const double epoch = number(row, "epoch");
-    x = epoch - 1.0 + number(row, "step") / steps_in_epoch[epoch];
+    x = epoch - 1.0 + number(row, "step") / steps_per_epoch;
     loss += number(row, "loss");
     if (++in_point == per_point) {
       points.emplace_back(x, loss / static_cast<double>(in_point));
@@ -106,11 +103,12 @@ std::string curves(const std::string& what,
   for (const auto& [name, path] : runs) {
     ChartSeries l{thin ? "" : name, {}, true, thin ? "#9aa" : "", thin ? 0.8 : 1.5};
     ChartSeries a = l;
+    // Per step where the training logged its steps (an empty file: killed before its first).
     const fs::path steps = path.parent_path() / "steps.jsonl";
     if (fs::exists(steps)) l.points = step_losses(steps);
+    const bool per_epoch = l.points.empty();
     for (const auto& row : read_jsonl(path)) {
-      if (!fs::exists(steps))
-        l.points.emplace_back(number(row, "epoch"), number(row, "train_loss"));
+      if (per_epoch) l.points.emplace_back(number(row, "epoch"), number(row, "train_loss"));
       a.points.emplace_back(number(row, "epoch"), number(row, "val_accuracy"));
     }
     loss.push_back(std::move(l));

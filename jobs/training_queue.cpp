@@ -119,10 +119,11 @@ std::vector<bool> run_training_queue(
   SchedulerOptions options;
   options.stop_requested = [&] { return c.signals != nullptr && c.signals->requested(); };
   // Between results, a line every interval: long trainings must not leave the log silent.
-  options.while_running = [&](std::span<const TrialInFlight> running) {
+  options.while_running = [&](const TrialsInFlight& running) {
     if (seconds_since(last_line) < interval || seconds_since(start) < interval) return;
     last_line = Clock::now();
-    fmt::print("[{}] {}/{} done, {}\n", what, finished, count, describe_running(running, describe));
+    fmt::print("[{}] {}/{} done, {}\n", what, finished, count,
+               describe_running(running(), describe));
     std::fflush(stdout);
   };
   try {

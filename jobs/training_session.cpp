@@ -78,18 +78,21 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
     trainer_.save_state(layout);
     return read_checkpoint_slices(chosen, layout);
   };
-  const StateDict state = verified ? std::move(*verified) : read_mine();
+  StateDict state;
+  try {
+    state = verified ? std::move(*verified) : read_mine();
+    trainer_.load_state(state);
+  } catch (const DataError& e) {
+    // Any shard may be the first to find it (the others read only their slices): the same words.
+    const std::string what = e.what();
+    throw DataError(fmt::format(
+        "{}{} (a checkpoint of another config? move {} aside or pass "
+        "--fresh)",
+        what.starts_with(chosen) ? "" : chosen + ": ", what, settings_.checkpoint_dir.string()));
+  }
   elapsed_before_ =
       state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
   started_ = Clock::now();
-  try {
-    trainer_.load_state(state);
-  } catch (const DataError& e) {
-    throw DataError(
-        fmt::format("{}: {} (a checkpoint of another config? move {} aside or pass "
-                    "--fresh)",
-                    chosen, e.what(), settings_.checkpoint_dir.string()));
-  }
   if (leader()) {
     const std::string line = fmt::format(
         "[resume] {}from {}: {}, written on G {} x D {} x M {} with {} thread(s)", settings_.label,
@@ -152,7 +155,10 @@ void TrainingSession::checkpoint() {
   local.put_int("meta/threads", trainer_.threads());
   local.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
   local.put_real("meta/elapsed_seconds", elapsed_seconds());
-  if (plan.model > 1) gather_whole_state_to_root(local, topology_.model(), state, gather_scratch_);
+  if (plan.model > 1) {
+    std::vector<float> scratch;  // one slice, freed with the rest of what a checkpoint needs
+    gather_whole_state_to_root(local, topology_.model(), state, scratch);
+  }
   if (leader()) store_.save(std::move(state), std::move(complete));
 }
 

@@ -86,7 +86,6 @@ class TrainingSession {
   StepVote vote_;
   StateDict shard_state_;  // a model-parallel shard's own state, reused
   std::ofstream steps_;    // settings_.steps_log on the group's first rank, once a step is done
-  std::vector<float> gather_scratch_;
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   double elapsed_before_ = 0.0;  // in earlier allocations, as its checkpoint says

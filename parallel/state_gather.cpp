@@ -40,14 +40,20 @@ SliceLayout layout_of(const std::string& key, const StateTensor& t, const Commun
   return l;
 }
 
-// The slices of every shard, in shard order, placed into the whole tensor.
+// Shard m's slice placed into the whole tensor.
+void place_slice(const SliceLayout& l, std::int64_t m, const float* slice,
+                 std::vector<float>& whole) {
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    std::copy_n(slice + o * l.extent * l.inner, l.extent * l.inner,
+                whole.data() + (o * l.full + m * l.extent) * l.inner);
+}
+
+// The slices of every shard, back to back in shard order, placed into the whole tensor.
 void place_slices(const SliceLayout& l, std::int64_t shards, const std::vector<float>& slices,
                   std::vector<float>& whole) {
   const std::int64_t block_size = l.outer * l.extent * l.inner;
   for (std::int64_t m = 0; m < shards; ++m)
-    for (std::int64_t o = 0; o < l.outer; ++o)
-      std::copy_n(slices.data() + m * block_size + o * l.extent * l.inner, l.extent * l.inner,
-                  whole.data() + (o * l.full + m * l.extent) * l.inner);
+    place_slice(l, m, slices.data() + m * block_size, whole);
 }
 
 StateTensor& whole_tensor_for(StateDict& whole, const std::string& key, const StateTensor& t) {
@@ -96,17 +102,27 @@ void gather_whole_state_to_root(const StateDict& local, const Communicator& mode
       continue;
     }
     StateTensor& out = whole_tensor_for(whole, key, t);
-    // Every shard's slice in shard order (straight into place when the slices are the whole's
-    // blocks), the root's own first; a shard's sends wait for the root's receives, tensor by
-    // tensor, so no shard runs ahead.
-    std::vector<float>& slices = l.outer == 1 ? out.values : scratch;
-    slices.resize(out.values.size());
+    // Every shard's slice in shard order, the root's own first: straight into place when the
+    // slices are the whole's blocks, else through one slice of scratch (never a whole tensor's).
+    // A shard's sends wait for the root's receives, tensor by tensor, so no shard runs ahead.
     const std::size_t block = t.values.size();
-    std::copy(t.values.begin(), t.values.end(), slices.begin());
-    for (int m = 1; m < model.size(); ++m)
-      model.recv(std::span(slices).subspan(static_cast<std::size_t>(m) * block, block), m,
-                 tag_state_slice);
-    if (l.outer != 1) place_slices(l, model.size(), slices, out.values);
+    for (int m = 0; m < model.size(); ++m) {
+      const auto at = static_cast<std::size_t>(m) * block;
+      if (l.outer == 1) {
+        if (m == 0)
+          std::copy(t.values.begin(), t.values.end(), out.values.begin());
+        else
+          model.recv(std::span(out.values).subspan(at, block), m, tag_state_slice);
+        continue;
+      }
+      if (m == 0) {
+        place_slice(l, 0, t.values.data(), out.values);
+        continue;
+      }
+      scratch.resize(block);
+      model.recv(scratch, m, tag_state_slice);
+      place_slice(l, m, scratch.data(), out.values);
+    }
   }
 }
 

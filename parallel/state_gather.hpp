@@ -18,7 +18,8 @@ StateDict gather_whole_state(const StateDict& local, const Communicator& model);
 void gather_whole_state(const StateDict& local, const Communicator& model, StateDict& whole,
                         std::vector<float>& scratch);
 // The same on shard 0 of `model` only, which writes the checkpoint: the other shards send their
-// slices and hold no whole tensor (their `whole` stays as it was). Collective over `model`.
+// slices and hold no whole tensor (their `whole` stays as it was). `scratch` grows to one slice,
+// never to a whole tensor. Collective over `model`.
 void gather_whole_state_to_root(const StateDict& local, const Communicator& model, StateDict& whole,
                                 std::vector<float>& scratch);
 

@@ -282,7 +282,8 @@ TEST_CASE("the coordinator is told which trials are in flight, each until its re
   int calls = 0, most_running = 0, stale = 0, repeated = 0;
   std::map<int, double> longest;  // trial -> its largest age seen
   SchedulerOptions options;
-  options.while_running = [&](std::span<const TrialInFlight> running) {
+  options.while_running = [&](const TrialsInFlight& in_flight) {
+    const std::vector<TrialInFlight> running = in_flight();
     ++calls;
     most_running = std::max(most_running, static_cast<int>(running.size()));
     std::set<int> groups, trials;

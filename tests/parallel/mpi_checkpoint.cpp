@@ -160,13 +160,19 @@ TEST_CASE("gather_whole_state assembles row and column slices", "[mpi][checkpoin
   // the others nothing.
   StateDict at_root;
   std::vector<float> scratch;
+  const float* first_pass = nullptr;
   for (int pass = 0; pass < 2; ++pass) {
     gather_whole_state_to_root(local, world, at_root, scratch);
     if (r != 0) {
       CHECK(at_root.tensors().empty());
       CHECK(at_root.scalars().empty());
+      CHECK(scratch.empty());
       continue;
     }
+    // The columns come through one slice of scratch (2 floats), never a whole tensor's worth.
+    CHECK(scratch.size() <= 2);
+    if (pass == 0) first_pass = at_root.tensor("columns").values.data();
+    CHECK(at_root.tensor("columns").values.data() == first_pass);
     CHECK(at_root.tensor("rows").values == rows);
     CHECK(at_root.tensor("columns").values == columns);
     CHECK(at_root.tensor("columns").local_shape == std::vector<std::int64_t>{2, n});
