@@ -90,17 +90,23 @@ void RunOutput::write_text(const std::string& name, const std::string& text) con
 }
 
 void RunOutput::keep_metrics_before(int epoch) {
-  std::ifstream in(metrics_path());
+  keep_rows_before(metrics_path(), "epoch", epoch);
+}
+
+void keep_rows_before(const std::filesystem::path& path, const char* key, std::int64_t bound) {
+  std::ifstream in(path);
   if (!in) return;
   std::string kept, line;
   while (std::getline(in, line)) {
     if (in.eof()) break;  // the last line has no newline: cut short by a kill
     const auto row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.contains("epoch") || row["epoch"].get<int>() >= epoch) break;
+    if (row.is_discarded() || !row.contains(key) || !row[key].is_number_integer() ||
+        row[key].get<std::int64_t>() >= bound)
+      break;
     kept += line + '\n';
   }
   in.close();
-  write_text_atomically(metrics_path(), kept);
+  write_text_atomically(path, kept);
 }
 
 void RunOutput::append_metrics(const EpochMetrics& m, const std::string& device) {

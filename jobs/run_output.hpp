@@ -49,4 +49,9 @@ class RunOutput {
   std::ofstream metrics_;
 };
 
+// Keeps the rows of the JSON-lines file at `path` before the first whose `key` is `bound` or more,
+// or that does not parse (a line cut short by a kill), and rewrites it atomically; nothing when
+// there is no file. What a resumed training does to the rows it will write again.
+void keep_rows_before(const std::filesystem::path& path, const char* key, std::int64_t bound);
+
 }  // namespace strata

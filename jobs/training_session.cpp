@@ -8,14 +8,13 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "core/atomic_file.hpp"
 #include "core/checkpoint_file.hpp"
 #include "core/clock.hpp"
 #include "core/errors.hpp"
 #include "core/weights_io.hpp"
 #include "jobs/fault_injection.hpp"
+#include "jobs/run_output.hpp"
 #include "parallel/model_parallel_layers.hpp"
 #include "parallel/state_gather.hpp"
 
@@ -184,18 +183,8 @@ void TrainingSession::log_step() {
   const StepMetrics& m = trainer_.last_step();
   if (!steps_.is_open()) {
     // Rows of steps after this training's checkpoint (an attempt that went on and was killed)
-    // give way to the steps trained again; a row cut short by a kill goes too.
-    std::string kept;
-    std::ifstream in(settings_.steps_log);
-    for (std::string line; std::getline(in, line) && !in.eof();) {
-      const auto row = nlohmann::json::parse(line, nullptr, false);
-      if (row.is_discarded() || !row.contains("global_step") ||
-          row["global_step"].get<std::int64_t>() >= m.global_step)
-        break;
-      kept += line + '\n';
-    }
-    in.close();
-    write_text_atomically(settings_.steps_log, kept);
+    // give way to the steps trained again.
+    keep_rows_before(settings_.steps_log, "global_step", m.global_step);
     steps_.open(settings_.steps_log, std::ios::out | std::ios::app);
     if (!steps_) throw DataError(fmt::format("cannot write {}", settings_.steps_log.string()));
   }
