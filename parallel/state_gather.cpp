@@ -9,13 +9,6 @@
 
 namespace strata {
 
-StateDict gather_whole_state(const StateDict& local, const Communicator& model) {
-  StateDict whole;
-  std::vector<float> scratch;
-  gather_whole_state(local, model, whole, scratch);
-  return whole;
-}
-
 namespace {
 
 // Apart from the trial scheduler's (71xx), the progress board's (72xx) and PBT's exploit (73xx)
@@ -66,8 +59,9 @@ StateTensor& whole_tensor_for(StateDict& whole, const std::string& key, const St
 
 }  // namespace
 
-void gather_whole_state(const StateDict& local, const Communicator& model, StateDict& whole,
-                        std::vector<float>& scratch) {
+StateDict gather_whole_state(const StateDict& local, const Communicator& model) {
+  StateDict whole;
+  std::vector<float> scratch;
   whole.scalars() = local.scalars();
   for (const auto& [key, t] : local.tensors()) {
     if (t.shard.axis < 0) {
@@ -85,6 +79,7 @@ void gather_whole_state(const StateDict& local, const Communicator& model, State
     model.allgather(t.values, scratch);
     place_slices(l, model.size(), scratch, out.values);
   }
+  return whole;
 }
 
 void gather_whole_state_to_root(const StateDict& local, const Communicator& model, StateDict& whole,
@@ -105,18 +100,12 @@ void gather_whole_state_to_root(const StateDict& local, const Communicator& mode
     // Every shard's slice in shard order, the root's own first: straight into place when the
     // slices are the whole's blocks, else through one slice of scratch (never a whole tensor's).
     // A shard's sends wait for the root's receives, tensor by tensor, so no shard runs ahead.
+    place_slice(l, 0, t.values.data(), out.values);
     const std::size_t block = t.values.size();
-    for (int m = 0; m < model.size(); ++m) {
-      const auto at = static_cast<std::size_t>(m) * block;
+    for (int m = 1; m < model.size(); ++m) {
       if (l.outer == 1) {
-        if (m == 0)
-          std::copy(t.values.begin(), t.values.end(), out.values.begin());
-        else
-          model.recv(std::span(out.values).subspan(at, block), m, tag_state_slice);
-        continue;
-      }
-      if (m == 0) {
-        place_slice(l, 0, t.values.data(), out.values);
+        model.recv(std::span(out.values).subspan(static_cast<std::size_t>(m) * block, block), m,
+                   tag_state_slice);
         continue;
       }
       scratch.resize(block);

@@ -14,12 +14,9 @@ namespace strata {
 // it with the same keys, in the same order (StateDict keeps them sorted). Each shard's slice must
 // start at rank x extent, as the split layers lay them out.
 StateDict gather_whole_state(const StateDict& local, const Communicator& model);
-// The same into `whole`, reusing its buffers (and `scratch`) from an earlier call.
-void gather_whole_state(const StateDict& local, const Communicator& model, StateDict& whole,
-                        std::vector<float>& scratch);
 // The same on shard 0 of `model` only, which writes the checkpoint: the other shards send their
-// slices and hold no whole tensor (their `whole` stays as it was). `scratch` grows to one slice,
-// never to a whole tensor. Collective over `model`.
+// slices and hold no whole tensor (their `whole` stays as it was). Into `whole`'s buffers from an
+// earlier call; `scratch` grows to one slice, never to a whole tensor. Collective over `model`.
 void gather_whole_state_to_root(const StateDict& local, const Communicator& model, StateDict& whole,
                                 std::vector<float>& scratch);
 
