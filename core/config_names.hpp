@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "core/config.hpp"
@@ -132,6 +134,12 @@ const char* to_string(E value) {
   for (const auto& c : EnumNames<E>::choices)
     if (c.value == value) return c.name.data();
   return "unknown";
+}
+
+// The key path of the stage at `index` of the config's list, as messages name it
+// ("stages[2].transfer"), so that a --set of that path is named for an error in it.
+inline std::string stage_key(std::size_t index, StageKind kind) {
+  return "stages[" + std::to_string(index) + "]." + to_string(kind);
 }
 
 }  // namespace strata

@@ -265,7 +265,10 @@ YAML::Node load_config_tree(const std::string& text, const std::string& file,
 
 std::string attribute_to_override(const std::string& message, const std::string& file,
                                   const std::vector<std::string>& overrides) {
-  if (overrides.empty() || !message.starts_with(file + ":")) return message;
+  // A message that names the overrides already (the planner's) stays as it is.
+  if (overrides.empty() || !message.starts_with(file + ":") ||
+      message.find("(with --set ") != std::string::npos)
+    return message;
   // "file:line:column: key.path: why"
   std::size_t at = file.size() + 1;
   for (int colons = 0; colons < 2 && at != std::string::npos; ++colons)

@@ -19,7 +19,8 @@ YAML::Node load_config_tree(const std::string& text, const std::string& file,
 
 // Rewrites a ConfigError message about a value an override set ("f.yaml:1:1: training.epochs:
 // ...") to name the override instead of a line of the file ("--set training.epochs=x: ...");
-// other messages come back unchanged.
+// other messages, and those that list the overrides they depend on ("(with --set ...)"), come back
+// unchanged.
 std::string attribute_to_override(const std::string& message, const std::string& file,
                                   const std::vector<std::string>& overrides);
 

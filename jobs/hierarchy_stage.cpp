@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "core/pretrained.hpp"
 #include "core/rng.hpp"
@@ -67,7 +68,7 @@ nlohmann::json hierarchy_stage(const StageContext& c, const TransferSpec& spec,
     hierarchy.classes.push_back(s.classes);
   }
   const Config base = source ? source->config : c.config;
-  check_layer_names(c.config, fmt::format("stages[{}].transfer", c.stage_index), spec, base);
+  check_layer_names(c.config.file, stage_key(c.stage_index, StageKind::transfer), spec, base);
   // Sub-classifiers are selected and coarse labels remapped in memory: check_transfer refused
   // data.read: shards before the run started.
   const std::string head = head_of(base.layers);

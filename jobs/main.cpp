@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "core/config_tree.hpp"
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "jobs/build_info.hpp"
@@ -243,11 +244,27 @@ int dispatch(int argc, char** argv, std::optional<strata::MpiEnvironment>& mpi) 
                                    : "data import-idx",
                     world_size));
   }
-  if (*run_cmd) return strata::run_command(run);
+  // A config error in a value that --set gave, wherever it is found (parsing, the stages' checks,
+  // a stage as it starts), is named by the override rather than by a place in the file.
+  const auto naming_overrides = [](const std::string& file,
+                                   const std::vector<std::string>& overrides, auto&& command) {
+    try {
+      return command();
+    } catch (const strata::ConfigError& e) {
+      throw strata::ConfigError(strata::attribute_to_override(e.what(), file, overrides));
+    }
+  };
+  if (*run_cmd)
+    return naming_overrides(run.config_path, run.overrides,
+                            [&] { return strata::run_command(run); });
   if (*predict_cmd) return strata::predict_command(predict_config, weights, predict_threads);
   if (*import_cmd) return strata::import_idx_command(idx_dir, idx_out);
-  if (*plan_cmd) return strata::plan_command(plan);
-  if (*calibrate_cmd) return strata::calibrate_command(calibrate);
+  if (*plan_cmd)
+    return naming_overrides(plan.config_path, plan.overrides,
+                            [&] { return strata::plan_command(plan); });
+  if (*calibrate_cmd)
+    return naming_overrides(calibrate.config_path, calibrate.overrides,
+                            [&] { return strata::calibrate_command(calibrate); });
   if (*inspect_cmd) return strata::inspect_command(inspect_path);
   if (*sbatch_cmd) return strata::sbatch_command(sbatch);
   if (*report_cmd) return strata::report_command(report_dir, report_out);

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "core/config.hpp"
-#include "core/config_tree.hpp"
 #include "core/errors.hpp"
 #include "core/rng.hpp"
 #include "core/trainer.hpp"
@@ -60,10 +59,8 @@ std::optional<RunOutput> prepare_output(const Config& config, bool fresh,
   if (problem.empty()) return output;
   const SourceMark at = config.output.dir_mark;
   if (at.line == 0) throw ConfigError(fmt::format("output.dir (default): {}", problem));
-  // A directory an override set is named by the override.
-  throw ConfigError(attribute_to_override(
-      fmt::format("{}:{}:{}: output.dir: {}", config.file, at.line, at.column, problem),
-      config.file, config.overrides));
+  throw ConfigError(
+      fmt::format("{}:{}:{}: output.dir: {}", config.file, at.line, at.column, problem));
 }
 
 // Where the run as a whole stands: the stage it is in, the member groups that stage had in the

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/config_tree.hpp"
+#include "core/config_names.hpp"
 #include "core/dataset.hpp"
 #include "core/errors.hpp"
 #include "core/model.hpp"
@@ -81,12 +81,13 @@ void check_class_labels(const Config& config) {
     const auto* transfer = std::get_if<TransferSpec>(&stage.settings);
     if (transfer == nullptr) continue;
     if (!transfer->classes.empty())
-      lists.push_back({&transfer->classes, fmt::format(":{}:{}: stages[{}].transfer.classes",
-                                                       stage.mark.line, stage.mark.column, i)});
+      lists.push_back(
+          {&transfer->classes, fmt::format(":{}:{}: {}.classes", stage.mark.line, stage.mark.column,
+                                           stage_key(i, StageKind::transfer))});
     for (const SuperClassSpec& super : transfer->hierarchy)
       lists.push_back({&super.classes,
-                       fmt::format(":{}:{}: stages[{}].transfer.hierarchical.{}", super.mark.line,
-                                   super.mark.column, i, super.name),
+                       fmt::format(":{}:{}: {}.hierarchical.{}", super.mark.line, super.mark.column,
+                                   stage_key(i, StageKind::transfer), super.name),
                        true});
   }
   if (lists.empty() || config.objective) return;
@@ -97,10 +98,9 @@ void check_class_labels(const Config& config) {
                             : in_file;
     for (const int label : *list.classes)
       if (label >= classes)
-        throw ConfigError(attribute_to_override(
+        throw ConfigError(
             fmt::format("{}{}: class {} is not one of the data's {} classes (0 to {})", config.file,
-                        list.where, label, classes, classes - 1),
-            config.file, config.overrides));
+                        list.where, label, classes, classes - 1));
   }
 }
 

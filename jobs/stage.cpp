@@ -7,7 +7,6 @@
 #include <fmt/ranges.h>
 
 #include "core/config_names.hpp"
-#include "core/config_tree.hpp"
 #include "core/errors.hpp"
 #include "jobs/ensemble_stage.hpp"
 #include "jobs/hierarchy_stage.hpp"
@@ -209,12 +208,11 @@ class TransferStage final : public Stage {
     if (!spec.pretrained_artifact) {
       // A file path; one under output.dir that an earlier stage was to write is looked for now.
       if (!std::filesystem::exists(spec.pretrained_path))
-        throw ConfigError(attribute_to_override(
-            fmt::format("{}:{}:{}: stages[{}].transfer.pretrained: no file {} (it lies in "
-                        "output.dir, and no earlier stage wrote it)",
-                        c.config.file, spec.pretrained_mark.line, spec.pretrained_mark.column,
-                        c.stage_index, spec.pretrained_path),
-            c.config.file, c.config.overrides));
+        throw ConfigError(fmt::format(
+            "{}:{}:{}: {}.pretrained: no file {} (it lies in output.dir, and no earlier stage "
+            "wrote it)",
+            c.config.file, spec.pretrained_mark.line, spec.pretrained_mark.column,
+            stage_key(c.stage_index, StageKind::transfer), spec.pretrained_path));
       return {"a file", spec.pretrained_path, c.config};
     }
     const std::string& artifact = spec.pretrained_artifact->name;
@@ -301,13 +299,7 @@ std::vector<std::unique_ptr<Stage>> make_stages(const Config& config) {
         break;
     }
     check_reads(config, *stages.back(), published);
-    try {
-      stages.back()->check(config,
-                           fmt::format("stages[{}].{}", stages.size() - 1, to_string(spec.kind())));
-    } catch (const ConfigError& e) {
-      // A value an override set is named by the override.
-      throw ConfigError(attribute_to_override(e.what(), config.file, config.overrides));
-    }
+    stages.back()->check(config, stage_key(stages.size() - 1, spec.kind()));
     for (const auto& artifact : stages.back()->publishes()) published.insert(artifact);
   }
   return stages;

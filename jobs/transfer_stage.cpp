@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/atomic_file.hpp"
-#include "core/config_tree.hpp"
+#include "core/config_names.hpp"
 #include "core/errors.hpp"
 #include "core/pretrained.hpp"
 #include "core/rng.hpp"
@@ -45,13 +45,9 @@ std::set<std::string> head_layers(const TransferSpec& spec, const Config& model)
 
 }  // namespace
 
-void check_layer_names(const Config& run, const std::string& key, const TransferSpec& spec,
-                       const Config& model, const std::vector<Config>& variants) {
-  const std::string& config_file = run.file;
-  // A name an override set is named by the override.
-  const auto refuse = [&](const std::string& message) {
-    throw ConfigError(attribute_to_override(message, run.file, run.overrides));
-  };
+void check_layer_names(const std::string& config_file, const std::string& key,
+                       const TransferSpec& spec, const Config& model,
+                       const std::vector<Config>& variants) {
   std::set<std::string> names;
   std::string known;
   for (const auto& layer : model.layers) {
@@ -63,8 +59,9 @@ void check_layer_names(const Config& run, const std::string& key, const Transfer
       if (names.insert(layer.name).second) known += ", " + layer.name;
   const auto check = [&](const std::string& name, SourceMark at, const char* list) {
     if (!names.contains(name))
-      refuse(fmt::format("{}:{}:{}: {}.{}: the pretrained model has no layer '{}' (layers: {})",
-                         config_file, at.line, at.column, key, list, name, known));
+      throw ConfigError(
+          fmt::format("{}:{}:{}: {}.{}: the pretrained model has no layer '{}' (layers: {})",
+                      config_file, at.line, at.column, key, list, name, known));
   };
   for (const auto& f : spec.freeze) check(f.name, f.mark, "freeze");
   for (const auto& h : spec.head) check(h.name, h.mark, "head");
@@ -75,7 +72,7 @@ void check_layer_names(const Config& run, const std::string& key, const Transfer
       return l.kind == LayerKind::dense || l.kind == LayerKind::conv2d;
     });
     if (last == model.layers.rend() || last->kind != LayerKind::dense)
-      refuse(
+      throw ConfigError(
           fmt::format("{}:{}:{}: {}.classes: a new label set resizes the last dense layer, and the "
                       "pretrained model's last layer with parameters is no dense layer",
                       config_file, spec.pretrained_mark.line, spec.pretrained_mark.column, key));
@@ -116,7 +113,7 @@ void check_transfer(const Config& config, const TransferSpec& spec, const std::s
         // A probe that does not build is a trial that fails alone.
       }
     }
-  check_layer_names(config, key, spec, config, variants);
+  check_layer_names(config.file, key, spec, config, variants);
   const bool selects =
       !spec.classes.empty() || spec.samples_per_class > 0 || !spec.hierarchy.empty();
   if (selects && config.data.source == DataSource::hdf5 && config.data.read == DataRead::shards)
@@ -191,7 +188,7 @@ Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const
 nlohmann::json transfer_stage(const StageContext& c, const TransferSpec& spec,
                               const PretrainedSource& source) {
   const bool coordinator = c.topology.world_rank() == 0;
-  check_layer_names(c.config, fmt::format("stages[{}].transfer", c.stage_index), spec,
+  check_layer_names(c.config.file, stage_key(c.stage_index, StageKind::transfer), spec,
                     source.config);
   const std::set<std::string> head = head_layers(spec, source.config);
   // Every rank reads the weights (each loads its own replica or shard) and their normalisation,

@@ -29,12 +29,12 @@ Config fine_tuning_config(const StageContext& c, const TransferSpec& spec, const
                           int classes, const std::filesystem::path& dir, std::uint64_t seed);
 
 // Every layer the spec names (freeze, head, lr_groups) exists in `model`, and a new label set has a
-// last dense layer to resize: a ConfigError at the name in `run`'s file (or naming the --set that
-// gave it) otherwise, alike on every rank before anything collective. `key`: the stage's key path
-// ("stages[2].transfer").
+// last dense layer to resize: a ConfigError at the name in `config_file` otherwise, alike on every
+// rank before anything collective. `key`: the stage's key path ("stages[2].transfer").
 // `variants`: other models whose names also count (the probes of a search space).
-void check_layer_names(const Config& run, const std::string& key, const TransferSpec& spec,
-                       const Config& model, const std::vector<Config>& variants = {});
+void check_layer_names(const std::string& config_file, const std::string& key,
+                       const TransferSpec& spec, const Config& model,
+                       const std::vector<Config>& variants = {});
 
 // What a transfer stage (at key path `key`) can find wrong before the run starts, so that an error
 // in it does not wait for the stages before it to train: its pretrained file exists (unless it lies
