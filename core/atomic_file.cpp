@@ -82,6 +82,10 @@ void replace_atomically(const std::filesystem::path& path,
     ::unlink(temporary.c_str());
     throw;
   }
+  commit_atomically(temporary, path);
+}
+
+void commit_atomically(const std::filesystem::path& temporary, const std::filesystem::path& path) {
   auto give_up = [&](const char* what) {
     const int error = errno;
     ::unlink(temporary.c_str());
@@ -93,6 +97,32 @@ void replace_atomically(const std::filesystem::path& path,
   if (fd.close() != 0) give_up("close");
   if (::rename(temporary.c_str(), path.c_str()) != 0) give_up("rename");
   sync_directory(path);
+}
+
+FileParts::FileParts(const std::filesystem::path& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path_, "open", errno);
+}
+
+FileParts::~FileParts() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileParts::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
+  for (std::size_t done = 0; done < bytes.size();) {
+    const ssize_t n =
+        ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(path_, "pwrite", n == 0 ? ENOSPC : errno);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void FileParts::sync_and_close() {
+  if (::fsync(fd_) != 0) fail(path_, "fsync", errno);
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail(path_, "close", errno);
 }
 
 void write_text_atomically(const std::filesystem::path& path, const std::string& text) {

@@ -1,6 +1,8 @@
 // Files that are never seen half-written: written under a temporary name, synced, then renamed.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -19,5 +21,27 @@ void write_text_atomically(const std::filesystem::path& path, const std::string&
 // rethrown after the temporary file is removed.
 void replace_atomically(const std::filesystem::path& path,
                         const std::function<void(const std::filesystem::path& temporary)>& write);
+// The last steps of replace_atomically for a temporary file written by other means (several
+// processes writing parts of it): fsync, rename to `path`, fsync of the directory. On failure the
+// temporary file is removed and DataError names `path` and the reason.
+void commit_atomically(const std::filesystem::path& temporary, const std::filesystem::path& path);
+
+// Writes parts of an existing file at given offsets (pwrite), while other processes may write
+// other parts of it: a model-parallel shard's slices of a checkpoint. Throws DataError naming the
+// file and the reason (e.g. "No space left on device").
+class FileParts {
+ public:
+  explicit FileParts(const std::filesystem::path& path);  // opens it for writing, never creates it
+  FileParts(const FileParts&) = delete;
+  FileParts& operator=(const FileParts&) = delete;
+  ~FileParts();
+  void write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+  // fsync, so that the parts are on disk before anyone renames the file, then close.
+  void sync_and_close();
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
 
 }  // namespace strata

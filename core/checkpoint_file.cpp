@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <bit>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -50,10 +51,39 @@ bool reserved(const std::string& object, const std::string& name) {
 
 }  // namespace
 
-std::uint32_t tensor_crc32(const std::vector<float>& values) {
+std::uint32_t tensor_crc32(std::span<const float> values) {
   return static_cast<std::uint32_t>(
       crc32_z(0, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float)));
 }
+
+std::uint32_t combined_crc32(std::span<const std::uint32_t> run_crcs, std::uint64_t run_bytes) {
+  const uLong op = crc32_combine_gen64(static_cast<z_off64_t>(run_bytes));
+  uLong crc = 0;  // the CRC-32 of no bytes
+  for (const std::uint32_t run : run_crcs) crc = crc32_combine_op(crc, run, op);
+  return static_cast<std::uint32_t>(crc);
+}
+
+namespace {
+
+// Everything but the tensors' data: format, each tensor's crc32 (`crcs`, in key order), the
+// scalars and their checksum.
+void write_attributes(h5::File& file, const StateDict& state, std::span<const std::uint32_t> crcs) {
+  file.write_attr_string("/", "format", checkpoint_format);
+  file.write_attr_int("/", "format_version", checkpoint_format_version);
+  std::size_t k = 0;
+  for (const auto& entry : state.tensors())
+    file.write_attr_int(fmt::format("/{}", entry.first), crc_attribute, crcs[k++]);
+  for (const auto& [key, value] : state.scalars()) {
+    const auto [owner, name] = owner_and_name(key);
+    file.create_group(owner);
+    if (const auto* i = std::get_if<std::int64_t>(&value)) file.write_attr_int(owner, name, *i);
+    if (const auto* d = std::get_if<double>(&value)) file.write_attr_real(owner, name, *d);
+    if (const auto* s = std::get_if<std::string>(&value)) file.write_attr_string(owner, name, *s);
+  }
+  file.write_attr_int("/", scalars_crc_attribute, scalars_crc32(state.scalars()));
+}
+
+}  // namespace
 
 void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
                       const std::function<void(std::size_t, std::size_t)>& progress) {
@@ -73,34 +103,40 @@ void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
   } joiner{checksums};
   replace_atomically(path, [&](const std::filesystem::path& temporary) {
     h5::File::write_new(temporary.string(), [&](h5::File& file) {
-      file.write_attr_string("/", "format", checkpoint_format);
-      file.write_attr_int("/", "format_version", checkpoint_format_version);
       std::size_t done = 0;
       for (const auto& [key, tensor] : state.tensors()) {
         file.write_f32(fmt::format("/{}", key), tensor.local_shape, tensor.values.data());
         if (progress) progress(++done, state.tensors().size());
       }
       checksums.join();
-      std::size_t k = 0;
-      for (const auto& entry : state.tensors())
-        file.write_attr_int(fmt::format("/{}", entry.first), crc_attribute, crcs[k++]);
-      for (const auto& [key, value] : state.scalars()) {
-        const auto [owner, name] = owner_and_name(key);
-        file.create_group(owner);
-        if (const auto* i = std::get_if<std::int64_t>(&value)) file.write_attr_int(owner, name, *i);
-        if (const auto* d = std::get_if<double>(&value)) file.write_attr_real(owner, name, *d);
-        if (const auto* s = std::get_if<std::string>(&value))
-          file.write_attr_string(owner, name, *s);
-      }
-      file.write_attr_int("/", scalars_crc_attribute, scalars_crc32(state.scalars()));
+      write_attributes(file, state, crcs);
     });
   });
+}
+
+std::vector<std::uint64_t> write_checkpoint_frame(const std::string& path, const StateDict& frame,
+                                                  std::span<const std::uint32_t> crcs) {
+  if (crcs.size() != frame.tensors().size())
+    throw std::invalid_argument(fmt::format("checkpoint frame: {} checksums for {} tensors",
+                                            crcs.size(), frame.tensors().size()));
+  std::vector<std::uint64_t> offsets;
+  h5::File::write_new(path, [&](h5::File& file) {
+    for (const auto& [key, tensor] : frame.tensors()) {
+      if (tensor.shard.axis < 0)
+        file.write_f32(fmt::format("/{}", key), tensor.local_shape, tensor.values.data());
+      else
+        offsets.push_back(file.reserve_f32(fmt::format("/{}", key), tensor.shard.whole));
+    }
+    write_attributes(file, frame, crcs);
+  });
+  return offsets;
 }
 
 namespace {
 
 // read_checkpoint, and with `layout` read_checkpoint_slices.
-StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout) {
+StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout,
+                                std::map<std::string, std::uint32_t>* slice_crcs) {
   const auto file = h5::File::open_read(path);
   if (!file.has_attr("/", "format") || file.read_attr_string("/", "format") != checkpoint_format)
     throw DataError(fmt::format("{}: not a strata checkpoint (no format = {} attribute)", path,
@@ -131,7 +167,10 @@ StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout
                           t.values);
       t.local_shape = wanted.local_shape;
       t.shard = wanted.shard;
-      continue;  // a slice's checksum cannot be checked without the whole tensor
+      // A slice's checksum cannot be checked without the whole tensor: the caller may.
+      if (slice_crcs != nullptr)
+        (*slice_crcs)[key] = static_cast<std::uint32_t>(file.read_attr_int(dataset, crc_attribute));
+      continue;
     }
     file.read_f32(dataset, t.values);
     recorded_crcs.emplace_back(
@@ -173,11 +212,12 @@ StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout
 }  // namespace
 
 StateDict read_checkpoint(const std::string& path) {
-  return read_checkpoint_parts(path, nullptr);
+  return read_checkpoint_parts(path, nullptr, nullptr);
 }
 
-StateDict read_checkpoint_slices(const std::string& path, const StateDict& layout) {
-  return read_checkpoint_parts(path, &layout);
+StateDict read_checkpoint_slices(const std::string& path, const StateDict& layout,
+                                 std::map<std::string, std::uint32_t>* slice_crcs) {
+  return read_checkpoint_parts(path, &layout, slice_crcs);
 }
 
 }  // namespace strata

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,17 +26,30 @@ inline constexpr std::int64_t checkpoint_format_version = 1;
 void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
                       const std::function<void(std::size_t, std::size_t)>& progress = {});
 
+// The file of a checkpoint whose sliced tensors its model-parallel shards write themselves
+// (parallel/checkpoint_shards.hpp): `frame` holds whole tensors, written here, and slices
+// (ShardSpec::axis >= 0), whose datasets are created whole and left unwritten; `crcs` holds every
+// tensor's whole-tensor checksum, in key order. Writes `path` itself (the caller syncs and renames
+// it) and returns the byte offset of each slice's dataset in the file, in key order.
+std::vector<std::uint64_t> write_checkpoint_frame(const std::string& path, const StateDict& frame,
+                                                  std::span<const std::uint32_t> crcs);
+
 // Reads a checkpoint written by write_checkpoint and verifies its format, version and every
 // checksum. Throws DataError naming the file and what is wrong.
 StateDict read_checkpoint(const std::string& path);
 
 // The same, but each tensor that `layout` holds as a slice (ShardSpec::axis >= 0) is read as that
-// slice only (a model-parallel shard's part; the file's tensors are whole): no rank but one needs
-// memory for the whole state. A slice's checksum is not checked (it covers the whole tensor):
-// read the file whole once (read_checkpoint) to verify it.
-StateDict read_checkpoint_slices(const std::string& path, const StateDict& layout);
+// slice only (a model-parallel shard's part; the file's tensors are whole), so that no rank needs
+// memory for the whole state. A slice's checksum covers the whole tensor, so it is not checked
+// here: its recorded value goes into `slice_crcs` (by key), for read_checkpoint_shards to check
+// from every shard's slice.
+StateDict read_checkpoint_slices(const std::string& path, const StateDict& layout,
+                                 std::map<std::string, std::uint32_t>* slice_crcs = nullptr);
 
 // CRC-32 (zlib's) of the tensor's bytes, as stored in its crc32 attribute.
-std::uint32_t tensor_crc32(const std::vector<float>& values);
+std::uint32_t tensor_crc32(std::span<const float> values);
+// The CRC-32 of consecutive runs of `run_bytes` bytes each, from each run's CRC-32 (zlib's
+// crc32_combine): a tensor's checksum from its shards' interleaved slices, never gathered whole.
+std::uint32_t combined_crc32(std::span<const std::uint32_t> run_crcs, std::uint64_t run_bytes);
 
 }  // namespace strata

@@ -34,21 +34,18 @@ std::vector<hsize_t> extent(const File& file, const std::string& what, hid_t spa
   return dims;
 }
 
-template <typename T>
-void write_array(File& file, const std::string& name, const std::vector<std::int64_t>& shape,
-                 hid_t memory_type, hid_t file_type, const T* values) {
+// A new dataset of `shape`, its elements `element_count` on return; `creation` is its dataset
+// creation property list (H5P_DEFAULT: contiguous, allocated when first written).
+Handle create_dataset(File& file, const std::string& name, const std::vector<std::int64_t>& shape,
+                      hid_t file_type, hid_t creation, hsize_t& element_count) {
   const std::string what = "dataset " + name;
   if (file.exists(name)) fail(file.path(), what, "already exists");
   std::vector<hsize_t> dims;
-  hsize_t elements = 1;
+  element_count = 1;
   for (const auto d : shape) {
     if (d < 0) fail(file.path(), what, fmt::format("negative dimension in shape {}", shape));
     dims.push_back(static_cast<hsize_t>(d));
-    elements *= static_cast<hsize_t>(d);
-  }
-  if (elements > 0 && values == nullptr) {
-    throw std::invalid_argument(
-        fmt::format("{}: {}: no values given for shape {}", file.path(), what, shape));
+    element_count *= static_cast<hsize_t>(d);
   }
   Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
@@ -56,13 +53,25 @@ void write_array(File& file, const std::string& name, const std::vector<std::int
   if (!space.valid())
     fail_hdf5(file.path(), what, fmt::format("cannot create a dataspace of shape {}", shape));
   Handle lcpl = link_creation_list(file, name);
-  Handle dataset(H5Dcreate2(file.id(), name.c_str(), file_type, space.get(), lcpl.get(),
-                            H5P_DEFAULT, H5P_DEFAULT),
+  Handle dataset(H5Dcreate2(file.id(), name.c_str(), file_type, space.get(), lcpl.get(), creation,
+                            H5P_DEFAULT),
                  H5Dclose);
   if (!dataset.valid()) fail_hdf5(file.path(), what, "cannot create");
+  return dataset;
+}
+
+template <typename T>
+void write_array(File& file, const std::string& name, const std::vector<std::int64_t>& shape,
+                 hid_t memory_type, hid_t file_type, const T* values) {
+  hsize_t elements = 0;
+  Handle dataset = create_dataset(file, name, shape, file_type, H5P_DEFAULT, elements);
+  if (elements > 0 && values == nullptr) {
+    throw std::invalid_argument(
+        fmt::format("{}: dataset {}: no values given for shape {}", file.path(), name, shape));
+  }
   if (elements > 0 &&
       H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) {
-    fail_hdf5(file.path(), what, "cannot write (disk full?)");
+    fail_hdf5(file.path(), "dataset " + name, "cannot write (disk full?)");
   }
 }
 
@@ -155,6 +164,25 @@ void File::write_f32(const std::string& dataset, const std::vector<std::int64_t>
                      const float* values) {
   const std::lock_guard lock(library_mutex());
   write_array(*this, dataset, shape, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, values);
+}
+
+std::uint64_t File::reserve_f32(const std::string& dataset,
+                                const std::vector<std::int64_t>& shape) {
+  const std::lock_guard lock(library_mutex());
+  const std::string what = "dataset " + dataset;
+  // Contiguous and allocated now, so that its data has one offset; never filled, so that the
+  // library writes none of it.
+  Handle creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  if (!creation.valid() || H5Pset_layout(creation.get(), H5D_CONTIGUOUS) < 0 ||
+      H5Pset_alloc_time(creation.get(), H5D_ALLOC_TIME_EARLY) < 0 ||
+      H5Pset_fill_time(creation.get(), H5D_FILL_TIME_NEVER) < 0)
+    fail_hdf5(path_, what, "cannot make its creation property list");
+  hsize_t elements = 0;
+  Handle created = create_dataset(*this, dataset, shape, H5T_IEEE_F32LE, creation.get(), elements);
+  if (elements == 0) return 0;
+  const haddr_t offset = H5Dget_offset(created.get());
+  if (offset == HADDR_UNDEF) fail_hdf5(path_, what, "has no place in the file (disk full?)");
+  return offset;
 }
 
 void File::read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, std::int64_t first,

@@ -61,6 +61,11 @@ class File {
                 const std::uint8_t* values);
   void write_f32(const std::string& dataset, const std::vector<std::int64_t>& shape,
                  const float* values);
+  // Creates a float32 dataset of `shape` whose storage is allocated in the file but left unwritten
+  // (contiguous, never filled) and returns the byte offset of its data, row-major and
+  // little-endian: for other processes to write once the file is closed (FileParts). 0 when it
+  // has no elements.
+  std::uint64_t reserve_f32(const std::string& dataset, const std::vector<std::int64_t>& shape);
   // Reads rows [first, first+count) along the first axis (count < 0: to the end) into `out`,
   // which is resized. The dataset's type is converted by HDF5.
   void read_u8(const std::string& dataset, std::vector<std::uint8_t>& out, std::int64_t first = 0,

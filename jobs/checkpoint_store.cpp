@@ -11,6 +11,7 @@
 #include "core/checkpoint_file.hpp"
 #include "core/errors.hpp"
 #include "jobs/fault_injection.hpp"
+#include "parallel/checkpoint_shards.hpp"
 
 namespace strata {
 
@@ -50,19 +51,21 @@ std::vector<fs::path> CheckpointStore::list() const {
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
-    const std::function<void(const std::string&)>& skipped) const {
+    const std::function<void(const std::string&)>& skipped,
+    const std::function<StateDict(const fs::path&)>& read, bool rename_damaged) const {
   const auto files = list();
   std::string reasons;
   std::vector<fs::path> damaged;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
     try {
-      LoadedCheckpoint loaded{*it, read_checkpoint(it->string())};
+      LoadedCheckpoint loaded{*it, read ? read(*it) : read_checkpoint(it->string())};
       // Damaged files are renamed aside (kept for a look) once a valid one is found: they must not
       // count towards `keep`, or the next write would prune the last valid checkpoint.
-      for (const auto& file : damaged) {
-        std::error_code ignored;
-        fs::rename(file, file.string() + ".damaged", ignored);
-      }
+      if (rename_damaged)
+        for (const auto& file : damaged) {
+          std::error_code ignored;
+          fs::rename(file, file.string() + ".damaged", ignored);
+        }
       return loaded;
     } catch (const DataError& e) {
       if (skipped) skipped(e.what());
@@ -79,12 +82,7 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
 
 void CheckpointStore::save(StateDict whole, std::function<void(StateDict&)> complete) {
   wait();
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec)
-    throw DataError(
-        fmt::format("cannot create checkpoint directory {}: {}", dir_.string(), ec.message()));
-  const fs::path path = dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
+  const fs::path path = next_path();
   const bool killed = ++writes_ == FaultPlan::from_environment().kill_in_write;
   written_ = std::move(whole);
   writer_ = std::thread([this, path, killed, complete = std::move(complete)] {
@@ -98,16 +96,51 @@ void CheckpointStore::save(StateDict whole, std::function<void(StateDict&)> comp
         // A crash in the middle of the write: half the tensors in the temporary file.
         if (killed && done == total / 2) std::raise(SIGKILL);
       });
-      if (!reuse_buffers_) written_ = StateDict{};
-      const auto files = list();
-      for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < files.size(); ++i) {
-        std::error_code ignored;
-        fs::remove(files[i], ignored);
-      }
+      prune();
     } catch (...) {
       error_ = std::current_exception();
     }
   });
+}
+
+void CheckpointStore::save_shards(const StateDict& local, const Communicator& model) {
+  wait();
+  const bool root = model.rank() == 0;
+  std::string problem, path;
+  if (root) {
+    try {
+      path = next_path().string();
+    } catch (const DataError& e) {
+      problem = e.what();
+    }
+  }
+  model.broadcast_string(problem, 0);
+  if (!problem.empty()) throw DataError(problem);
+  model.broadcast_string(path, 0);
+  const bool killed = root && ++writes_ == FaultPlan::from_environment().kill_in_write;
+  const TraceSpan span(trace_, "checkpoint write", "io");
+  write_checkpoint_shards(path, local, model, [&](std::size_t done, std::size_t total) {
+    // A crash in the middle of the write: half the slices in the temporary file.
+    if (killed && done == (total + 1) / 2) std::raise(SIGKILL);
+  });
+  if (root) prune();
+}
+
+fs::path CheckpointStore::next_path() {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec)
+    throw DataError(
+        fmt::format("cannot create checkpoint directory {}: {}", dir_.string(), ec.message()));
+  return dir_ / fmt::format("ckpt-{:08}.h5", next_sequence_++);
+}
+
+void CheckpointStore::prune() const {
+  const auto files = list();
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < files.size(); ++i) {
+    std::error_code ignored;
+    fs::remove(files[i], ignored);
+  }
 }
 
 void CheckpointStore::wait() {

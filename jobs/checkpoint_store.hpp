@@ -12,6 +12,7 @@
 
 #include "core/state.hpp"
 #include "core/trace.hpp"
+#include "parallel/communicator.hpp"
 
 namespace strata {
 
@@ -34,27 +35,38 @@ class CheckpointStore {
   // through `skipped` (file and reason) and, once a valid one is found, renamed aside to
   // <file>.damaged. nullopt when there is none; DataError
   // when there are some but none is valid: a run never silently starts over.
+  // `read` reads and verifies one file (default: read_checkpoint); a collective one
+  // (read_checkpoint_shards) makes this collective: every rank lists the same files, and only
+  // those with `rename_damaged` rename them.
   std::optional<LoadedCheckpoint> load_newest(
-      const std::function<void(const std::string&)>& skipped) const;
+      const std::function<void(const std::string&)>& skipped,
+      const std::function<StateDict(const std::filesystem::path&)>& read = {},
+      bool rename_damaged = true) const;
 
-  // Writes `whole` (tensors whole, as gather_whole_state gives them) in the background under the
+  // Writes `whole` (every tensor whole: one rank's model) in the background under the
   // next sequence number (write_checkpoint: temporary name, fsync, rename), then removes the
   // oldest beyond `keep`. Waits for the previous write first, and rethrows its error.
   // `complete`, if set, runs on the writer thread before the write and finishes `whole` (a GPU's
   // state still on its way: Trainer::save_state_in_flight).
   void save(StateDict whole, std::function<void(StateDict&)> complete = {});
+  // A model-parallel replica's checkpoint, written now by every shard of `model` into the one file
+  // under the next sequence number (write_checkpoint_shards: each shard its own slices, so none
+  // holds the whole state), then the oldest beyond `keep` removed. Collective over `model`, whose
+  // shard 0 names the file; a failure throws DataError on every shard alike.
+  void save_shards(const StateDict& local, const Communicator& model);
   // Waits for the write in flight; throws DataError if it failed.
   void wait();
   // Records each background write on `trace` (null: off).
   void set_trace(Trace* trace) { trace_ = trace; }
-  // After wait(): the last state written, whose buffers the next snapshot can reuse (empty when
-  // they are not kept).
+  // After wait(): the last state written, whose buffers the next snapshot can reuse.
   StateDict take_buffers() { return std::move(written_); }
-  // false: each state is freed once written, instead of kept for the next snapshot, where memory
-  // matters more than the snapshot's speed (a model-parallel writer's whole state).
-  void set_reuse_buffers(bool reuse) { reuse_buffers_ = reuse; }
 
  private:
+  // The next checkpoint's file name, its directory created. Throws DataError.
+  std::filesystem::path next_path();
+  // Removes the oldest checkpoints beyond `keep`.
+  void prune() const;
+
   std::filesystem::path dir_;
   int keep_;
   std::int64_t next_sequence_ = 1;
@@ -63,7 +75,6 @@ class CheckpointStore {
   StateDict written_;  // what the writer thread writes; only it touches it until wait()
   std::exception_ptr error_;
   Trace* trace_ = nullptr;
-  bool reuse_buffers_ = true;
 };
 
 // The sequence number of a checkpoint file name ("ckpt-00000012.h5" -> 12), or -1.

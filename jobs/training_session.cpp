@@ -15,8 +15,8 @@
 #include "core/weights_io.hpp"
 #include "jobs/fault_injection.hpp"
 #include "jobs/run_output.hpp"
+#include "parallel/checkpoint_shards.hpp"
 #include "parallel/model_parallel_layers.hpp"
-#include "parallel/state_gather.hpp"
 
 namespace strata {
 
@@ -44,19 +44,15 @@ TrainingSession::TrainingSession(Trainer& trainer, const Topology& topology,
       vote_(topology.member()) {
   trainer_.set_step_hook([this] { at_step(); });
   store_.set_trace(settings_.trace);
-  // A model-parallel writer holds the whole state only from a snapshot until it is written.
-  store_.set_reuse_buffers(topology_.plan().model == 1);
 }
 
-std::optional<std::filesystem::path> TrainingSession::resume() {
+std::optional<LoadedCheckpoint> TrainingSession::load_newest_whole() {
   // The group's first rank chooses the checkpoint, so that every rank loads the same file.
   std::string chosen, problem;
   std::optional<StateDict> verified;  // the leader's: load_newest has read and checked it already
   if (leader()) {
     try {
-      auto loaded = store_.load_newest([&](const std::string& why) {
-        fmt::print(stderr, "strata: {}skipping a damaged checkpoint: {}\n", settings_.label, why);
-      });
+      auto loaded = store_.load_newest([&](const std::string& why) { report_skipped(why); });
       if (loaded) {
         chosen = loaded->path.string();
         verified = std::move(loaded->state);
@@ -70,25 +66,54 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
   if (!problem.empty()) throw DataError(problem);
   member.broadcast_string(chosen, 0);
   if (chosen.empty()) return std::nullopt;
-  // The leader verified the file whole; a model-parallel shard reads only its own slices of it.
-  auto read_mine = [&] {
-    if (topology_.plan().model == 1) return read_checkpoint(chosen);
-    StateDict layout;
-    trainer_.save_state(layout);
-    return read_checkpoint_slices(chosen, layout);
+  return LoadedCheckpoint{chosen, verified ? std::move(*verified) : read_checkpoint(chosen)};
+}
+
+std::optional<LoadedCheckpoint> TrainingSession::load_newest_shards() {
+  // Every rank of the group goes through the same files, newest first; each replica's shards read
+  // and verify their slices together, and the group agrees on each file before the next, so that
+  // the leader renames a damaged one only after every rank has listed them.
+  StateDict layout;
+  trainer_.save_state(layout);
+  const auto read_agreed = [&](const std::filesystem::path& file) {
+    std::string problem;
+    StateDict state;
+    try {
+      state = read_checkpoint_shards(file.string(), layout, topology_.model());
+    } catch (const DataError& e) {
+      problem = e.what();
+    }
+    for (const std::string& p : topology_.member().allgather_strings(problem))
+      if (!p.empty()) throw DataError(p);
+    return state;
   };
-  StateDict state;
+  return store_.load_newest([&](const std::string& why) { report_skipped(why); }, read_agreed,
+                            leader());
+}
+
+void TrainingSession::report_skipped(const std::string& why) const {
+  if (leader())
+    fmt::print(stderr, "strata: {}skipping a damaged checkpoint: {}\n", settings_.label, why);
+}
+
+std::optional<std::filesystem::path> TrainingSession::resume() {
+  // A model split over shards is read slice by slice: no rank holds the whole state.
+  std::optional<LoadedCheckpoint> loaded;
   try {
-    state = verified ? std::move(*verified) : read_mine();
-    trainer_.load_state(state);
+    loaded = topology_.plan().model > 1 ? load_newest_shards() : load_newest_whole();
+    if (!loaded) return std::nullopt;
+    trainer_.load_state(loaded->state);
   } catch (const DataError& e) {
-    // Any shard may be the first to find it (the others read only their slices): the same words.
-    const std::string what = e.what();
+    if (!loaded) throw;  // none valid, or a read error that names its file
+    // A valid file that this model cannot take: any rank may be the first to find it.
+    const std::string what = e.what(), chosen = loaded->path.string();
     throw DataError(fmt::format(
         "{}{} (a checkpoint of another config? move {} aside or pass "
         "--fresh)",
         what.starts_with(chosen) ? "" : chosen + ": ", what, settings_.checkpoint_dir.string()));
   }
+  const std::string chosen = loaded->path.string();
+  const StateDict& state = loaded->state;
   elapsed_before_ =
       state.has_scalar("meta/elapsed_seconds") ? state.get_real("meta/elapsed_seconds") : 0.0;
   started_ = Clock::now();
@@ -125,40 +150,40 @@ void TrainingSession::checkpoint() {
   last_checkpoint_ = Clock::now();
   // Data replicas hold the same state: replica 0's shards save it.
   if (topology_.coords().data != 0) return;
-  const Plan& plan = topology_.plan();
-  // The snapshot goes into the buffers of the last checkpoint (written by now: save() would wait
-  // for it anyway), so that it copies at memory speed instead of faulting in new pages.
-  if (leader()) store_.wait();
-  // A shard that does not write sends its slices and keeps no whole tensor.
-  StateDict state = leader() ? store_.take_buffers() : StateDict{};
-  StateDict& local = plan.model > 1 ? shard_state_ : state;
-  // A GPU's state travels to the host while training goes on, unless the shards' state must be
-  // gathered now.
-  std::function<void(StateDict&)> complete;
-  if (plan.model == 1 && leader())
-    complete = trainer_.save_state_in_flight(local);
-  else
-    trainer_.save_state(local);
-  local.merge(settings_.meta, "meta");
-  const TrainPosition& p = trainer_.position();
-  local.put_int("meta/epoch", p.epoch);
-  local.put_int("meta/epoch_step", p.epoch_step);
-  local.put_int("meta/global_step", p.global_step);
-  local.put_int("meta/epochs", settings_.epochs);
-  local.put_int("meta/world_size", plan.world_size);
-  local.put_int("meta/groups", plan.groups);
-  local.put_int("meta/data", plan.data);
-  local.put_int("meta/model", plan.model);
-  local.put_int("meta/accumulate", trainer_.accumulate());
-  local.put_int("meta/global_batch", trainer_.global_batch());
-  local.put_int("meta/threads", trainer_.threads());
-  local.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
-  local.put_real("meta/elapsed_seconds", elapsed_seconds());
-  if (plan.model > 1) {
-    std::vector<float> scratch;  // one slice, freed with the rest of what a checkpoint needs
-    gather_whole_state_to_root(local, topology_.model(), state, scratch);
+  if (topology_.plan().model > 1) {
+    // Each shard writes its own slices into the one file, now: no rank holds the whole state.
+    trainer_.save_state(shard_state_);
+    put_meta(shard_state_);
+    store_.save_shards(shard_state_, topology_.model());
+    return;
   }
-  if (leader()) store_.save(std::move(state), std::move(complete));
+  // The snapshot goes into the buffers of the last checkpoint (written by now: save() would wait
+  // for it anyway), so that it copies at memory speed instead of faulting in new pages. A GPU's
+  // state travels to the host while training goes on.
+  store_.wait();
+  StateDict state = store_.take_buffers();
+  std::function<void(StateDict&)> complete = trainer_.save_state_in_flight(state);
+  put_meta(state);
+  store_.save(std::move(state), std::move(complete));
+}
+
+void TrainingSession::put_meta(StateDict& state) const {
+  state.merge(settings_.meta, "meta");
+  const TrainPosition& p = trainer_.position();
+  const Plan& plan = topology_.plan();
+  state.put_int("meta/epoch", p.epoch);
+  state.put_int("meta/epoch_step", p.epoch_step);
+  state.put_int("meta/global_step", p.global_step);
+  state.put_int("meta/epochs", settings_.epochs);
+  state.put_int("meta/world_size", plan.world_size);
+  state.put_int("meta/groups", plan.groups);
+  state.put_int("meta/data", plan.data);
+  state.put_int("meta/model", plan.model);
+  state.put_int("meta/accumulate", trainer_.accumulate());
+  state.put_int("meta/global_batch", trainer_.global_batch());
+  state.put_int("meta/threads", trainer_.threads());
+  state.put_int("meta/written_unix", static_cast<std::int64_t>(std::time(nullptr)));
+  state.put_real("meta/elapsed_seconds", elapsed_seconds());
 }
 
 void TrainingSession::save_final_weights(const std::filesystem::path& path) {

@@ -61,8 +61,9 @@ class TrainingSession {
   // rank) before the epoch's checkpoint.
   void run(int epochs, const ProgressCallback& on_progress,
            const std::function<void(const EpochMetrics&)>& on_epoch);
-  // Writes a checkpoint of the trainer's state now (collective over the group; in the background
-  // on the group's first rank).
+  // Writes a checkpoint of the trainer's state now (collective over the group). One shard writes
+  // in the background on the group's first rank; several shards write their slices together,
+  // before it returns.
   void checkpoint();
   // Waits for the checkpoint write in flight (on the group's first rank); throws its error.
   void wait();
@@ -75,6 +76,14 @@ class TrainingSession {
  private:
   void at_step();
   void log_step();
+  // The scalars under meta/ that say what and where this training is, into `state`.
+  void put_meta(StateDict& state) const;
+  // The newest valid checkpoint, read on every rank of the group, or nullopt; DataError on every
+  // rank when there are some but none is valid. Whole: the leader chooses and verifies it, the
+  // others read it. Shards: every rank reads its slices, the shards verifying them together.
+  std::optional<LoadedCheckpoint> load_newest_whole();
+  std::optional<LoadedCheckpoint> load_newest_shards();
+  void report_skipped(const std::string& why) const;
   bool leader() const { return topology_.member().rank() == 0; }
 
   Trainer& trainer_;

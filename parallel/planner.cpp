@@ -38,8 +38,7 @@ int choose_model(const PlanRequest& r, std::vector<std::string>& reasons) {
     if (n % m != 0 || whole + r.split_bytes / m > r.memory_per_rank_bytes) continue;
     reasons.push_back(fmt::format(
         "M = {}: the smallest divisor of {} ranks at which a shard ({} = {} unsplit + {} split / "
-        "M) fits {} per rank (while a checkpoint is written, its writer, shard 0 of replica 0, "
-        "also holds the whole model's weights and optimizer state)",
+        "M) fits {} per rank (checkpoints too: each shard writes its own slices)",
         m, n, mib(whole + r.split_bytes / m), mib(whole), mib(r.split_bytes),
         mib(r.memory_per_rank_bytes)));
     return m;

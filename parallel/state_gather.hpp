@@ -2,7 +2,7 @@
 // depend on the decomposition.
 #pragma once
 
-#include <vector>
+#include <string>
 
 #include "core/state.hpp"
 #include "parallel/communicator.hpp"
@@ -14,10 +14,14 @@ namespace strata {
 // it with the same keys, in the same order (StateDict keeps them sorted). Each shard's slice must
 // start at rank x extent, as the split layers lay them out.
 StateDict gather_whole_state(const StateDict& local, const Communicator& model);
-// The same on shard 0 of `model` only, which writes the checkpoint: the other shards send their
-// slices and hold no whole tensor (their `whole` stays as it was). Into `whole`'s buffers from an
-// earlier call; `scratch` grows to one slice, never to a whole tensor. Collective over `model`.
-void gather_whole_state_to_root(const StateDict& local, const Communicator& model, StateDict& whole,
-                                std::vector<float>& scratch);
+
+// How a sliced tensor's slices lie in the whole: `outer` blocks before the split axis, each holding
+// the M slices' runs of `extent x inner` values side by side (`full` = M x extent along the axis).
+struct SliceLayout {
+  std::int64_t extent, full, outer = 1, inner = 1;
+};
+// The layout of `t`, shard model.rank() of model.size(). Throws std::invalid_argument naming `key`
+// when `t` is not that shard's equal share at offset rank x extent.
+SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Communicator& model);
 
 }  // namespace strata

@@ -1,5 +1,6 @@
-// Checkpoint cost, measured the way `strata run` checkpoints (TrainingSession: state snapshot,
-// shards gathered, the HDF5 image encoded on the training thread, the write in the background):
+// Checkpoint cost, measured the way `strata run` checkpoints (TrainingSession): on one rank a state
+// snapshot and the HDF5 file written in the background; with M = 2 every shard writing its own
+// slices of the one file before training goes on:
 //   - write MB/s, snapshot to durable file (fsync and rename included), against `dd conv=fsync` of
 //     the same bytes to the same directory;
 //   - read MB/s of read_checkpoint (every checksum verified) against `dd` reading the file;
@@ -158,8 +159,7 @@ int main(int argc, char** argv) {
       world.barrier();
       const auto t0 = Clock::now();
       session.checkpoint();
-      // Rank 0 gathers the whole state: the longest pause, and the one every rank waits for at
-      // the next collective.
+      // Rank 0's pause: with M = 2 the whole write, which every shard waits for.
       const double pause = since(t0);
       session.wait();
       world.barrier();

@@ -6,10 +6,14 @@ STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 cd "$work"
 data="$OLDPWD/data/fashion_mnist.h5"
+MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
 
-write_config() {  # $1: output dir, $2: units of the hidden dense layer
+write_config() {  # $1: output dir, $2: units of the hidden dense layer, $3: M (default 1)
+  local model="${3:-1}" split=""
+  [ "$model" = 1 ] || split=", split: column"
   cat <<YAML
-run: {name: faults, seed: 5, threads: 2}
+run: {name: faults, seed: 5, threads: $((model > 1 ? 1 : 2))}
+parallel: {model: $model}
 data: {source: hdf5, path: $data, train_subset: 4000, test_subset: 1000}
 model:
   layers:
@@ -17,7 +21,7 @@ model:
     - relu
     - maxpool2d: {size: 2}
     - flatten
-    - dense: {units: $2, init: glorot}
+    - dense: {units: $2, init: glorot$split}
     - relu
     - dense: {units: 10, init: glorot}
 training:
@@ -111,5 +115,19 @@ else
   rm -rf out && cp -a "$disk/out" out && umount "$disk"
   expect_exit 0 'resume\] from .*ckpt-00000002.h5: epoch 1/2 step 50/112' -- "$STRATA" run run.yaml
   same_as_ref "full disk during a checkpoint, resumed elsewhere"
+  # The same with the hidden dense layer (most of the bytes) split over M = 2 shards, which write
+  # their slices into the file together: every shard learns of the full disk and the job ends
+  # with exit 3, no shard hangs.
+  mount -t tmpfs -o size=1200k tmpfs "$disk"
+  write_config "$disk/out" 32 2 > disk2.yaml
+  expect_exit 3 '/checkpoints/.*ckpt-[0-9]+.h5.tmp: .*(disk full|No space left on device)' -- timeout 120 "$MPIEXEC" -n 2 "$STRATA" run disk2.yaml
+  if [ -n "$(find "$disk/out" -name '*.tmp')" ]; then echo "FAIL: M = 2: a temporary file was left on the full disk"; fails=$((fails + 1)); fi
+  n=$(ls "$disk"/out/checkpoints/stage0/member0/ckpt-*.h5 | wc -l)
+  [ "$n" = 2 ] && echo "ok: M = 2 on a full disk: the two checkpoints that fit are kept" ||
+    { echo "FAIL: M = 2 on a full disk: $n checkpoints, expected 2"; fails=$((fails + 1)); }
+  for f in "$disk"/out/checkpoints/stage0/member0/ckpt-*.h5; do
+    expect_exit 0 'written on G 1 x D 1 x M 2' -- "$STRATA" inspect "$f"
+  done
+  umount "$disk"
 fi
 finish

@@ -4,7 +4,8 @@
 # to the uninterrupted run, as it trains on the same D=2 both times. Model parallelism: D=2 x M=2
 # on 4 ranks stopped mid-epoch and resumed on 2 ranks (D=1 x M=2, K=2) and on 1 rank (K=2): the
 # global batch stays 64, and the test accuracy stays within the tolerance that the decomposition
-# itself shows (an uninterrupted 1-rank run against the 4-rank one).
+# itself shows (an uninterrupted 1-rank run against the 4-rank one). And M=2 killed in the middle
+# of a checkpoint that its shards write together, resumed bit-identical.
 STRATA="$1"
 source "$(dirname "$0")/lib.sh"
 MPIEXEC="$(command -v mpiexec.mpich || command -v mpiexec)"
@@ -93,4 +94,45 @@ for ranks in 2 1; do
     echo "ok: D=2 x M=2 resumed on $ranks rank(s): test accuracy $a, uninterrupted $a4 (1 rank: $a1), within $tolerance"
   else echo "FAIL: resumed on $ranks rank(s): test accuracy $a against $a4 (1 rank: $a1), tolerance $tolerance"; fails=$((fails + 1)); fi
 done
+
+# M=2 on 2 ranks, each shard writing its own slices of every checkpoint, killed with SIGKILL
+# halfway through the third write (step 60): the half-written file never takes a checkpoint's
+# name; with the second one damaged, the resume on the same layout starts from step 20 and ends
+# bit-identical.
+split_weights() { h5dump -g /weights "$1/weights.h5" 2>&1 | grep -v HDF5 | md5sum | cut -c1-32; }
+rm -rf out
+write_split ref2 2 > ref2.yaml
+write_split out 2 > split2.yaml
+expect_exit 0 'done' -- "$MPIEXEC" -n 2 "$STRATA" run ref2.yaml
+(STRATA_FAULT=kill_in_write=3 timeout 120 "$MPIEXEC" -n 2 "$STRATA" run split2.yaml > killed.log 2>&1) 2>/dev/null
+ckpts=out/checkpoints/stage0/member0
+if [ -e "$ckpts/ckpt-00000003.h5.tmp" ] && [ ! -e "$ckpts/ckpt-00000003.h5" ]; then
+  echo "ok: M=2 killed in its third checkpoint write: ckpt-00000003.h5.tmp only"
+else echo "FAIL: M=2 killed in a write left: $(ls "$ckpts" | tr '\n' ' ')"; fails=$((fails + 1)); fi
+# The newest complete one damaged where only the last shard reads: the last byte of the split
+# layer's data. Each shard reads its own slices, and the checksum combined from theirs finds it.
+"$PYTHON3" - "$ckpts/ckpt-00000002.h5" <<'PY' || fails=$((fails + 1))
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    d = f["weights/dense_4/weight"]
+    at = d.id.get_offset() + d.id.get_storage_size() - 1
+with open(sys.argv[1], "r+b") as f:
+    f.seek(at)
+    b = f.read(1)
+    f.seek(at)
+    f.write(bytes([b[0] ^ 0x40]))
+PY
+timeout -k 10 120 "$MPIEXEC" -n 2 "$STRATA" run split2.yaml > resumed2.log 2>&1 ||
+  { echo "FAIL: M=2 resume exited $?"; tail -3 resumed2.log; fails=$((fails + 1)); }
+for pattern in 'skipping a damaged checkpoint: .*ckpt-00000002.h5: dataset /weights/dense_4/weight: checksum mismatch' \
+               'resume\] from .*ckpt-00000001.h5: epoch 1/2 step 20/84 \(global step 20\), written on G 1 x D 1 x M 2'; do
+  if grep -qE -- "$pattern" resumed2.log; then echo "ok: M=2 resume: $(grep -Eo -m1 -- "$pattern" resumed2.log)"
+  else echo "FAIL: M=2 resume lacks /$pattern/"; tail -3 resumed2.log; fails=$((fails + 1)); fi
+done
+[ -e "$ckpts/ckpt-00000002.h5.damaged" ] && echo "ok: the damaged checkpoint was renamed aside" ||
+  { echo "FAIL: no ckpt-00000002.h5.damaged"; fails=$((fails + 1)); }
+if [ "$(split_weights out)" = "$(split_weights ref2)" ] &&
+   diff -q <(metrics_without_timing ref2) <(metrics_without_timing out) >/dev/null; then
+  echo "ok: M=2 killed in a checkpoint write and resumed past a damaged one is bit-identical"
+else echo "FAIL: M=2 killed in a checkpoint write and resumed differs"; fails=$((fails + 1)); fi
 finish

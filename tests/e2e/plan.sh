@@ -47,7 +47,7 @@ training: {local_batch: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}}
 parallel: {memory_per_rank_mib: 50}
 stages: [{hpo: {algorithm: genetic, population: 4, generations: 2, space: {u: {int: [4, 100000]}}}}]
 YAML
-expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB = 0.0 MiB unsplit \+ 79.0 MiB split / M\) fits 50.0 MiB per rank \(while a checkpoint is written, its writer, shard 0 of replica 0, also holds the whole' -- \
+expect_exit 0 'M = 2: the smallest divisor of 4 ranks at which a shard \(39.5 MiB = 0.0 MiB unsplit \+ 79.0 MiB split / M\) fits 50.0 MiB per rank \(checkpoints too: each shard writes its own slices\)' -- \
   "$STRATA" plan searched.yaml --ranks 4
 expect_exit 0 'models of search trials, at most: 6900004 parameters' -- "$STRATA" plan searched.yaml --ranks 4
 # Where the ranks would train: a GPU per rank where there is one; a split model's M = 2 shards only

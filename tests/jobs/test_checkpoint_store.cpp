@@ -55,8 +55,7 @@ TEST_CASE("a completion that fails is reported at the next wait, and writes no c
   CHECK(store.list().size() == 1);
 }
 
-TEST_CASE("a written state's buffers are kept for the next snapshot unless reuse is off",
-          "[checkpoint]") {
+TEST_CASE("a written state's buffers are kept for the next snapshot", "[checkpoint]") {
   const testing::TempDir dir;
   CheckpointStore store(dir.str(), 2);
   store.save(placeholder_state());
@@ -64,12 +63,5 @@ TEST_CASE("a written state's buffers are kept for the next snapshot unless reuse
   const StateDict kept = store.take_buffers();
   CHECK(kept.tensor("weights/w").values.size() == 3);
   CHECK(kept.get_int("trainer/global_step") == 7);
-  // A model-parallel writer frees the whole state once it is on disk.
-  store.set_reuse_buffers(false);
-  store.save(placeholder_state());
-  store.wait();
-  const StateDict freed = store.take_buffers();
-  CHECK(freed.tensors().empty());
-  CHECK(freed.scalars().empty());
-  CHECK(store.list().size() == 2);
+  CHECK(store.list().size() == 1);
 }

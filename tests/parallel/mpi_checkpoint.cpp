@@ -1,6 +1,6 @@
-// A checkpoint does not depend on the decomposition: written by 4 ranks as D=2 x M=2 (shards
-// gathered into whole tensors), it loads on 2 ranks as D=1 x M=2 and on 1 rank with every weight
-// and optimizer moment reassembled bitwise, and 5 more steps there stay within 1e-5 of the
+// A checkpoint does not depend on the decomposition: written by 4 ranks as D=2 x M=2 (each shard
+// its slices of the whole tensors), it loads on 2 ranks as D=1 x M=2 and on 1 rank with every
+// weight and optimizer moment reassembled bitwise, and 5 more steps there stay within 1e-5 of the
 // uninterrupted run (summation order differs between decompositions, so not bitwise).
 #include <catch2/catch.hpp>
 
@@ -9,13 +9,17 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "core/checkpoint_file.hpp"
+#include "core/errors.hpp"
 #include "core/trainer.hpp"
 #include "jobs/group_training.hpp"
+#include "parallel/checkpoint_shards.hpp"
 #include "parallel/planner.hpp"
 #include "parallel/state_gather.hpp"
 #include "parallel/step_vote.hpp"
@@ -90,12 +94,16 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
   GroupTraining original(config, data, written_on, written_plan, 1);
   train_until(*original.trainer, 3);
   const StateDict saved = strata::testing::whole_state(*original.trainer, written_on);
+  // Written as strata run writes it: replica 0's two shards, each its own slices.
   std::string path;
-  if (world.rank() == 0) {
-    path = fmt::format("/tmp/strata-mpi-reshard-{}.h5", ::getpid());
-    write_checkpoint(path, saved);
-  }
+  if (world.rank() == 0) path = fmt::format("/tmp/strata-mpi-reshard-{}.h5", ::getpid());
   world.broadcast_string(path, 0);
+  if (written_on.coords().data == 0) {
+    StateDict local;
+    original.trainer->save_state(local);
+    write_checkpoint_shards(path, local, written_on.model());
+  }
+  world.barrier();
   train_until(*original.trainer, 8);
   const StateDict uninterrupted = strata::testing::whole_state(*original.trainer, written_on);
 
@@ -111,7 +119,12 @@ TEST_CASE("a D=2 x M=2 checkpoint resumes on M=2 and on one rank", "[mpi][checkp
       const StateDict before = strata::testing::whole_state(*resumed.trainer, topology);
       REQUIRE(before.tensor("weights/dense_4/weight").values !=
               saved.tensor("weights/dense_4/weight").values);
-      resumed.trainer->load_state(read_checkpoint(path));
+      // On M=2 each shard reads its slices only, as strata run resumes.
+      StateDict layout;
+      resumed.trainer->save_state(layout);
+      resumed.trainer->load_state(ranks == 2
+                                      ? read_checkpoint_shards(path, layout, topology.model())
+                                      : read_checkpoint(path));
       const StateDict loaded = strata::testing::whole_state(*resumed.trainer, topology);
       INFO("resumed on " << ranks << " rank(s)");
       for (const auto& [key, t] : saved.tensors()) {
@@ -155,30 +168,116 @@ TEST_CASE("gather_whole_state assembles row and column slices", "[mpi][checkpoin
   CHECK(whole.tensor("columns").values == columns);
   CHECK(whole.tensor("columns").shard.axis == -1);
   CHECK(whole.get_int("steps") == 7);
+}
 
-  // To the writing shard only, twice into the same buffers: the root gets the same whole tensors,
-  // the others nothing.
-  StateDict at_root;
-  std::vector<float> scratch;
-  const float* first_pass = nullptr;
-  for (int pass = 0; pass < 2; ++pass) {
-    gather_whole_state_to_root(local, world, at_root, scratch);
-    if (r != 0) {
-      CHECK(at_root.tensors().empty());
-      CHECK(at_root.scalars().empty());
-      CHECK(scratch.empty());
-      continue;
-    }
-    // The columns come through one slice of scratch (2 floats), never a whole tensor's worth.
-    CHECK(scratch.size() <= 2);
-    if (pass == 0) first_pass = at_root.tensor("columns").values.data();
-    CHECK(at_root.tensor("columns").values.data() == first_pass);
-    CHECK(at_root.tensor("rows").values == rows);
-    CHECK(at_root.tensor("columns").values == columns);
-    CHECK(at_root.tensor("columns").local_shape == std::vector<std::int64_t>{2, n});
-    CHECK(at_root.tensor("rows").shard.axis == -1);
-    CHECK(at_root.get_int("steps") == 7);
+TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][checkpoint]") {
+  const Communicator world = Communicator::world();
+  const int n = world.size(), r = world.rank();
+  // Rank r's slices: rows of a [2n, 3] tensor, columns of a [5, n] one, and the middle axis of a
+  // [2, 2n, 3] one (blocks of the shards' runs interleaved in the file); a whole tensor and
+  // scalars that only shard 0's copy of should reach the file.
+  StateDict local;
+  const auto values = [&](std::size_t count, float base) {
+    std::vector<float> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = base + 1000.0f * r + static_cast<float>(i);
+    return v;
+  };
+  local.put_tensor("weights/rows", values(6, 0.5f), {2, 3}, ShardSpec{{2 * n, 3}, 0, 2 * r});
+  local.put_tensor("weights/columns", values(5, 0.25f), {5, 1}, ShardSpec{{5, n}, 1, r});
+  local.put_tensor("optimizer/middle", values(12, -7.0f), {2, 2, 3},
+                   ShardSpec{{2, 2 * n, 3}, 1, 2 * r});
+  local.put_tensor("weights/whole", std::vector<float>{r == 0 ? 3.0f : -1.0f, 4.0f}, {2},
+                   ShardSpec::whole_tensor({2}));
+  local.put_int("trainer/global_step", 41);
+  local.put_real("meta/elapsed_seconds", 10.0 + r);
+  local.put_text("meta/stage", "train");
+  const StateDict expected = gather_whole_state(local, world);
+
+  std::string dir;
+  if (r == 0) dir = fmt::format("/tmp/strata-mpi-shards-{}", ::getpid());
+  world.broadcast_string(dir, 0);
+  if (r == 0) std::filesystem::create_directories(dir);
+  world.barrier();
+  const std::string path = dir + "/ckpt.h5";
+  std::vector<std::size_t> progress;
+  write_checkpoint_shards(path, local, world, [&](std::size_t done, std::size_t total) {
+    CHECK(total == 3);
+    progress.push_back(done);
+  });
+  CHECK(progress == std::vector<std::size_t>{1, 2, 3});
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  // Every rank reads it whole, every checksum verified: the slices in place, shard 0's scalars.
+  const StateDict read = read_checkpoint(path);
+  REQUIRE(read.tensors().size() == expected.tensors().size());
+  for (const auto& [key, t] : expected.tensors()) {
+    INFO(key);
+    CHECK(read.tensor(key).values ==
+          (key == "weights/whole" ? std::vector<float>{3.0f, 4.0f} : t.values));
+    CHECK(read.tensor(key).local_shape == t.shard.whole);
   }
+  CHECK(read.get_int("trainer/global_step") == 41);
+  CHECK(read.get_real("meta/elapsed_seconds") == 10.0);
+  CHECK(read.get_text("meta/stage") == "train");
+  CHECK(read.scalars().size() == 3);
+  // The same bytes as the one-writer file of the gathered state, checksums included.
+  if (r == 0) {
+    StateDict gathered = expected;
+    gathered.tensors()["weights/whole"].values = {3.0f, 4.0f};
+    gathered.scalars() = local.scalars();
+    write_checkpoint(dir + "/one_writer.h5", gathered);
+    const StateDict one = read_checkpoint(dir + "/one_writer.h5");
+    for (const auto& [key, t] : one.tensors()) CHECK(read.tensor(key).values == t.values);
+  }
+  world.barrier();
+
+  // Every shard reads back its own part only, every checksum verified from the shards' slices.
+  const StateDict mine = read_checkpoint_shards(path, local, world);
+  for (const auto& [key, t] : local.tensors()) {
+    INFO(key);
+    CHECK(mine.tensor(key).shard == t.shard);
+    CHECK(mine.tensor(key).values ==
+          (key == "weights/whole" ? std::vector<float>{3.0f, 4.0f} : t.values));
+  }
+  CHECK(mine.get_real("meta/elapsed_seconds") == 10.0);
+  world.barrier();
+
+  // A byte of the last shard's slice flipped in the file: the combined checksum finds it, in the
+  // whole file and among the shards' slices alike.
+  if (r == 0) {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(file)), {});
+    // The last column slice's first value, 0.25 + 1000 (n - 1), is unique in the file.
+    const float needle = 0.25f + 1000.0f * static_cast<float>(n - 1);
+    const auto at = bytes.find(std::string(reinterpret_cast<const char*>(&needle), sizeof needle));
+    REQUIRE(at != std::string::npos);
+    file.seekp(static_cast<std::streamoff>(at));
+    file.put(static_cast<char>(bytes[at] ^ 0x01));
+    file.close();
+    CHECK_THROWS_WITH(read_checkpoint(path), Catch::Contains("weights/columns: checksum mismatch"));
+  }
+  world.barrier();
+  std::string found;
+  try {
+    read_checkpoint_shards(path, local, world);
+  } catch (const DataError& e) {
+    found = e.what();
+  }
+  CHECK_THAT(found, Catch::Contains("/weights/columns: checksum mismatch"));
+  const std::vector<std::string> everyone = world.allgather_strings(found);
+  for (const std::string& m : everyone) CHECK(m == everyone.front());
+
+  // Where shard 0 cannot create the file, every shard throws the same error, and none hangs.
+  std::string message;
+  try {
+    write_checkpoint_shards(dir + "/missing/ckpt.h5", local, world);
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("missing/ckpt.h5.tmp"));
+  const std::vector<std::string> messages = world.allgather_strings(message);
+  for (const std::string& m : messages) CHECK(m == messages.front());
+  world.barrier();
+  if (r == 0) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a step vote gives every rank the same flags one step later", "[mpi][checkpoint]") {

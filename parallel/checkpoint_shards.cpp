@@ -1,0 +1,203 @@
+#include "parallel/checkpoint_shards.hpp"
+
+#include <unistd.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.hpp"
+#include "core/checkpoint_file.hpp"
+#include "core/errors.hpp"
+#include "parallel/state_gather.hpp"
+
+namespace strata {
+
+namespace {
+
+// The file holds little-endian floats, which the shards write as they are in memory.
+static_assert(std::endian::native == std::endian::little);
+
+struct Slice {
+  const std::string* key;
+  const StateTensor* tensor;
+  SliceLayout layout;
+};
+
+template <typename T>
+std::string as_bytes(const std::vector<T>& values) {
+  return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)};
+}
+
+template <typename T>
+std::vector<T> from_bytes(const std::string& bytes) {
+  std::vector<T> values(bytes.size() / sizeof(T));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  return values;
+}
+
+// This shard's slices of `state`, in key order.
+std::vector<Slice> slices_of(const StateDict& state, const Communicator& model) {
+  std::vector<Slice> slices;
+  for (const auto& [key, t] : state.tensors())
+    if (t.shard.axis >= 0) slices.push_back({&key, &t, slice_layout(key, t, model)});
+  return slices;
+}
+
+// The checksums of every slice's runs, slice by slice, from every shard (`[m]`: shard m's): a
+// whole tensor's runs lie block by block, each block holding the shards' runs in shard order.
+std::vector<std::vector<std::uint32_t>> shard_run_checksums(const std::vector<Slice>& slices,
+                                                            const Communicator& model) {
+  std::vector<std::uint32_t> mine;
+  for (const Slice& s : slices) {
+    const auto run = static_cast<std::size_t>(s.layout.extent * s.layout.inner);
+    for (std::int64_t o = 0; o < s.layout.outer; ++o)
+      mine.push_back(tensor_crc32(
+          std::span(s.tensor->values).subspan(static_cast<std::size_t>(o) * run, run)));
+  }
+  std::vector<std::vector<std::uint32_t>> all;
+  for (const std::string& bytes : model.allgather_strings(as_bytes(mine)))
+    all.push_back(from_bytes<std::uint32_t>(bytes));
+  return all;
+}
+
+// Each slice's whole-tensor checksum, in key order, from every shard's run checksums.
+std::vector<std::uint32_t> slice_checksums(const std::vector<Slice>& slices,
+                                           const std::vector<std::vector<std::uint32_t>>& runs) {
+  std::vector<std::uint32_t> crcs;
+  crcs.reserve(slices.size());
+  std::size_t at = 0;  // the slice's first run in every shard's list
+  for (const Slice& s : slices) {
+    const SliceLayout& l = s.layout;
+    std::vector<std::uint32_t> ordered;
+    ordered.reserve(static_cast<std::size_t>(l.outer) * runs.size());
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (const auto& shard : runs) ordered.push_back(shard.at(at + static_cast<std::size_t>(o)));
+    at += static_cast<std::size_t>(l.outer);
+    crcs.push_back(combined_crc32(ordered, static_cast<std::uint64_t>(l.extent * l.inner) * 4));
+  }
+  return crcs;
+}
+
+// Every tensor's whole-tensor checksum, in key order: a whole tensor's from its values, a slice's
+// combined from every shard's runs.
+std::vector<std::uint32_t> whole_checksums(const StateDict& local, const std::vector<Slice>& slices,
+                                           const std::vector<std::vector<std::uint32_t>>& runs) {
+  const std::vector<std::uint32_t> sliced = slice_checksums(slices, runs);
+  std::vector<std::uint32_t> crcs;
+  crcs.reserve(local.tensors().size());
+  std::size_t slice = 0;
+  for (const auto& [key, t] : local.tensors())
+    crcs.push_back(t.shard.axis < 0 ? tensor_crc32(t.values) : sliced[slice++]);
+  return crcs;
+}
+
+// The first non-empty message of any shard, or "".
+std::string first_problem(const std::vector<std::string>& problems) {
+  for (const std::string& p : problems)
+    if (!p.empty()) return p;
+  return {};
+}
+
+}  // namespace
+
+void write_checkpoint_shards(const std::filesystem::path& path, const StateDict& local,
+                             const Communicator& model,
+                             const std::function<void(std::size_t, std::size_t)>& progress) {
+  const bool root = model.rank() == 0;
+  const std::vector<Slice> slices = slices_of(local, model);
+  const auto runs = shard_run_checksums(slices, model);
+
+  // Shard 0: the file with every dataset, its own whole tensors and the attributes.
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  std::string problem, offsets;
+  if (root) {
+    try {
+      offsets = as_bytes(
+          write_checkpoint_frame(temporary.string(), local, whole_checksums(local, slices, runs)));
+    } catch (const std::exception& e) {
+      problem = e.what();
+      ::unlink(temporary.c_str());
+    }
+  }
+  model.broadcast_string(problem, 0);
+  if (!problem.empty()) throw DataError(problem);
+  model.broadcast_string(offsets, 0);
+  const std::vector<std::uint64_t> offset = from_bytes<std::uint64_t>(offsets);
+
+  // Every shard: its slices, run by run, at their places in the whole tensors' data.
+  try {
+    FileParts file(temporary);
+    for (std::size_t k = 0; k < slices.size(); ++k) {
+      const SliceLayout& l = slices[k].layout;
+      const auto run = static_cast<std::size_t>(l.extent * l.inner);
+      const auto values = std::as_bytes(std::span(slices[k].tensor->values));
+      for (std::int64_t o = 0; o < l.outer; ++o) {
+        const auto first =
+            static_cast<std::uint64_t>((o * l.full + model.rank() * l.extent) * l.inner);
+        file.write_at(
+            offset.at(k) + first * sizeof(float),
+            values.subspan(static_cast<std::size_t>(o) * run * sizeof(float), run * sizeof(float)));
+      }
+      if (progress) progress(k + 1, slices.size());
+    }
+    file.sync_and_close();
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  problem = first_problem(model.allgather_strings(problem));
+  if (!problem.empty()) {
+    if (root) ::unlink(temporary.c_str());
+    throw DataError(problem);
+  }
+
+  if (root) {
+    try {
+      commit_atomically(temporary, path);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  model.broadcast_string(problem, 0);
+  if (!problem.empty()) throw DataError(problem);
+}
+
+StateDict read_checkpoint_shards(const std::string& path, const StateDict& layout,
+                                 const Communicator& model) {
+  StateDict state;
+  std::map<std::string, std::uint32_t> recorded;
+  std::string problem;
+  try {
+    state = read_checkpoint_slices(path, layout, &recorded);
+  } catch (const DataError& e) {
+    problem = e.what();
+  }
+  problem = first_problem(model.allgather_strings(problem));
+  if (!problem.empty()) throw DataError(problem);
+  // Every shard read the same file: shard 0 checks the slices' checksums for all of them.
+  const std::vector<Slice> slices = slices_of(state, model);
+  const auto runs = shard_run_checksums(slices, model);
+  if (model.rank() == 0) {
+    const std::vector<std::uint32_t> actual = slice_checksums(slices, runs);
+    for (std::size_t k = 0; k < slices.size() && problem.empty(); ++k) {
+      const std::uint32_t expected = recorded.at(*slices[k].key);
+      if (actual[k] != expected)
+        problem = fmt::format(
+            "{}: dataset /{}: checksum mismatch (crc32 {:08x}, recorded {:08x}): the data is "
+            "corrupt",
+            path, *slices[k].key, actual[k], expected);
+    }
+  }
+  model.broadcast_string(problem, 0);
+  if (!problem.empty()) throw DataError(problem);
+  return state;
+}
+
+}  // namespace strata
