@@ -57,9 +57,15 @@ std::uint32_t tensor_crc32(std::span<const float> values) {
 }
 
 std::uint32_t combined_crc32(std::span<const std::uint32_t> run_crcs, std::uint64_t run_bytes) {
-  const uLong op = crc32_combine_gen64(static_cast<z_off64_t>(run_bytes));
   uLong crc = 0;  // the CRC-32 of no bytes
+#if ZLIB_VERNUM >= 0x12c0
+  // zlib 1.2.12 and later: the operator for one run length, computed once.
+  const uLong op = crc32_combine_gen64(static_cast<z_off64_t>(run_bytes));
   for (const std::uint32_t run : run_crcs) crc = crc32_combine_op(crc, run, op);
+#else
+  for (const std::uint32_t run : run_crcs)
+    crc = crc32_combine64(crc, run, static_cast<z_off64_t>(run_bytes));
+#endif
   return static_cast<std::uint32_t>(crc);
 }
 
@@ -159,9 +165,9 @@ StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout
     if (layout != nullptr && layout->has_tensor(key) && layout->tensor(key).shard.axis >= 0) {
       const StateTensor& wanted = layout->tensor(key);
       if (wanted.shard.whole != t.local_shape)
-        throw DataError(fmt::format("{}: dataset {} has shape [{}], this model's [{}]", path,
-                                    dataset, fmt::join(t.local_shape, ", "),
-                                    fmt::join(wanted.shard.whole, ", ")));
+        throw CheckpointMismatch(fmt::format("{}: dataset {} has shape [{}], this model's [{}]",
+                                             path, dataset, fmt::join(t.local_shape, ", "),
+                                             fmt::join(wanted.shard.whole, ", ")));
       const auto axis = static_cast<std::size_t>(wanted.shard.axis);
       file.read_f32_slice(dataset, axis, wanted.shard.offset, wanted.local_shape.at(axis),
                           t.values);

@@ -26,6 +26,13 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A readable checkpoint of another model (a tensor of another shape): exit code 3. A resume reports
+// it rather than skipping it as damaged.
+class CheckpointMismatch : public DataError {
+ public:
+  using DataError::DataError;
+};
+
 // The loss became NaN or infinite: the training cannot go on (exit code 1; a search records it as
 // failed).
 class DivergedError : public std::runtime_error {

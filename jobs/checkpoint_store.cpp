@@ -51,9 +51,13 @@ std::vector<fs::path> CheckpointStore::list() const {
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
-    const std::function<void(const std::string&)>& skipped,
+    const std::function<void(const std::string&)>& skipped) const {
+  return load_newest_of(list(), skipped, {}, true);
+}
+
+std::optional<LoadedCheckpoint> CheckpointStore::load_newest_of(
+    const std::vector<fs::path>& files, const std::function<void(const std::string&)>& skipped,
     const std::function<StateDict(const fs::path&)>& read, bool rename_damaged) const {
-  const auto files = list();
   std::string reasons;
   std::vector<fs::path> damaged;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
@@ -67,6 +71,8 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
           fs::rename(file, file.string() + ".damaged", ignored);
         }
       return loaded;
+    } catch (const CheckpointMismatch&) {
+      throw;
     } catch (const DataError& e) {
       if (skipped) skipped(e.what());
       reasons += fmt::format("\n  {}", e.what());

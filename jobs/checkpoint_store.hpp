@@ -1,5 +1,6 @@
 // One training's (or the run's) checkpoints in a directory: ckpt-<sequence>.h5, written in the
-// background, the newest `keep` kept, and loaded newest-valid-first.
+// background (or by a model's shards together), the newest `keep` kept, and loaded
+// newest-valid-first.
 #pragma once
 
 #include <exception>
@@ -34,14 +35,18 @@ class CheckpointStore {
   // The newest checkpoint that reads and verifies. Each newer one that does not is reported
   // through `skipped` (file and reason) and, once a valid one is found, renamed aside to
   // <file>.damaged. nullopt when there is none; DataError
-  // when there are some but none is valid: a run never silently starts over.
-  // `read` reads and verifies one file (default: read_checkpoint); a collective one
-  // (read_checkpoint_shards) makes this collective: every rank lists the same files, and only
-  // those with `rename_damaged` rename them.
+  // when there are some but none is valid: a run never silently starts over. A checkpoint of
+  // another model (CheckpointMismatch) is not damage: it is thrown at once.
   std::optional<LoadedCheckpoint> load_newest(
+      const std::function<void(const std::string&)>& skipped) const;
+  // The same over `files` (oldest first, as list() gives them), each read and verified by `read`.
+  // With a collective `read` (read_checkpoint_shards) every rank of the group passes the list one
+  // rank made, so that all read the same files in the same order, and only that rank renames.
+  std::optional<LoadedCheckpoint> load_newest_of(
+      const std::vector<std::filesystem::path>& files,
       const std::function<void(const std::string&)>& skipped,
-      const std::function<StateDict(const std::filesystem::path&)>& read = {},
-      bool rename_damaged = true) const;
+      const std::function<StateDict(const std::filesystem::path&)>& read,
+      bool rename_damaged) const;
 
   // Writes `whole` (every tensor whole: one rank's model) in the background under the
   // next sequence number (write_checkpoint: temporary name, fsync, rename), then removes the

@@ -16,6 +16,7 @@
 #include "jobs/fault_injection.hpp"
 #include "jobs/run_output.hpp"
 #include "parallel/checkpoint_shards.hpp"
+#include "parallel/failure_agreement.hpp"
 #include "parallel/model_parallel_layers.hpp"
 
 namespace strata {
@@ -70,25 +71,27 @@ std::optional<LoadedCheckpoint> TrainingSession::load_newest_whole() {
 }
 
 std::optional<LoadedCheckpoint> TrainingSession::load_newest_shards() {
-  // Every rank of the group goes through the same files, newest first; each replica's shards read
-  // and verify their slices together, and the group agrees on each file before the next, so that
-  // the leader renames a damaged one only after every rank has listed them.
+  // Every rank of the group goes through the leader's list of files, newest first; each replica's
+  // shards read and verify their slices together, and the group agrees on each file before the
+  // next.
+  const Communicator& member = topology_.member();
+  std::string names;
+  if (leader())
+    for (const auto& file : store_.list()) names += file.string() + '\n';
+  member.broadcast_string(names, 0);
+  std::vector<std::filesystem::path> files;
+  for (std::size_t at = 0, end; (end = names.find('\n', at)) != std::string::npos; at = end + 1)
+    files.emplace_back(names.substr(at, end - at));
   StateDict layout;
   trainer_.save_state(layout);
   const auto read_agreed = [&](const std::filesystem::path& file) {
-    std::string problem;
     StateDict state;
-    try {
-      state = read_checkpoint_shards(file.string(), layout, topology_.model());
-    } catch (const DataError& e) {
-      problem = e.what();
-    }
-    for (const std::string& p : topology_.member().allgather_strings(problem))
-      if (!p.empty()) throw DataError(p);
+    agree_on_failure(
+        member, [&] { state = read_checkpoint_shards(file.string(), layout, topology_.model()); });
     return state;
   };
-  return store_.load_newest([&](const std::string& why) { report_skipped(why); }, read_agreed,
-                            leader());
+  return store_.load_newest_of(
+      files, [&](const std::string& why) { report_skipped(why); }, read_agreed, leader());
 }
 
 void TrainingSession::report_skipped(const std::string& why) const {
@@ -103,6 +106,10 @@ std::optional<std::filesystem::path> TrainingSession::resume() {
     loaded = topology_.plan().model > 1 ? load_newest_shards() : load_newest_whole();
     if (!loaded) return std::nullopt;
     trainer_.load_state(loaded->state);
+  } catch (const CheckpointMismatch& e) {
+    throw DataError(
+        fmt::format("{} (a checkpoint of another config? move {} aside or pass --fresh)", e.what(),
+                    settings_.checkpoint_dir.string()));
   } catch (const DataError& e) {
     if (!loaded) throw;  // none valid, or a read error that names its file
     // A valid file that this model cannot take: any rank may be the first to find it.

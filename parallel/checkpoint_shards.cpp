@@ -5,9 +5,9 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <map>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,7 +16,7 @@
 #include "core/atomic_file.hpp"
 #include "core/checkpoint_file.hpp"
 #include "core/errors.hpp"
-#include "parallel/state_gather.hpp"
+#include "parallel/failure_agreement.hpp"
 
 namespace strata {
 
@@ -99,14 +99,19 @@ std::vector<std::uint32_t> whole_checksums(const StateDict& local, const std::ve
   return crcs;
 }
 
-// The first non-empty message of any shard, or "".
-std::string first_problem(const std::vector<std::string>& problems) {
-  for (const std::string& p : problems)
-    if (!p.empty()) return p;
-  return {};
-}
-
 }  // namespace
+
+SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Communicator& model) {
+  const auto axis = static_cast<std::size_t>(t.shard.axis);
+  SliceLayout l{t.local_shape.at(axis), t.shard.whole.at(axis)};
+  if (l.extent * model.size() != l.full || t.shard.offset != l.extent * model.rank())
+    throw std::invalid_argument(fmt::format("{} is slice [{}, {}) of {} on shard {} of {}", key,
+                                            t.shard.offset, t.shard.offset + l.extent, l.full,
+                                            model.rank(), model.size()));
+  for (std::size_t i = 0; i < axis; ++i) l.outer *= t.shard.whole[i];
+  for (std::size_t i = axis + 1; i < t.shard.whole.size(); ++i) l.inner *= t.shard.whole[i];
+  return l;
+}
 
 void write_checkpoint_shards(const std::filesystem::path& path, const StateDict& local,
                              const Communicator& model,
@@ -114,89 +119,73 @@ void write_checkpoint_shards(const std::filesystem::path& path, const StateDict&
   const bool root = model.rank() == 0;
   const std::vector<Slice> slices = slices_of(local, model);
   const auto runs = shard_run_checksums(slices, model);
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  const auto unlink_temporary = [&] {
+    if (root) ::unlink(temporary.c_str());
+  };
 
   // Shard 0: the file with every dataset, its own whole tensors and the attributes.
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  std::string problem, offsets;
-  if (root) {
+  std::string offsets;
+  agree_on_failure(model, [&] {
+    if (!root) return;
     try {
       offsets = as_bytes(
           write_checkpoint_frame(temporary.string(), local, whole_checksums(local, slices, runs)));
-    } catch (const std::exception& e) {
-      problem = e.what();
-      ::unlink(temporary.c_str());
+    } catch (...) {
+      unlink_temporary();
+      throw;
     }
-  }
-  model.broadcast_string(problem, 0);
-  if (!problem.empty()) throw DataError(problem);
+  });
   model.broadcast_string(offsets, 0);
   const std::vector<std::uint64_t> offset = from_bytes<std::uint64_t>(offsets);
 
   // Every shard: its slices, run by run, at their places in the whole tensors' data.
   try {
-    FileParts file(temporary);
-    for (std::size_t k = 0; k < slices.size(); ++k) {
-      const SliceLayout& l = slices[k].layout;
-      const auto run = static_cast<std::size_t>(l.extent * l.inner);
-      const auto values = std::as_bytes(std::span(slices[k].tensor->values));
-      for (std::int64_t o = 0; o < l.outer; ++o) {
-        const auto first =
-            static_cast<std::uint64_t>((o * l.full + model.rank() * l.extent) * l.inner);
-        file.write_at(
-            offset.at(k) + first * sizeof(float),
-            values.subspan(static_cast<std::size_t>(o) * run * sizeof(float), run * sizeof(float)));
+    agree_on_failure(model, [&] {
+      FileParts file(temporary);
+      for (std::size_t k = 0; k < slices.size(); ++k) {
+        const SliceLayout& l = slices[k].layout;
+        const auto run = static_cast<std::size_t>(l.extent * l.inner) * sizeof(float);
+        const auto values = std::as_bytes(std::span(slices[k].tensor->values));
+        for (std::int64_t o = 0; o < l.outer; ++o) {
+          const auto first = (o * l.full + model.rank() * l.extent) * l.inner;
+          file.write_at(offset.at(k) + static_cast<std::uint64_t>(first) * sizeof(float),
+                        values.subspan(static_cast<std::size_t>(o) * run, run));
+        }
+        if (progress) progress(k + 1, slices.size());
       }
-      if (progress) progress(k + 1, slices.size());
-    }
-    file.sync_and_close();
-  } catch (const std::exception& e) {
-    problem = e.what();
-  }
-  problem = first_problem(model.allgather_strings(problem));
-  if (!problem.empty()) {
-    if (root) ::unlink(temporary.c_str());
-    throw DataError(problem);
+      file.sync_and_close();
+    });
+  } catch (...) {
+    unlink_temporary();  // after every shard has stopped writing to it
+    throw;
   }
 
-  if (root) {
-    try {
-      commit_atomically(temporary, path);
-    } catch (const std::exception& e) {
-      problem = e.what();
-    }
-  }
-  model.broadcast_string(problem, 0);
-  if (!problem.empty()) throw DataError(problem);
+  agree_on_failure(model, [&] {
+    if (root) commit_atomically(temporary, path);
+  });
 }
 
 StateDict read_checkpoint_shards(const std::string& path, const StateDict& layout,
                                  const Communicator& model) {
   StateDict state;
   std::map<std::string, std::uint32_t> recorded;
-  std::string problem;
-  try {
-    state = read_checkpoint_slices(path, layout, &recorded);
-  } catch (const DataError& e) {
-    problem = e.what();
-  }
-  problem = first_problem(model.allgather_strings(problem));
-  if (!problem.empty()) throw DataError(problem);
+  agree_on_failure(model, [&] { state = read_checkpoint_slices(path, layout, &recorded); });
   // Every shard read the same file: shard 0 checks the slices' checksums for all of them.
   const std::vector<Slice> slices = slices_of(state, model);
   const auto runs = shard_run_checksums(slices, model);
-  if (model.rank() == 0) {
+  agree_on_failure(model, [&] {
+    if (model.rank() != 0) return;
     const std::vector<std::uint32_t> actual = slice_checksums(slices, runs);
-    for (std::size_t k = 0; k < slices.size() && problem.empty(); ++k) {
+    for (std::size_t k = 0; k < slices.size(); ++k) {
       const std::uint32_t expected = recorded.at(*slices[k].key);
       if (actual[k] != expected)
-        problem = fmt::format(
+        throw DataError(fmt::format(
             "{}: dataset /{}: checksum mismatch (crc32 {:08x}, recorded {:08x}): the data is "
             "corrupt",
-            path, *slices[k].key, actual[k], expected);
+            path, *slices[k].key, actual[k], expected));
     }
-  }
-  model.broadcast_string(problem, 0);
-  if (!problem.empty()) throw DataError(problem);
+  });
   return state;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -11,6 +12,15 @@
 #include "parallel/communicator.hpp"
 
 namespace strata {
+
+// How a sliced tensor's slices lie in the whole: `outer` blocks before the split axis, each holding
+// the M slices' runs of `extent x inner` values side by side (`full` = M x extent along the axis).
+struct SliceLayout {
+  std::int64_t extent, full, outer = 1, inner = 1;
+};
+// The layout of `t`, shard model.rank() of model.size(). Throws std::invalid_argument naming `key`
+// when `t` is not that shard's equal share at offset rank x extent.
+SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Communicator& model);
 
 // Writes the checkpoint of `local`, this shard's state (slices with ShardSpec::axis >= 0, whole
 // tensors, scalars), at `path`: the same file write_checkpoint writes for the gathered state, a
@@ -29,8 +39,8 @@ void write_checkpoint_shards(const std::filesystem::path& path, const StateDict&
 // state) holds, and the whole tensors and scalars (read_checkpoint_slices), and verifies every
 // checksum, a slice's against its whole tensor's, combined from every shard's runs, so that no
 // rank reads the whole state. Collective over `model`, whose shards pass layouts of one model
-// split the same way; a missing, damaged or mismatched file throws DataError with the same message
-// on every shard.
+// split the same way; a missing or damaged file throws DataError, and one of another model (a split
+// tensor of another shape) CheckpointMismatch, on every shard alike.
 StateDict read_checkpoint_shards(const std::string& path, const StateDict& layout,
                                  const Communicator& model);
 

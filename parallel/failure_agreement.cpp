@@ -13,12 +13,20 @@ namespace strata {
 namespace {
 
 // What crosses the group: the error's kind as one leading character, then its message.
-enum class FailureKind : char { config = 'c', data = 'd', diverged = 'n', other = 'o' };
+enum class FailureKind : char {
+  config = 'c',
+  mismatch = 'm',
+  data = 'd',
+  diverged = 'n',
+  other = 'o'
+};
 
 [[noreturn]] void throw_as(FailureKind kind, const std::string& message) {
   switch (kind) {
     case FailureKind::config:
       throw ConfigError(message);
+    case FailureKind::mismatch:
+      throw CheckpointMismatch(message);
     case FailureKind::data:
       throw DataError(message);
     case FailureKind::diverged:
@@ -39,6 +47,9 @@ void agree_on_failure(const Communicator& group, const std::function<void()>& lo
   } catch (const ConfigError& e) {
     error = std::current_exception();
     failure = static_cast<char>(FailureKind::config) + std::string(e.what());
+  } catch (const CheckpointMismatch& e) {
+    error = std::current_exception();
+    failure = static_cast<char>(FailureKind::mismatch) + std::string(e.what());
   } catch (const DataError& e) {
     error = std::current_exception();
     failure = static_cast<char>(FailureKind::data) + std::string(e.what());

@@ -109,6 +109,11 @@ ckpts=out/checkpoints/stage0/member0
 if [ -e "$ckpts/ckpt-00000003.h5.tmp" ] && [ ! -e "$ckpts/ckpt-00000003.h5" ]; then
   echo "ok: M=2 killed in its third checkpoint write: ckpt-00000003.h5.tmp only"
 else echo "FAIL: M=2 killed in a write left: $(ls "$ckpts" | tr '\n' ' ')"; fails=$((fails + 1)); fi
+# Another model (the split layer wider) in the same directory: refused as another config on every
+# shard, not skipped as damage, and nothing renamed.
+sed 's/units: 64/units: 96/' split2.yaml > other2.yaml
+expect_exit 3 'ckpt-00000002.h5: dataset /.*dense_4/.* has shape \[64\], this model.s \[96\] \(a checkpoint of another config\?' -- "$MPIEXEC" -n 2 "$STRATA" run other2.yaml
+if ls "$ckpts" | grep -q damaged; then echo "FAIL: another model's run renamed checkpoints aside"; fails=$((fails + 1)); fi
 # The newest complete one damaged where only the last shard reads: the last byte of the split
 # layer's data. Each shard reads its own slices, and the checksum combined from theirs finds it.
 "$PYTHON3" - "$ckpts/ckpt-00000002.h5" <<'PY' || fails=$((fails + 1))

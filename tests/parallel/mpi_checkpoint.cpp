@@ -21,10 +21,10 @@
 #include "jobs/group_training.hpp"
 #include "parallel/checkpoint_shards.hpp"
 #include "parallel/planner.hpp"
-#include "parallel/state_gather.hpp"
 #include "parallel/step_vote.hpp"
 #include "parallel/topology.hpp"
 #include "tests/parallel/trainer_steps.hpp"
+#include "tests/parallel/whole_state.hpp"
 
 using namespace strata;
 using strata::testing::train_until;
@@ -157,7 +157,7 @@ TEST_CASE("gather_whole_state assembles row and column slices", "[mpi][checkpoin
   local.put_tensor("columns", std::vector<float>{1.0f * r, 100.0f + r}, {2, 1},
                    ShardSpec{{2, n}, 1, r});
   local.put_int("steps", 7);
-  const StateDict whole = gather_whole_state(local, world);
+  const StateDict whole = strata::testing::gather_whole_state(local, world);
   std::vector<float> rows, columns(static_cast<std::size_t>(2 * n));
   for (int k = 0; k < n; ++k) rows.insert(rows.end(), {10.0f * k, 10.0f * k + 1, 10.0f * k + 2});
   for (int k = 0; k < n; ++k) {
@@ -191,7 +191,7 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
   local.put_int("trainer/global_step", 41);
   local.put_real("meta/elapsed_seconds", 10.0 + r);
   local.put_text("meta/stage", "train");
-  const StateDict expected = gather_whole_state(local, world);
+  const StateDict expected = strata::testing::gather_whole_state(local, world);
 
   std::string dir;
   if (r == 0) dir = fmt::format("/tmp/strata-mpi-shards-{}", ::getpid());
@@ -219,7 +219,8 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
   CHECK(read.get_real("meta/elapsed_seconds") == 10.0);
   CHECK(read.get_text("meta/stage") == "train");
   CHECK(read.scalars().size() == 3);
-  // The same bytes as the one-writer file of the gathered state, checksums included.
+  // The same tensors as the one-writer file of the gathered state, whose checksums read_checkpoint
+  // verified as it verified the shards'.
   if (r == 0) {
     StateDict gathered = expected;
     gathered.tensors()["weights/whole"].values = {3.0f, 4.0f};

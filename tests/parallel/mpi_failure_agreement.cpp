@@ -47,6 +47,18 @@ TEST_CASE("an error on the last rank alone is thrown on every rank, of its kind,
                        }),
       ConfigError,
       Catch::Message(fmt::format("rank {} of the world group: no GPU visible to this rank", last)));
+  // A checkpoint of another model stays that kind, not a plain data error (a resume refuses it
+  // instead of skipping it as damaged).
+  bool mismatch = false;
+  try {
+    agree_on_failure(world, [&] {
+      if (world.rank() == last) throw CheckpointMismatch("dataset /w has shape [64]");
+    });
+  } catch (const CheckpointMismatch&) {
+    mismatch = true;
+  } catch (const DataError&) {
+  }
+  CHECK(mismatch);
   // The group goes on together: a collective after the failure completes on every rank.
   CHECK(world.allreduce_max(1) == 1);
 }

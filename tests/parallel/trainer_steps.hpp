@@ -7,9 +7,9 @@
 #include "core/config.hpp"
 #include "core/trainer.hpp"
 #include "parallel/planner.hpp"
-#include "parallel/state_gather.hpp"
 #include "parallel/topology.hpp"
 #include "tests/core/trainer_states.hpp"
+#include "tests/parallel/whole_state.hpp"
 
 namespace strata::testing {
 
@@ -47,7 +47,7 @@ inline Plan two_replica_plan() {
   return make_plan(request);
 }
 
-// The whole state of a replica as strata run builds it, assembled over the model shards.
+// The whole state of a replica, as its checkpoint holds it: assembled over the model shards.
 inline StateDict whole_state(Trainer& trainer, const Topology& topology) {
   StateDict local;
   trainer.save_state(local);
