@@ -12,6 +12,7 @@
 #include "core/errors.hpp"
 #include "jobs/fault_injection.hpp"
 #include "parallel/checkpoint_shards.hpp"
+#include "parallel/failure_agreement.hpp"
 
 namespace strata {
 
@@ -110,26 +111,33 @@ void CheckpointStore::save(StateDict whole, std::function<void(StateDict&)> comp
 }
 
 void CheckpointStore::save_shards(const StateDict& local, const Communicator& model) {
-  wait();
-  const bool root = model.rank() == 0;
-  std::string problem, path;
-  if (root) {
-    try {
-      path = next_path().string();
-    } catch (const DataError& e) {
-      problem = e.what();
-    }
-  }
-  model.broadcast_string(problem, 0);
-  if (!problem.empty()) throw DataError(problem);
-  model.broadcast_string(path, 0);
-  const bool killed = root && ++writes_ == FaultPlan::from_environment().kill_in_write;
-  const TraceSpan span(trace_, "checkpoint write", "io");
-  write_checkpoint_shards(path, local, model, [&](std::size_t done, std::size_t total) {
-    // A crash in the middle of the write: half the slices in the temporary file.
-    if (killed && done == (total + 1) / 2) std::raise(SIGKILL);
+  finish_shards();
+  shard_root_ = model.rank() == 0;
+  std::string path;
+  agree_on_failure(model, [&] {
+    if (shard_root_) path = next_path().string();
   });
-  if (root) prune();
+  model.broadcast_string(path, 0);
+  const bool killed = shard_root_ && ++writes_ == FaultPlan::from_environment().kill_in_write;
+  shard_write_.emplace(
+      path, local, model,
+      [killed](std::size_t done, std::size_t total) {
+        // A crash in the middle of the write: half the slices in the temporary file.
+        if (killed && done == (total + 1) / 2) std::raise(SIGKILL);
+      },
+      trace_);
+}
+
+void CheckpointStore::finish_shards() {
+  if (!shard_write_) return;
+  try {
+    shard_write_->finish();
+  } catch (...) {
+    shard_write_.reset();
+    throw;
+  }
+  shard_write_.reset();
+  if (shard_root_) prune();
 }
 
 fs::path CheckpointStore::next_path() {

@@ -13,6 +13,7 @@
 
 #include "core/state.hpp"
 #include "core/trace.hpp"
+#include "parallel/checkpoint_shards.hpp"
 #include "parallel/communicator.hpp"
 
 namespace strata {
@@ -25,7 +26,9 @@ struct LoadedCheckpoint {
 class CheckpointStore {
  public:
   CheckpointStore(std::filesystem::path dir, int keep);
-  ~CheckpointStore();  // waits for a write in flight (an error is printed: it cannot be thrown)
+  // Waits for a write in flight (an error is printed: it cannot be thrown). A model's shards' write
+  // not finished by finish_shards stays a temporary file: naming it takes the shards together.
+  ~CheckpointStore();
   CheckpointStore(const CheckpointStore&) = delete;
   CheckpointStore& operator=(const CheckpointStore&) = delete;
 
@@ -54,11 +57,16 @@ class CheckpointStore {
   // `complete`, if set, runs on the writer thread before the write and finishes `whole` (a GPU's
   // state still on its way: Trainer::save_state_in_flight).
   void save(StateDict whole, std::function<void(StateDict&)> complete = {});
-  // A model-parallel replica's checkpoint, written now by every shard of `model` into the one file
-  // under the next sequence number (write_checkpoint_shards: each shard its own slices, so none
-  // holds the whole state), then the oldest beyond `keep` removed. Collective over `model`, whose
-  // shard 0 names the file; a failure throws DataError on every shard alike.
+  // A model-parallel replica's checkpoint: every shard of `model` writes its own slices into the
+  // one file under the next sequence number (ShardedCheckpointWrite: no shard holds the whole
+  // state), in the background. Finishes the previous one first. `local` must not change until
+  // finish_shards(). Collective over `model`, whose shard 0 names the file; a failure throws
+  // DataError on every shard alike.
   void save_shards(const StateDict& local, const Communicator& model);
+  // Waits for every shard's part of the checkpoint save_shards began, then names the file and
+  // removes the oldest beyond `keep`; nothing when none is in flight. Collective over that
+  // `model`.
+  void finish_shards();
   // Waits for the write in flight; throws DataError if it failed.
   void wait();
   // Records each background write on `trace` (null: off).
@@ -80,6 +88,8 @@ class CheckpointStore {
   StateDict written_;  // what the writer thread writes; only it touches it until wait()
   std::exception_ptr error_;
   Trace* trace_ = nullptr;
+  std::optional<ShardedCheckpointWrite> shard_write_;  // save_shards' write, until finish_shards
+  bool shard_root_ = false;                            // whether this shard names the files
 };
 
 // The sequence number of a checkpoint file name ("ckpt-00000012.h5" -> 12), or -1.

@@ -158,7 +158,9 @@ void TrainingSession::checkpoint() {
   // Data replicas hold the same state: replica 0's shards save it.
   if (topology_.coords().data != 0) return;
   if (topology_.plan().model > 1) {
-    // Each shard writes its own slices into the one file, now: no rank holds the whole state.
+    // Each shard writes its own slices into the one file, in the background: no rank holds the
+    // whole state. The previous write ends before its snapshot is overwritten.
+    store_.finish_shards();
     trainer_.save_state(shard_state_);
     put_meta(shard_state_);
     store_.save_shards(shard_state_, topology_.model());
@@ -208,6 +210,10 @@ double TrainingSession::elapsed_seconds() const {
 }
 
 void TrainingSession::wait() {
+  if (topology_.plan().model > 1) {
+    if (topology_.coords().data == 0) store_.finish_shards();
+    return;
+  }
   if (leader()) store_.wait();
 }
 

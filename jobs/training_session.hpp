@@ -61,11 +61,11 @@ class TrainingSession {
   // rank) before the epoch's checkpoint.
   void run(int epochs, const ProgressCallback& on_progress,
            const std::function<void(const EpochMetrics&)>& on_epoch);
-  // Writes a checkpoint of the trainer's state now (collective over the group). One shard writes
-  // in the background on the group's first rank; several shards write their slices together,
-  // before it returns.
+  // Writes a checkpoint of the trainer's state now (collective over the group), in the background:
+  // on the group's first rank, or with M > 1 on every shard of the first replica, each its slices.
   void checkpoint();
-  // Waits for the checkpoint write in flight (on the group's first rank); throws its error.
+  // Waits for the checkpoint write in flight and throws its error. Collective over the group: with
+  // M > 1 the shards name the file together.
   void wait();
   // The trainer's weights as a weights file at `path`, whole: a model-parallel model is gathered
   // over its shards (collective over the model communicator) and the group's first rank writes.

@@ -9,6 +9,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -113,16 +114,13 @@ SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Com
   return l;
 }
 
-void write_checkpoint_shards(const std::filesystem::path& path, const StateDict& local,
-                             const Communicator& model,
-                             const std::function<void(std::size_t, std::size_t)>& progress) {
+ShardedCheckpointWrite::ShardedCheckpointWrite(
+    std::filesystem::path path, const StateDict& local, const Communicator& model,
+    std::function<void(std::size_t, std::size_t)> progress, Trace* trace)
+    : path_(std::move(path)), temporary_(path_.string() + ".tmp"), model_(model) {
   const bool root = model.rank() == 0;
-  const std::vector<Slice> slices = slices_of(local, model);
+  std::vector<Slice> slices = slices_of(local, model);
   const auto runs = shard_run_checksums(slices, model);
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  const auto unlink_temporary = [&] {
-    if (root) ::unlink(temporary.c_str());
-  };
 
   // Shard 0: the file with every dataset, its own whole tensors and the attributes.
   std::string offsets;
@@ -130,40 +128,63 @@ void write_checkpoint_shards(const std::filesystem::path& path, const StateDict&
     if (!root) return;
     try {
       offsets = as_bytes(
-          write_checkpoint_frame(temporary.string(), local, whole_checksums(local, slices, runs)));
+          write_checkpoint_frame(temporary_.string(), local, whole_checksums(local, slices, runs)));
     } catch (...) {
-      unlink_temporary();
+      ::unlink(temporary_.c_str());
       throw;
     }
   });
   model.broadcast_string(offsets, 0);
-  const std::vector<std::uint64_t> offset = from_bytes<std::uint64_t>(offsets);
 
-  // Every shard: its slices, run by run, at their places in the whole tensors' data.
-  try {
-    agree_on_failure(model, [&] {
-      FileParts file(temporary);
+  // Every shard: its slices, run by run, at their places in the whole tensors' data, on a thread
+  // of its own while training goes on.
+  writer_ = std::thread([this, slices = std::move(slices), progress = std::move(progress),
+                         offset = from_bytes<std::uint64_t>(offsets), rank = model.rank(), trace] {
+    const TraceSpan span(trace, "checkpoint write", "io");
+    try {
+      FileParts file(temporary_);
       for (std::size_t k = 0; k < slices.size(); ++k) {
         const SliceLayout& l = slices[k].layout;
         const auto run = static_cast<std::size_t>(l.extent * l.inner) * sizeof(float);
         const auto values = std::as_bytes(std::span(slices[k].tensor->values));
         for (std::int64_t o = 0; o < l.outer; ++o) {
-          const auto first = (o * l.full + model.rank() * l.extent) * l.inner;
+          const auto first = (o * l.full + rank * l.extent) * l.inner;
           file.write_at(offset.at(k) + static_cast<std::uint64_t>(first) * sizeof(float),
                         values.subspan(static_cast<std::size_t>(o) * run, run));
         }
         if (progress) progress(k + 1, slices.size());
       }
       file.sync_and_close();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+}
+
+ShardedCheckpointWrite::~ShardedCheckpointWrite() {
+  if (writer_.joinable()) writer_.join();
+}
+
+void ShardedCheckpointWrite::finish() {
+  if (writer_.joinable()) writer_.join();
+  const bool root = model_.rank() == 0;
+  try {
+    agree_on_failure(model_, [&] {
+      if (error_) std::rethrow_exception(error_);
     });
   } catch (...) {
-    unlink_temporary();  // after every shard has stopped writing to it
+    if (root) ::unlink(temporary_.c_str());  // every shard has stopped writing to it
     throw;
   }
-
-  agree_on_failure(model, [&] {
-    if (root) commit_atomically(temporary, path);
+  agree_on_failure(model_, [&] {
+    if (root) commit_atomically(temporary_, path_);
   });
+}
+
+void write_checkpoint_shards(const std::filesystem::path& path, const StateDict& local,
+                             const Communicator& model,
+                             const std::function<void(std::size_t, std::size_t)>& progress) {
+  ShardedCheckpointWrite(path, local, model, progress).finish();
 }
 
 StateDict read_checkpoint_shards(const std::string& path, const StateDict& layout,

@@ -4,11 +4,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "core/state.hpp"
+#include "core/trace.hpp"
 #include "parallel/communicator.hpp"
 
 namespace strata {
@@ -22,15 +25,38 @@ struct SliceLayout {
 // when `t` is not that shard's equal share at offset rank x extent.
 SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Communicator& model);
 
-// Writes the checkpoint of `local`, this shard's state (slices with ShardSpec::axis >= 0, whole
-// tensors, scalars), at `path`: the same file write_checkpoint writes for the gathered state, a
-// checksum on every whole tensor. Shard 0 of `model` writes the file's structure, the whole
-// tensors and the scalars (its own), under a temporary name; then every shard writes its slices
-// into it at their offsets and syncs them; then shard 0 renames it. The slices' checksums are
-// combined from each shard's runs. Collective over `model`: every shard passes the same keys and
-// shapes. A failure on any shard (a full disk) throws DataError with the same message on every
-// shard, and leaves nothing under `path` or the temporary name. `progress(done, total)` follows
-// each sliced tensor this shard has written.
+// The checkpoint of `local`, this shard's state (slices with ShardSpec::axis >= 0, whole tensors,
+// scalars), written at `path` by the shards of `model` together: the same file write_checkpoint
+// writes for the gathered state, a checksum on every whole tensor. The constructor (collective
+// over `model`) has shard 0 write the file's structure, its whole tensors and the scalars under a
+// temporary name, with each slice's checksum combined from every shard's runs; then every shard
+// writes its slices at their offsets and syncs them, on a thread of its own. finish() (collective)
+// waits for every shard and has shard 0 rename the file. `local` must not change until then. A
+// failure on any shard (a full disk) throws DataError on every shard alike, from the constructor
+// or from finish(), and leaves nothing under `path` or the temporary name. Destroyed unfinished, it
+// waits for its thread and leaves only the temporary file. `progress(done, total)` follows each
+// sliced tensor this shard has written, on that thread.
+class ShardedCheckpointWrite {
+ public:
+  // `trace` (null: off) records the thread's write.
+  ShardedCheckpointWrite(std::filesystem::path path, const StateDict& local,
+                         const Communicator& model,
+                         std::function<void(std::size_t, std::size_t)> progress = {},
+                         Trace* trace = nullptr);
+  ShardedCheckpointWrite(const ShardedCheckpointWrite&) = delete;
+  ShardedCheckpointWrite& operator=(const ShardedCheckpointWrite&) = delete;
+  ~ShardedCheckpointWrite();
+  void finish();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_, temporary_;
+  const Communicator& model_;
+  std::exception_ptr error_;  // the writer thread's, read after it is joined
+  std::thread writer_;
+};
+
+// A ShardedCheckpointWrite finished at once.
 void write_checkpoint_shards(const std::filesystem::path& path, const StateDict& local,
                              const Communicator& model,
                              const std::function<void(std::size_t, std::size_t)>& progress = {});

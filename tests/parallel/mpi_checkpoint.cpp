@@ -199,12 +199,17 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
   if (r == 0) std::filesystem::create_directories(dir);
   world.barrier();
   const std::string path = dir + "/ckpt.h5";
-  std::vector<std::size_t> progress;
-  write_checkpoint_shards(path, local, world, [&](std::size_t done, std::size_t total) {
-    CHECK(total == 3);
-    progress.push_back(done);
-  });
-  CHECK(progress == std::vector<std::size_t>{1, 2, 3});
+  std::vector<std::size_t> progress;  // (done, total) pairs, from the shard's writer thread
+  {
+    ShardedCheckpointWrite write(path, local, world, [&](std::size_t done, std::size_t total) {
+      progress.insert(progress.end(), {done, total});
+    });
+    // The slices are written in the background; the file is named only once every shard is done.
+    CHECK_FALSE(std::filesystem::exists(path));
+    write.finish();
+  }
+  CHECK(progress == std::vector<std::size_t>{1, 3, 2, 3, 3, 3});
+  CHECK(std::filesystem::exists(path));
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
   // Every rank reads it whole, every checksum verified: the slices in place, shard 0's scalars.
   const StateDict read = read_checkpoint(path);
