@@ -60,13 +60,17 @@ class CheckpointStore {
   // A model-parallel replica's checkpoint: every shard of `model` writes its own slices into the
   // one file under the next sequence number (ShardedCheckpointWrite: no shard holds the whole
   // state), in the background. Finishes the previous one first. `local` must not change until
-  // finish_shards(). Collective over `model`, whose shard 0 names the file; a failure throws
-  // DataError on every shard alike.
+  // finish_shards(). Collective over `model`, whose shard 0 names the file; a failure to begin
+  // throws DataError on every shard alike.
   void save_shards(const StateDict& local, const Communicator& model);
   // Waits for every shard's part of the checkpoint save_shards began, then names the file and
   // removes the oldest beyond `keep`; nothing when none is in flight. Collective over that
-  // `model`.
+  // `model`; a failed write throws DataError on every shard alike.
   void finish_shards();
+  // Whether a save_shards write is in flight, and whether this shard's part of it is still being
+  // written.
+  bool shards_in_flight() const { return shard_write_.has_value(); }
+  bool shard_writing() const { return shard_write_ && !shard_write_->written(); }
   // Waits for the write in flight; throws DataError if it failed.
   void wait();
   // Records each background write on `trace` (null: off).

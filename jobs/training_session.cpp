@@ -23,7 +23,8 @@ namespace strata {
 
 namespace {
 
-enum VoteFlag : unsigned { stop_flag = 1u, clock_flag = 2u, limit_flag = 4u };
+// writing_flag: this shard's part of a model's checkpoint is still being written.
+enum VoteFlag : unsigned { stop_flag = 1u, clock_flag = 2u, limit_flag = 4u, writing_flag = 8u };
 
 std::string position_text(const TrainPosition& p, int epochs, std::int64_t steps_per_epoch) {
   if (p.epoch > epochs) return fmt::format("the end of epoch {} (training complete)", epochs);
@@ -164,6 +165,7 @@ void TrainingSession::checkpoint() {
     trainer_.save_state(shard_state_);
     put_meta(shard_state_);
     store_.save_shards(shard_state_, topology_.model());
+    votes_since_shard_save_ = 0;
     return;
   }
   // The snapshot goes into the buffers of the last checkpoint (written by now: save() would wait
@@ -258,7 +260,14 @@ void TrainingSession::at_step() {
       seconds_since(last_checkpoint_) >= settings_.checkpoint.every_seconds)
     mine |= clock_flag;
   if (work_.over_limit && work_.over_limit()) mine |= limit_flag;
+  if (store_.shard_writing()) mine |= writing_flag;
   const unsigned voted = vote_.exchange(mine);
+  ++votes_since_shard_save_;
+  // A model's checkpoint is named as soon as the vote shows every shard done with it, not at the
+  // next one: a crash in between then loses no more than on one rank. The vote answers one call
+  // late, so only a vote cast after the write began counts.
+  if (store_.shards_in_flight() && votes_since_shard_save_ >= 2 && !(voted & writing_flag))
+    store_.finish_shards();
   const TrainPosition& p = trainer_.position();
   if (voted & stop_flag) {
     const auto start = Clock::now();

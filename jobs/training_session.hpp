@@ -93,8 +93,9 @@ class TrainingSession {
   StepWork work_;
   CheckpointStore store_;
   StepVote vote_;
-  StateDict shard_state_;  // a model-parallel shard's own state, reused
-  std::ofstream steps_;    // settings_.steps_log on the group's first rank, once a step is done
+  StateDict shard_state_;           // a model-parallel shard's own state, reused
+  int votes_since_shard_save_ = 0;  // step votes since this shard began writing a checkpoint
+  std::ofstream steps_;  // settings_.steps_log on the group's first rank, once a step is done
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   double elapsed_before_ = 0.0;  // in earlier allocations, as its checkpoint says

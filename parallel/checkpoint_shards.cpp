@@ -158,6 +158,7 @@ ShardedCheckpointWrite::ShardedCheckpointWrite(
     } catch (...) {
       error_ = std::current_exception();
     }
+    written_ = true;
   });
 }
 

@@ -2,6 +2,7 @@
 // reads only its own slices of the one file's datasets, so no rank ever holds the whole state.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -47,12 +48,16 @@ class ShardedCheckpointWrite {
   ShardedCheckpointWrite& operator=(const ShardedCheckpointWrite&) = delete;
   ~ShardedCheckpointWrite();
   void finish();
+  // Whether this shard's thread has written (or failed to write) its slices: then finish() waits
+  // only for the other shards.
+  bool written() const { return written_.load(); }
   const std::filesystem::path& path() const { return path_; }
 
  private:
   std::filesystem::path path_, temporary_;
   const Communicator& model_;
   std::exception_ptr error_;  // the writer thread's, read after it is joined
+  std::atomic<bool> written_{false};
   std::thread writer_;
 };
 

@@ -1,6 +1,7 @@
 // Checkpoint cost, measured the way `strata run` checkpoints (TrainingSession): on one rank a state
 // snapshot and the HDF5 file written in the background; with M = 2 every shard writing its own
-// slices of the one file before training goes on:
+// slices of the one file in the background too. The write is waited for right after the
+// snapshot, so the step time does not show what the writer threads take from training:
 //   - write MB/s, snapshot to durable file (fsync and rename included), against `dd conv=fsync` of
 //     the same bytes to the same directory;
 //   - read MB/s of read_checkpoint (every checksum verified) against `dd` reading the file;
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
       world.barrier();
       const auto t0 = Clock::now();
       session.checkpoint();
-      // Rank 0's pause: with M = 2 the whole write, which every shard waits for.
+      // Rank 0's pause: the snapshot (with M = 2 also the shards' checksums and the file's frame).
       const double pause = since(t0);
       session.wait();
       world.barrier();

@@ -109,6 +109,11 @@ ckpts=out/checkpoints/stage0/member0
 if [ -e "$ckpts/ckpt-00000003.h5.tmp" ] && [ ! -e "$ckpts/ckpt-00000003.h5" ]; then
   echo "ok: M=2 killed in its third checkpoint write: ckpt-00000003.h5.tmp only"
 else echo "FAIL: M=2 killed in a write left: $(ls "$ckpts" | tr '\n' ' ')"; fails=$((fails + 1)); fi
+# Killed at step 39, between two checkpoints: the one of step 20 was named once the step vote
+# showed both shards done with it (not only at the next checkpoint), so the resume starts there.
+rm -rf between && sed 's/dir: out,/dir: between,/' split2.yaml > between.yaml
+(STRATA_FAULT=kill_at_step=39 timeout 120 "$MPIEXEC" -n 2 "$STRATA" run between.yaml > /dev/null 2>&1) 2>/dev/null
+expect_exit 0 'resume\] from .*ckpt-00000001.h5: epoch 1/2 step 20/84 \(global step 20\)' -- "$MPIEXEC" -n 2 "$STRATA" run between.yaml
 # Another model (the split layer wider) in the same directory: refused as another config on every
 # shard, not skipped as damage, and nothing renamed.
 sed 's/units: 64/units: 96/' split2.yaml > other2.yaml
