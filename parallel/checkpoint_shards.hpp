@@ -27,8 +27,8 @@ struct SliceLayout {
 SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Communicator& model);
 
 // The checkpoint of `local`, this shard's state (slices with ShardSpec::axis >= 0, whole tensors,
-// scalars), written at `path` by the shards of `model` together: the same file write_checkpoint
-// writes for the gathered state, a checksum on every whole tensor. The constructor (collective
+// scalars), written at `path` by the shards of `model` together: the tensors, checksums and
+// scalars write_checkpoint writes for the gathered state. The constructor (collective
 // over `model`) has shard 0 write the file's structure, its whole tensors and the scalars under a
 // temporary name, with each slice's checksum combined from every shard's runs; then every shard
 // writes its slices at their offsets and syncs them, on a thread of its own. finish() (collective)
