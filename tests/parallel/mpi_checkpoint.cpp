@@ -272,6 +272,34 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
   const std::vector<std::string> everyone = world.allgather_strings(found);
   for (const std::string& m : everyone) CHECK(m == everyone.front());
 
+  // A write that fails on the last shard's thread alone (its disk full) fails finish() on every
+  // shard with that shard's error, and leaves neither the file nor the temporary one.
+  const std::string failing = dir + "/failing.h5";
+  std::string failed;
+  try {
+    ShardedCheckpointWrite write(failing, local, world, [&](std::size_t done, std::size_t) {
+      if (r == n - 1 && done == 2) throw DataError("No space left on device (injected)");
+    });
+    write.finish();
+  } catch (const DataError& e) {
+    failed = e.what();
+  }
+  CHECK_THAT(failed, Catch::Contains("No space left on device (injected)"));
+  const std::vector<std::string> all_failed = world.allgather_strings(failed);
+  for (const std::string& m : all_failed) CHECK(m == all_failed.front());
+  CHECK_FALSE(std::filesystem::exists(failing));
+  CHECK_FALSE(std::filesystem::exists(failing + ".tmp"));
+  world.barrier();
+
+  // Destroyed before finish() (the job ends another way): only the temporary file is left, which
+  // no resume reads.
+  const std::string unfinished = dir + "/unfinished.h5";
+  { ShardedCheckpointWrite write(unfinished, local, world); }
+  world.barrier();
+  CHECK_FALSE(std::filesystem::exists(unfinished));
+  CHECK(std::filesystem::exists(unfinished + ".tmp"));
+  world.barrier();
+
   // Where shard 0 cannot create the file, every shard throws the same error, and none hangs.
   std::string message;
   try {
