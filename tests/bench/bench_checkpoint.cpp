@@ -11,6 +11,7 @@
 //        mpiexec -n 2 strata_bench_checkpoint big DIR [ROUNDS]   (a ~100M-parameter MLP, M=2)
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -178,8 +179,31 @@ int main(int argc, char** argv) {
       dd_reads.push_back(shell_seconds(
           fmt::format("dd if={} of=/dev/null bs=1M status=none", files.back().string())));
     }
+    // What the background write takes from training: the mean step over a window of steps
+    // trained right after a checkpoint began (its write mostly in flight), against the same
+    // window with no write, taking turns.
+    const double step_alone = bench::median(step_seconds);
+    // Every rank trains the same number of steps: the window is agreed on, not each rank's own.
+    const int window =
+        world.allreduce_max(std::max(4, static_cast<int>(std::ceil(2.0 / step_alone))));
+    std::vector<double> alone, writing;
+    auto window_mean = [&] {
+      step_seconds.clear();
+      train_steps(window);
+      double sum = 0.0;
+      for (const double s : step_seconds) sum += s;
+      return sum / static_cast<double>(step_seconds.size());
+    };
+    for (int round = 0; round < rounds; ++round) {
+      world.barrier();
+      alone.push_back(window_mean());
+      world.barrier();
+      session.checkpoint();
+      writing.push_back(window_mean());
+      session.wait();
+    }
     if (root) {
-      const double mb = static_cast<double>(bytes) / 1e6, step = bench::median(step_seconds);
+      const double mb = static_cast<double>(bytes) / 1e6, step = step_alone;
       const double pause = bench::median(pauses);
       const double write = mb / bench::median(writes), dd_write = mb / bench::median(dd_writes);
       const double read = mb / bench::median(reads), dd_read = mb / bench::median(dd_reads);
@@ -196,6 +220,13 @@ int main(int argc, char** argv) {
           "{:.2f} | {:.2f}% |\n",
           which, mb, write, dd_write, write / dd_write, read, dd_read, read / dd_read, pause, step,
           pause / step, 100.0 * pause / 60.0);
+      fmt::print(
+          "{}: mean step over {} steps begun with a checkpoint {:.4f} s, without {:.4f} s: {:.2f} "
+          "times (medians of {} rounds; the write's share of them: {:.0f}%)\n",
+          which, window, bench::median(writing), bench::median(alone),
+          bench::median(writing) / bench::median(alone), rounds,
+          100.0 * std::min(1.0, bench::median(writes) /
+                                    (static_cast<double>(window) * bench::median(alone))));
       std::filesystem::remove_all(settings.checkpoint_dir);
     }
   }
