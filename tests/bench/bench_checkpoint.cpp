@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,10 +89,11 @@ struct StopAfter {};
 // Drops the page cache, so that a read comes from the disk as it does in a new allocation; false
 // where that is not allowed (not root), and the reads then come from memory.
 bool drop_page_cache() {
-  std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("1\n", f) >= 0;
-  return std::fclose(f) == 0 && ok;
+  std::ofstream drop("/proc/sys/vm/drop_caches");
+  if (!drop) return false;
+  drop << "1\n";
+  drop.close();
+  return !drop.fail();
 }
 
 }  // namespace
