@@ -56,6 +56,14 @@ std::uint32_t tensor_crc32(std::span<const float> values) {
       crc32_z(0, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float)));
 }
 
+void check_crc32(const std::string& path, const std::string& dataset, std::uint32_t actual,
+                 std::uint32_t recorded) {
+  if (actual != recorded)
+    throw DataError(fmt::format(
+        "{}: dataset {}: checksum mismatch (crc32 {:08x}, recorded {:08x}): the data is corrupt",
+        path, dataset, actual, recorded));
+}
+
 std::uint32_t combined_crc32(std::span<const std::uint32_t> run_crcs, std::uint64_t run_bytes) {
   uLong crc = 0;  // the CRC-32 of no bytes
 #if ZLIB_VERNUM >= 0x12c0
@@ -183,12 +191,7 @@ StateDict read_checkpoint_parts(const std::string& path, const StateDict* layout
         dataset, static_cast<std::uint32_t>(file.read_attr_int(dataset, crc_attribute)));
   }
   for (const auto& [dataset, expected] : recorded_crcs) {
-    const std::uint32_t actual = tensor_crc32(state.tensor(dataset.substr(1)).values);
-    if (actual != expected)
-      throw DataError(
-          fmt::format("{}: dataset {}: checksum mismatch (crc32 {:08x}, recorded "
-                      "{:08x}): the data is corrupt",
-                      path, dataset, actual, expected));
+    check_crc32(path, dataset, tensor_crc32(state.tensor(dataset.substr(1)).values), expected);
   }
   std::vector<std::string> owners = file.groups();
   owners.insert(owners.begin(), "/");

@@ -48,6 +48,10 @@ StateDict read_checkpoint_slices(const std::string& path, const StateDict& layou
 
 // CRC-32 (zlib's) of the tensor's bytes, as stored in its crc32 attribute.
 std::uint32_t tensor_crc32(std::span<const float> values);
+// Throws DataError naming the file and the dataset ("/weights/dense_1/weight") when a tensor's
+// CRC-32 differs from the one its file recorded.
+void check_crc32(const std::string& path, const std::string& dataset, std::uint32_t actual,
+                 std::uint32_t recorded);
 // The CRC-32 of consecutive runs of `run_bytes` bytes each, from each run's CRC-32 (zlib's
 // crc32_combine): a tensor's checksum from its shards' interleaved slices, never gathered whole.
 std::uint32_t combined_crc32(std::span<const std::uint32_t> run_crcs, std::uint64_t run_bytes);

@@ -53,7 +53,8 @@ std::vector<fs::path> CheckpointStore::list() const {
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     const std::function<void(const std::string&)>& skipped) const {
-  return load_newest_of(list(), skipped, {}, true);
+  return load_newest_of(
+      list(), skipped, [](const fs::path& file) { return read_checkpoint(file.string()); }, true);
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest_of(
@@ -63,7 +64,7 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest_of(
   std::vector<fs::path> damaged;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
     try {
-      LoadedCheckpoint loaded{*it, read ? read(*it) : read_checkpoint(it->string())};
+      LoadedCheckpoint loaded{*it, read(*it)};
       // Damaged files are renamed aside (kept for a look) once a valid one is found: they must not
       // count towards `keep`, or the next write would prune the last valid checkpoint.
       if (rename_damaged)

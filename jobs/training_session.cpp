@@ -103,22 +103,22 @@ void TrainingSession::report_skipped(const std::string& why) const {
 std::optional<std::filesystem::path> TrainingSession::resume() {
   // A model split over shards is read slice by slice: no rank holds the whole state.
   std::optional<LoadedCheckpoint> loaded;
+  const auto another_config = [&](const std::string& what) {
+    return DataError(
+        fmt::format("{} (a checkpoint of another config? move {} aside or pass --fresh)", what,
+                    settings_.checkpoint_dir.string()));
+  };
   try {
     loaded = topology_.plan().model > 1 ? load_newest_shards() : load_newest_whole();
     if (!loaded) return std::nullopt;
     trainer_.load_state(loaded->state);
   } catch (const CheckpointMismatch& e) {
-    throw DataError(
-        fmt::format("{} (a checkpoint of another config? move {} aside or pass --fresh)", e.what(),
-                    settings_.checkpoint_dir.string()));
+    throw another_config(e.what());  // it names its file
   } catch (const DataError& e) {
     if (!loaded) throw;  // none valid, or a read error that names its file
     // A valid file that this model cannot take: any rank may be the first to find it.
     const std::string what = e.what(), chosen = loaded->path.string();
-    throw DataError(fmt::format(
-        "{}{} (a checkpoint of another config? move {} aside or pass "
-        "--fresh)",
-        what.starts_with(chosen) ? "" : chosen + ": ", what, settings_.checkpoint_dir.string()));
+    throw another_config(what.starts_with(chosen) ? what : chosen + ": " + what);
   }
   const std::string chosen = loaded->path.string();
   const StateDict& state = loaded->state;
@@ -262,7 +262,7 @@ void TrainingSession::at_step() {
   if (work_.over_limit && work_.over_limit()) mine |= limit_flag;
   if (store_.shard_writing()) mine |= writing_flag;
   const unsigned voted = vote_.exchange(mine);
-  ++votes_since_shard_save_;
+  votes_since_shard_save_ = std::min(votes_since_shard_save_ + 1, 2);
   // A model's checkpoint is named as soon as the vote shows every shard done with it, not at the
   // next one: a crash in between then loses no more than on one rank. The vote answers one call
   // late, so only a vote cast after the write began counts.

@@ -94,7 +94,7 @@ class TrainingSession {
   CheckpointStore store_;
   StepVote vote_;
   StateDict shard_state_;           // a model-parallel shard's own state, reused
-  int votes_since_shard_save_ = 0;  // step votes since this shard began writing a checkpoint
+  int votes_since_shard_save_ = 0;  // step votes since a shard write began (counted up to 2)
   std::ofstream steps_;  // settings_.steps_log on the group's first rank, once a step is done
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -199,14 +199,8 @@ StateDict read_checkpoint_shards(const std::string& path, const StateDict& layou
   agree_on_failure(model, [&] {
     if (model.rank() != 0) return;
     const std::vector<std::uint32_t> actual = slice_checksums(slices, runs);
-    for (std::size_t k = 0; k < slices.size(); ++k) {
-      const std::uint32_t expected = recorded.at(*slices[k].key);
-      if (actual[k] != expected)
-        throw DataError(fmt::format(
-            "{}: dataset /{}: checksum mismatch (crc32 {:08x}, recorded {:08x}): the data is "
-            "corrupt",
-            path, *slices[k].key, actual[k], expected));
-    }
+    for (std::size_t k = 0; k < slices.size(); ++k)
+      check_crc32(path, "/" + *slices[k].key, actual[k], recorded.at(*slices[k].key));
   });
   return state;
 }
