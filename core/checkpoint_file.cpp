@@ -128,22 +128,30 @@ void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
   });
 }
 
-std::vector<std::uint64_t> write_checkpoint_frame(const std::string& path, const StateDict& frame,
-                                                  std::span<const std::uint32_t> crcs) {
-  if (crcs.size() != frame.tensors().size())
-    throw std::invalid_argument(fmt::format("checkpoint frame: {} checksums for {} tensors",
-                                            crcs.size(), frame.tensors().size()));
+std::vector<std::uint64_t> write_checkpoint_frame(const std::string& path, const StateDict& frame) {
   std::vector<std::uint64_t> offsets;
+  std::vector<std::uint32_t> crcs;
   h5::File::write_new(path, [&](h5::File& file) {
     for (const auto& [key, tensor] : frame.tensors()) {
-      if (tensor.shard.axis < 0)
+      if (tensor.shard.axis < 0) {
         file.write_f32(fmt::format("/{}", key), tensor.local_shape, tensor.values.data());
-      else
+        crcs.push_back(tensor_crc32(tensor.values));
+      } else {
         offsets.push_back(file.reserve_f32(fmt::format("/{}", key), tensor.shard.whole));
+        crcs.push_back(0);
+      }
     }
     write_attributes(file, frame, crcs);
   });
   return offsets;
+}
+
+void record_checkpoint_checksums(const std::string& path,
+                                 const std::map<std::string, std::uint32_t>& crcs) {
+  h5::File::change_unfinished(path, [&](h5::File& file) {
+    for (const auto& [key, crc] : crcs)
+      file.write_attr_int(fmt::format("/{}", key), crc_attribute, crc);
+  });
 }
 
 namespace {

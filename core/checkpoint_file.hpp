@@ -27,12 +27,16 @@ void write_checkpoint(const std::filesystem::path& path, const StateDict& state,
                       const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // The file of a checkpoint whose sliced tensors its model-parallel shards write themselves
-// (parallel/checkpoint_shards.hpp): `frame` holds whole tensors, written here, and slices
-// (ShardSpec::axis >= 0), whose datasets are created whole and left unwritten; `crcs` holds every
-// tensor's whole-tensor checksum, in key order. Writes `path` itself (the caller syncs and renames
-// it) and returns the byte offset of each slice's dataset in the file, in key order.
-std::vector<std::uint64_t> write_checkpoint_frame(const std::string& path, const StateDict& frame,
-                                                  std::span<const std::uint32_t> crcs);
+// (parallel/checkpoint_shards.hpp): `frame` holds whole tensors, written here with their
+// checksums, and slices (ShardSpec::axis >= 0), whose datasets are created whole and left
+// unwritten, their checksums 0 until record_checkpoint_checksums. Writes `path` itself (the caller
+// syncs and renames it) and returns the byte offset of each slice's dataset in the file, in key
+// order.
+std::vector<std::uint64_t> write_checkpoint_frame(const std::string& path, const StateDict& frame);
+// Records in the frame at `path` the checksums of its slices' whole tensors, once their data is
+// written (by key, "weights/dense_1/weight"). A failure (a full disk) throws DataError.
+void record_checkpoint_checksums(const std::string& path,
+                                 const std::map<std::string, std::uint32_t>& crcs);
 
 // Reads a checkpoint written by write_checkpoint and verifies its format, version and every
 // checksum. Throws DataError naming the file and what is wrong.

@@ -124,21 +124,35 @@ File File::create(const std::string& path) {
 }
 
 void File::write_new(const std::string& path, const std::function<void(File&)>& write) {
-  File file = create(path);
+  create(path).write_and_close(write);
+}
+
+void File::change_unfinished(const std::string& path, const std::function<void(File&)>& change) {
+  File file = [&] {
+    const std::lock_guard lock(library_mutex());
+    silence_hdf5_error_printing();
+    Handle id(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    if (!id.valid()) fail_hdf5(path, "file", "cannot open for writing");
+    return File(path, std::move(id));
+  }();
+  file.write_and_close(change);
+}
+
+void File::write_and_close(const std::function<void(File&)>& write) {
   try {
-    write(file);
-    file.flush();
+    write(*this);
+    flush();
   } catch (...) {
     const std::lock_guard lock(library_mutex());
     void* handle = nullptr;
-    if (H5Fget_vfd_handle(file.id(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr)
+    if (H5Fget_vfd_handle(id(), H5P_DEFAULT, &handle) >= 0 && handle != nullptr)
       if (::ftruncate(*static_cast<int*>(handle), 0) != 0) {
         // Nothing more to do: the close below may fail, and the error in flight says why.
       }
-    file.file_.reset();
+    file_.reset();
     throw;
   }
-  if (file.file_.close() < 0) fail_hdf5(path, "file", "cannot close (disk full?)");
+  if (file_.close() < 0) fail_hdf5(path_, "file", "cannot close (disk full?)");
 }
 
 File File::open_read(const std::string& path) {

@@ -47,6 +47,9 @@ class File {
   // the file is emptied before HDF5 closes it, so that the close has room for what it still
   // writes: HDF5 1.10 otherwise keeps a file whose close failed and crashes at exit closing it.
   static void write_new(const std::string& path, const std::function<void(File&)>& write);
+  // Opens `path`, a file not yet committed (a temporary one), for writing, runs `change` on it,
+  // flushes and closes it; when anything fails it is emptied like write_new's.
+  static void change_unfinished(const std::string& path, const std::function<void(File&)>& change);
   static File open_read(const std::string& path);
 
   const std::string& path() const { return path_; }
@@ -112,6 +115,8 @@ class File {
 
  private:
   File(std::string path, Handle file) : path_(std::move(path)), file_(std::move(file)) {}
+  // Runs `write` on this file, flushes and closes it, emptying it first when anything fails.
+  void write_and_close(const std::function<void(File&)>& write);
   std::string path_;
   Handle file_;
 };

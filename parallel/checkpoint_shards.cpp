@@ -26,12 +26,6 @@ namespace {
 // The file holds little-endian floats, which the shards write as they are in memory.
 static_assert(std::endian::native == std::endian::little);
 
-struct Slice {
-  const std::string* key;
-  const StateTensor* tensor;
-  SliceLayout layout;
-};
-
 template <typename T>
 std::string as_bytes(const std::vector<T>& values) {
   return {reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)};
@@ -45,24 +39,25 @@ std::vector<T> from_bytes(const std::string& bytes) {
 }
 
 // This shard's slices of `state`, in key order.
-std::vector<Slice> slices_of(const StateDict& state, const Communicator& model) {
-  std::vector<Slice> slices;
+std::vector<ShardSlice> slices_of(const StateDict& state, const Communicator& model) {
+  std::vector<ShardSlice> slices;
   for (const auto& [key, t] : state.tensors())
     if (t.shard.axis >= 0) slices.push_back({&key, &t, slice_layout(key, t, model)});
   return slices;
 }
 
-// The checksums of every slice's runs, slice by slice, from every shard (`[m]`: shard m's): a
-// whole tensor's runs lie block by block, each block holding the shards' runs in shard order.
-std::vector<std::vector<std::uint32_t>> shard_run_checksums(const std::vector<Slice>& slices,
-                                                            const Communicator& model) {
-  std::vector<std::uint32_t> mine;
-  for (const Slice& s : slices) {
-    const auto run = static_cast<std::size_t>(s.layout.extent * s.layout.inner);
-    for (std::int64_t o = 0; o < s.layout.outer; ++o)
-      mine.push_back(tensor_crc32(
-          std::span(s.tensor->values).subspan(static_cast<std::size_t>(o) * run, run)));
-  }
+// The checksums of one slice's runs, in order.
+void add_run_checksums(const ShardSlice& s, std::vector<std::uint32_t>& crcs) {
+  const auto run = static_cast<std::size_t>(s.layout.extent * s.layout.inner);
+  for (std::int64_t o = 0; o < s.layout.outer; ++o)
+    crcs.push_back(
+        tensor_crc32(std::span(s.tensor->values).subspan(static_cast<std::size_t>(o) * run, run)));
+}
+
+// Every shard's run checksums (`[m]`: shard m's `mine`): a whole tensor's runs lie block by block,
+// each block holding the shards' runs in shard order.
+std::vector<std::vector<std::uint32_t>> gather_run_checksums(const std::vector<std::uint32_t>& mine,
+                                                             const Communicator& model) {
   std::vector<std::vector<std::uint32_t>> all;
   for (const std::string& bytes : model.allgather_strings(as_bytes(mine)))
     all.push_back(from_bytes<std::uint32_t>(bytes));
@@ -70,12 +65,12 @@ std::vector<std::vector<std::uint32_t>> shard_run_checksums(const std::vector<Sl
 }
 
 // Each slice's whole-tensor checksum, in key order, from every shard's run checksums.
-std::vector<std::uint32_t> slice_checksums(const std::vector<Slice>& slices,
+std::vector<std::uint32_t> slice_checksums(const std::vector<ShardSlice>& slices,
                                            const std::vector<std::vector<std::uint32_t>>& runs) {
   std::vector<std::uint32_t> crcs;
   crcs.reserve(slices.size());
   std::size_t at = 0;  // the slice's first run in every shard's list
-  for (const Slice& s : slices) {
+  for (const ShardSlice& s : slices) {
     const SliceLayout& l = s.layout;
     std::vector<std::uint32_t> ordered;
     ordered.reserve(static_cast<std::size_t>(l.outer) * runs.size());
@@ -84,19 +79,6 @@ std::vector<std::uint32_t> slice_checksums(const std::vector<Slice>& slices,
     at += static_cast<std::size_t>(l.outer);
     crcs.push_back(combined_crc32(ordered, static_cast<std::uint64_t>(l.extent * l.inner) * 4));
   }
-  return crcs;
-}
-
-// Every tensor's whole-tensor checksum, in key order: a whole tensor's from its values, a slice's
-// combined from every shard's runs.
-std::vector<std::uint32_t> whole_checksums(const StateDict& local, const std::vector<Slice>& slices,
-                                           const std::vector<std::vector<std::uint32_t>>& runs) {
-  const std::vector<std::uint32_t> sliced = slice_checksums(slices, runs);
-  std::vector<std::uint32_t> crcs;
-  crcs.reserve(local.tensors().size());
-  std::size_t slice = 0;
-  for (const auto& [key, t] : local.tensors())
-    crcs.push_back(t.shard.axis < 0 ? tensor_crc32(t.values) : sliced[slice++]);
   return crcs;
 }
 
@@ -119,16 +101,14 @@ ShardedCheckpointWrite::ShardedCheckpointWrite(
     std::function<void(std::size_t, std::size_t)> progress, Trace* trace)
     : path_(std::move(path)), temporary_(path_.string() + ".tmp"), model_(model) {
   const bool root = model.rank() == 0;
-  std::vector<Slice> slices = slices_of(local, model);
-  const auto runs = shard_run_checksums(slices, model);
+  slices_ = slices_of(local, model);
 
   // Shard 0: the file with every dataset, its own whole tensors and the attributes.
   std::string offsets;
   agree_on_failure(model, [&] {
     if (!root) return;
     try {
-      offsets = as_bytes(
-          write_checkpoint_frame(temporary_.string(), local, whole_checksums(local, slices, runs)));
+      offsets = as_bytes(write_checkpoint_frame(temporary_.string(), local));
     } catch (...) {
       ::unlink(temporary_.c_str());
       throw;
@@ -136,23 +116,24 @@ ShardedCheckpointWrite::ShardedCheckpointWrite(
   });
   model.broadcast_string(offsets, 0);
 
-  // Every shard: its slices, run by run, at their places in the whole tensors' data, on a thread
-  // of its own while training goes on.
-  writer_ = std::thread([this, slices = std::move(slices), progress = std::move(progress),
+  // Every shard: its slices, run by run, at their places in the whole tensors' data, and each
+  // run's checksum, on a thread of its own while training goes on.
+  writer_ = std::thread([this, progress = std::move(progress),
                          offset = from_bytes<std::uint64_t>(offsets), rank = model.rank(), trace] {
     const TraceSpan span(trace, "checkpoint write", "io");
     try {
       FileParts file(temporary_);
-      for (std::size_t k = 0; k < slices.size(); ++k) {
-        const SliceLayout& l = slices[k].layout;
+      for (std::size_t k = 0; k < slices_.size(); ++k) {
+        const SliceLayout& l = slices_[k].layout;
         const auto run = static_cast<std::size_t>(l.extent * l.inner) * sizeof(float);
-        const auto values = std::as_bytes(std::span(slices[k].tensor->values));
+        const auto values = std::as_bytes(std::span(slices_[k].tensor->values));
         for (std::int64_t o = 0; o < l.outer; ++o) {
           const auto first = (o * l.full + rank * l.extent) * l.inner;
           file.write_at(offset.at(k) + static_cast<std::uint64_t>(first) * sizeof(float),
                         values.subspan(static_cast<std::size_t>(o) * run, run));
         }
-        if (progress) progress(k + 1, slices.size());
+        add_run_checksums(slices_[k], run_checksums_);
+        if (progress) progress(k + 1, slices_.size());
       }
       file.sync_and_close();
     } catch (...) {
@@ -172,6 +153,15 @@ void ShardedCheckpointWrite::finish() {
   try {
     agree_on_failure(model_, [&] {
       if (error_) std::rethrow_exception(error_);
+    });
+    // Every shard has written its slices: shard 0 records their checksums.
+    const auto runs = gather_run_checksums(run_checksums_, model_);
+    agree_on_failure(model_, [&] {
+      if (!root) return;
+      const std::vector<std::uint32_t> crcs = slice_checksums(slices_, runs);
+      std::map<std::string, std::uint32_t> by_key;
+      for (std::size_t k = 0; k < slices_.size(); ++k) by_key[*slices_[k].key] = crcs[k];
+      record_checkpoint_checksums(temporary_.string(), by_key);
     });
   } catch (...) {
     if (root) ::unlink(temporary_.c_str());  // every shard has stopped writing to it
@@ -194,8 +184,10 @@ StateDict read_checkpoint_shards(const std::string& path, const StateDict& layou
   std::map<std::string, std::uint32_t> recorded;
   agree_on_failure(model, [&] { state = read_checkpoint_slices(path, layout, &recorded); });
   // Every shard read the same file: shard 0 checks the slices' checksums for all of them.
-  const std::vector<Slice> slices = slices_of(state, model);
-  const auto runs = shard_run_checksums(slices, model);
+  const std::vector<ShardSlice> slices = slices_of(state, model);
+  std::vector<std::uint32_t> mine;
+  for (const ShardSlice& s : slices) add_run_checksums(s, mine);
+  const auto runs = gather_run_checksums(mine, model);
   agree_on_failure(model, [&] {
     if (model.rank() != 0) return;
     const std::vector<std::uint32_t> actual = slice_checksums(slices, runs);

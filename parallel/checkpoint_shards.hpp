@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/state.hpp"
 #include "core/trace.hpp"
@@ -22,6 +23,13 @@ namespace strata {
 struct SliceLayout {
   std::int64_t extent, full, outer = 1, inner = 1;
 };
+// One of a shard's sliced tensors, pointing into its state.
+struct ShardSlice {
+  const std::string* key;
+  const StateTensor* tensor;
+  SliceLayout layout;
+};
+
 // The layout of `t`, shard model.rank() of model.size(). Throws std::invalid_argument naming `key`
 // when `t` is not that shard's equal share at offset rank x extent.
 SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Communicator& model);
@@ -30,9 +38,10 @@ SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Com
 // scalars), written at `path` by the shards of `model` together: the tensors, checksums and
 // scalars write_checkpoint writes for the gathered state. The constructor (collective
 // over `model`) has shard 0 write the file's structure, its whole tensors and the scalars under a
-// temporary name, with each slice's checksum combined from every shard's runs; then every shard
-// writes its slices at their offsets and syncs them, on a thread of its own. finish() (collective)
-// waits for every shard and has shard 0 rename the file. `local` must not change until then. A
+// temporary name; then every shard writes its slices at their offsets, syncs them and computes
+// their runs' checksums, on a thread of its own. finish() (collective) waits for every shard, has
+// shard 0 record each sliced tensor's checksum, combined from every shard's runs, and rename the
+// file. `local` must not change until then. A
 // failure on any shard (a full disk) throws DataError on every shard alike, from the constructor
 // or from finish(), and leaves nothing under `path` or the temporary name. Destroyed unfinished, it
 // waits for its thread and leaves only the temporary file. `progress(done, total)` follows each
@@ -56,7 +65,9 @@ class ShardedCheckpointWrite {
  private:
   std::filesystem::path path_, temporary_;
   const Communicator& model_;
-  std::exception_ptr error_;  // the writer thread's, read after it is joined
+  std::vector<ShardSlice> slices_;
+  std::vector<std::uint32_t> run_checksums_;  // the writer thread's, read after it is joined
+  std::exception_ptr error_;                  // the writer thread's, read after it is joined
   std::atomic<bool> written_{false};
   std::thread writer_;
 };
