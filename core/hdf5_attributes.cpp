@@ -31,6 +31,21 @@ void require_single_value(const File& file, const std::string& what, hid_t attri
   if (n != 1) fail(file.path(), what, fmt::format("holds {} values, expected exactly one", n));
 }
 
+// `name` on `object` open when it is there and holds one 64-bit integer, else an invalid handle.
+Handle existing_int64_attribute(const File& file, const std::string& object,
+                                const std::string& name) {
+  Handle owner = open_object(file, object);
+  if (H5Aexists(owner.get(), name.c_str()) <= 0) return {};
+  Handle attribute(H5Aopen(owner.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attribute.valid()) return {};
+  Handle type(H5Aget_type(attribute.get()), H5Tclose);
+  Handle space(H5Aget_space(attribute.get()), H5Sclose);
+  if (!type.valid() || !space.valid() || H5Tget_class(type.get()) != H5T_INTEGER ||
+      H5Tget_size(type.get()) != 8 || H5Sget_simple_extent_npoints(space.get()) != 1)
+    return {};
+  return attribute;
+}
+
 // Creates `name` on `object`, replacing an attribute of that name, and returns it open.
 Handle create_attribute(const File& file, const std::string& object, const std::string& name,
                         hid_t file_type) {
@@ -82,7 +97,10 @@ std::string read_fixed_string(const File& file, const std::string& what, hid_t a
 
 void File::write_attr_int(const std::string& object, const std::string& name, std::int64_t value) {
   const std::lock_guard lock(library_mutex());
-  Handle attribute = create_attribute(*this, object, name, H5T_STD_I64LE);
+  // Rewritten in place when there (a checkpoint's checksums recorded after its data): replacing it
+  // could need new space in the file.
+  Handle attribute = existing_int64_attribute(*this, object, name);
+  if (!attribute.valid()) attribute = create_attribute(*this, object, name, H5T_STD_I64LE);
   if (H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value) < 0) {
     fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
   }

@@ -152,6 +152,8 @@ void File::write_and_close(const std::function<void(File&)>& write) {
     file_.reset();
     throw;
   }
+  // One lock over the close and the error's description, which reads HDF5's error stack.
+  const std::lock_guard lock(library_mutex());
   if (file_.close() < 0) fail_hdf5(path_, "file", "cannot close (disk full?)");
 }
 

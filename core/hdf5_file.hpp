@@ -48,7 +48,8 @@ class File {
   // writes: HDF5 1.10 otherwise keeps a file whose close failed and crashes at exit closing it.
   static void write_new(const std::string& path, const std::function<void(File&)>& write);
   // Opens `path`, a file not yet committed (a temporary one), for writing, runs `change` on it,
-  // flushes and closes it; when anything fails it is emptied like write_new's.
+  // flushes and closes it. When `change` or the flush fails it is emptied like write_new's; when
+  // it cannot be opened it is left as it is. Either way the caller removes it.
   static void change_unfinished(const std::string& path, const std::function<void(File&)>& change);
   static File open_read(const std::string& path);
 

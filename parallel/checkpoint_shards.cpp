@@ -101,11 +101,11 @@ ShardedCheckpointWrite::ShardedCheckpointWrite(
     std::function<void(std::size_t, std::size_t)> progress, Trace* trace)
     : path_(std::move(path)), temporary_(path_.string() + ".tmp"), model_(model) {
   const bool root = model.rank() == 0;
-  slices_ = slices_of(local, model);
-
-  // Shard 0: the file with every dataset, its own whole tensors and the attributes.
+  // Shard 0: the file with every dataset, its own whole tensors and the attributes. (A slice of
+  // the wrong size fails on its shard alone: the agreement tells the others.)
   std::string offsets;
   agree_on_failure(model, [&] {
+    slices_ = slices_of(local, model);
     if (!root) return;
     try {
       offsets = as_bytes(write_checkpoint_frame(temporary_.string(), local));
@@ -157,7 +157,7 @@ void ShardedCheckpointWrite::finish() {
     // Every shard has written its slices: shard 0 records their checksums.
     const auto runs = gather_run_checksums(run_checksums_, model_);
     agree_on_failure(model_, [&] {
-      if (!root) return;
+      if (!root || slices_.empty()) return;
       const std::vector<std::uint32_t> crcs = slice_checksums(slices_, runs);
       std::map<std::string, std::uint32_t> by_key;
       for (std::size_t k = 0; k < slices_.size(); ++k) by_key[*slices_[k].key] = crcs[k];
@@ -182,11 +182,14 @@ StateDict read_checkpoint_shards(const std::string& path, const StateDict& layou
                                  const Communicator& model) {
   StateDict state;
   std::map<std::string, std::uint32_t> recorded;
-  agree_on_failure(model, [&] { state = read_checkpoint_slices(path, layout, &recorded); });
-  // Every shard read the same file: shard 0 checks the slices' checksums for all of them.
-  const std::vector<ShardSlice> slices = slices_of(state, model);
+  std::vector<ShardSlice> slices;
   std::vector<std::uint32_t> mine;
-  for (const ShardSlice& s : slices) add_run_checksums(s, mine);
+  agree_on_failure(model, [&] {
+    state = read_checkpoint_slices(path, layout, &recorded);
+    slices = slices_of(state, model);
+    for (const ShardSlice& s : slices) add_run_checksums(s, mine);
+  });
+  // Every shard read the same file: shard 0 checks the slices' checksums for all of them.
   const auto runs = gather_run_checksums(mine, model);
   agree_on_failure(model, [&] {
     if (model.rank() != 0) return;

@@ -41,10 +41,10 @@ SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Com
 // temporary name; then every shard writes its slices at their offsets, syncs them and computes
 // their runs' checksums, on a thread of its own. finish() (collective) waits for every shard, has
 // shard 0 record each sliced tensor's checksum, combined from every shard's runs, and rename the
-// file. `local` must not change until then. A
-// failure on any shard (a full disk) throws DataError on every shard alike, from the constructor
-// or from finish(), and leaves nothing under `path` or the temporary name. Destroyed unfinished, it
-// waits for its thread and leaves only the temporary file. `progress(done, total)` follows each
+// file. `local` must not change until then. A failure on any shard (a full disk) throws
+// DataError on every shard alike, from the constructor or from finish(), and leaves nothing under
+// `path` or the temporary name. Destroyed unfinished, it waits for its thread and leaves only the
+// temporary file. `progress(done, total)` follows each
 // sliced tensor this shard has written, on that thread.
 class ShardedCheckpointWrite {
  public:
@@ -58,7 +58,7 @@ class ShardedCheckpointWrite {
   ~ShardedCheckpointWrite();
   void finish();
   // Whether this shard's thread has written (or failed to write) its slices: then finish() waits
-  // only for the other shards.
+  // only for the other shards and shard 0's recording of the checksums.
   bool written() const { return written_.load(); }
   const std::filesystem::path& path() const { return path_; }
 

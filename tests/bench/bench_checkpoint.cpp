@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
       world.barrier();
       const auto t0 = Clock::now();
       session.checkpoint();
-      // Rank 0's pause: the snapshot (with M = 2 also the shards' checksums and the file's frame).
+      // Rank 0's pause: the snapshot (with M = 2 also the file's frame; shard 0 records the
+      // slices' checksums and names the file in finish(), after it).
       const double pause = since(t0);
       session.wait();
       world.barrier();

@@ -291,6 +291,30 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
   CHECK_FALSE(std::filesystem::exists(failing + ".tmp"));
   world.barrier();
 
+  // Shard 0 cannot record the slices' checksums (here its file's signature is overwritten once
+  // its slices are written, so HDF5 cannot open it): finish() fails on every shard with its error,
+  // and leaves neither the file nor the temporary one.
+  const std::string unrecorded = dir + "/unrecorded.h5";
+  std::string not_recorded;
+  try {
+    ShardedCheckpointWrite write(
+        unrecorded, local, world, [&](std::size_t done, std::size_t total) {
+          if (r != 0 || done != total) return;
+          std::fstream file(unrecorded + ".tmp", std::ios::in | std::ios::out | std::ios::binary);
+          file.write("NOT HDF5", 8);
+        });
+    write.finish();
+  } catch (const DataError& e) {
+    not_recorded = e.what();
+  }
+  CHECK_THAT(not_recorded,
+             Catch::Contains(unrecorded + ".tmp") && Catch::Contains("cannot open for writing"));
+  const std::vector<std::string> all_unrecorded = world.allgather_strings(not_recorded);
+  for (const std::string& m : all_unrecorded) CHECK(m == all_unrecorded.front());
+  CHECK_FALSE(std::filesystem::exists(unrecorded));
+  CHECK_FALSE(std::filesystem::exists(unrecorded + ".tmp"));
+  world.barrier();
+
   // Destroyed before finish() (the job ends another way): only the temporary file is left, which
   // no resume reads.
   const std::string unfinished = dir + "/unfinished.h5";
