@@ -220,6 +220,42 @@ TEST_CASE("h5::File creates intermediate groups and answers exists() for any pat
              Contains("x.h5") && Contains("cannot create HDF5 file"));
 }
 
+TEST_CASE("an unfinished file's integer attributes are rewritten in place", "[hdf5]") {
+  TempDir dir;
+  const std::string path = dir.file("frame.h5");
+  const std::vector<float> values{1.0f, 2.0f};
+  strata::h5::File::write_new(path, [&](strata::h5::File& file) {
+    file.write_f32("/t", {2}, values.data());
+    file.write_attr_int("/t", "crc32", 0);
+    file.write_attr_string("/t", "note", "text");
+  });
+  const auto size = fs::file_size(path);
+  strata::h5::File::change_unfinished(path, [](strata::h5::File& file) {
+    file.write_attr_int("/t", "crc32", 0x89abcdef);
+    file.write_attr_int("/t", "note", 7);  // another type: replaced
+  });
+  CHECK(fs::file_size(path) == size);
+  {
+    const auto file = strata::h5::File::open_read(path);
+    CHECK(file.read_attr_int("/t", "crc32") == 0x89abcdef);
+    CHECK(file.read_attr_int("/t", "note") == 7);
+  }
+
+  // A change that fails leaves the file emptied, but for what HDF5 writes as it closes it (the
+  // caller removes it); one that cannot open the file says so.
+  CHECK_THAT(data_error_message([&] {
+               strata::h5::File::change_unfinished(path, [](strata::h5::File& file) {
+                 file.write_attr_int("/missing", "crc32", 1);
+               });
+             }),
+             StartsWith(path) && Contains("/missing"));
+  CHECK(fs::file_size(path) < 200);
+  CHECK_THAT(data_error_message([&] {
+               strata::h5::File::change_unfinished(dir.file("absent.h5"), [](strata::h5::File&) {});
+             }),
+             Contains("absent.h5") && Contains("cannot open for writing"));
+}
+
 TEST_CASE("string attributes are read whether variable or fixed length", "[hdf5]") {
   TempDir dir;
   const std::string path = dir.file("attrs.h5");
