@@ -31,30 +31,25 @@ void require_single_value(const File& file, const std::string& what, hid_t attri
   if (n != 1) fail(file.path(), what, fmt::format("holds {} values, expected exactly one", n));
 }
 
-// `name` on `object` open when it is there and holds one 64-bit integer, else an invalid handle.
-Handle existing_int64_attribute(const File& file, const std::string& object,
-                                const std::string& name) {
-  Handle owner = open_object(file, object);
-  if (H5Aexists(owner.get(), name.c_str()) <= 0) return {};
-  Handle attribute(H5Aopen(owner.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
-  if (!attribute.valid()) return {};
-  Handle type(H5Aget_type(attribute.get()), H5Tclose);
-  Handle space(H5Aget_space(attribute.get()), H5Sclose);
-  if (!type.valid() || !space.valid() || H5Tget_class(type.get()) != H5T_INTEGER ||
-      H5Tget_size(type.get()) != 8 || H5Sget_simple_extent_npoints(space.get()) != 1)
-    return {};
-  return attribute;
-}
-
-// Creates `name` on `object`, replacing an attribute of that name, and returns it open.
-Handle create_attribute(const File& file, const std::string& object, const std::string& name,
-                        hid_t file_type) {
+// `name` on `object`, open, to write one value of `file_type` into: an attribute of that name,
+// type and one value is reused, written in place (no new space in the file: a checkpoint's
+// checksums are recorded after its data); one of another type or shape is replaced.
+Handle attribute_to_write(const File& file, const std::string& object, const std::string& name,
+                          hid_t file_type) {
   Handle owner = open_object(file, object);
   const std::string what = fmt::format("attribute {} of {}", name, object);
   const htri_t present = H5Aexists(owner.get(), name.c_str());
   if (present < 0) fail_hdf5(file.path(), what, "cannot look up");
-  if (present > 0 && H5Adelete(owner.get(), name.c_str()) < 0) {
-    fail_hdf5(file.path(), what, "cannot replace");
+  if (present > 0) {
+    Handle existing(H5Aopen(owner.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+    if (!existing.valid()) fail_hdf5(file.path(), what, "cannot open");
+    Handle type(H5Aget_type(existing.get()), H5Tclose);
+    Handle space(H5Aget_space(existing.get()), H5Sclose);
+    if (type.valid() && space.valid() && H5Tequal(type.get(), file_type) > 0 &&
+        H5Sget_simple_extent_npoints(space.get()) == 1)
+      return existing;
+    existing.reset();
+    if (H5Adelete(owner.get(), name.c_str()) < 0) fail_hdf5(file.path(), what, "cannot replace");
   }
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attribute(
@@ -97,10 +92,7 @@ std::string read_fixed_string(const File& file, const std::string& what, hid_t a
 
 void File::write_attr_int(const std::string& object, const std::string& name, std::int64_t value) {
   const std::lock_guard lock(library_mutex());
-  // Rewritten in place when there (a checkpoint's checksums recorded after its data): replacing it
-  // could need new space in the file.
-  Handle attribute = existing_int64_attribute(*this, object, name);
-  if (!attribute.valid()) attribute = create_attribute(*this, object, name, H5T_STD_I64LE);
+  Handle attribute = attribute_to_write(*this, object, name, H5T_STD_I64LE);
   if (H5Awrite(attribute.get(), H5T_NATIVE_INT64, &value) < 0) {
     fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
   }
@@ -117,7 +109,7 @@ void File::write_attr_string(const std::string& object, const std::string& name,
       H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0) {
     fail_hdf5(path_, what, "cannot build a string type");
   }
-  Handle attribute = create_attribute(*this, object, name, type.get());
+  Handle attribute = attribute_to_write(*this, object, name, type.get());
   const char* text = value.c_str();
   if (H5Awrite(attribute.get(), type.get(), &text) < 0) fail_hdf5(path_, what, "cannot write");
 }
@@ -161,7 +153,7 @@ std::string File::read_attr_string(const std::string& object, const std::string&
 
 void File::write_attr_real(const std::string& object, const std::string& name, double value) {
   const std::lock_guard lock(library_mutex());
-  Handle attribute = create_attribute(*this, object, name, H5T_IEEE_F64LE);
+  Handle attribute = attribute_to_write(*this, object, name, H5T_IEEE_F64LE);
   if (H5Awrite(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0)
     fail_hdf5(path_, fmt::format("attribute {} of {}", name, object), "cannot write");
 }
