@@ -46,12 +46,15 @@ std::vector<ShardSlice> slices_of(const StateDict& state, const Communicator& mo
   return slices;
 }
 
+// Run `o` of a slice: its values in block `o` of the whole tensor.
+std::span<const float> run_values(const ShardSlice& s, std::int64_t o) {
+  const auto run = static_cast<std::size_t>(s.layout.extent * s.layout.inner);
+  return std::span(s.tensor->values).subspan(static_cast<std::size_t>(o) * run, run);
+}
+
 // The checksums of one slice's runs, in order.
 void add_run_checksums(const ShardSlice& s, std::vector<std::uint32_t>& crcs) {
-  const auto run = static_cast<std::size_t>(s.layout.extent * s.layout.inner);
-  for (std::int64_t o = 0; o < s.layout.outer; ++o)
-    crcs.push_back(
-        tensor_crc32(std::span(s.tensor->values).subspan(static_cast<std::size_t>(o) * run, run)));
+  for (std::int64_t o = 0; o < s.layout.outer; ++o) crcs.push_back(tensor_crc32(run_values(s, o)));
 }
 
 // Every shard's run checksums (`[m]`: shard m's `mine`): a whole tensor's runs lie block by block,
@@ -117,7 +120,8 @@ ShardedCheckpointWrite::ShardedCheckpointWrite(
   model.broadcast_string(offsets, 0);
 
   // Every shard: its slices, run by run, at their places in the whole tensors' data, and each
-  // run's checksum, on a thread of its own while training goes on.
+  // run's checksum, on a thread of its own while training goes on (run_checksums_ in the order
+  // add_run_checksums gives them).
   writer_ = std::thread([this, progress = std::move(progress),
                          offset = from_bytes<std::uint64_t>(offsets), rank = model.rank(), trace] {
     const TraceSpan span(trace, "checkpoint write", "io");
@@ -125,14 +129,14 @@ ShardedCheckpointWrite::ShardedCheckpointWrite(
       FileParts file(temporary_);
       for (std::size_t k = 0; k < slices_.size(); ++k) {
         const SliceLayout& l = slices_[k].layout;
-        const auto run = static_cast<std::size_t>(l.extent * l.inner) * sizeof(float);
-        const auto values = std::as_bytes(std::span(slices_[k].tensor->values));
         for (std::int64_t o = 0; o < l.outer; ++o) {
           const auto first = (o * l.full + rank * l.extent) * l.inner;
+          const std::span<const float> run = run_values(slices_[k], o);
           file.write_at(offset.at(k) + static_cast<std::uint64_t>(first) * sizeof(float),
-                        values.subspan(static_cast<std::size_t>(o) * run, run));
+                        std::as_bytes(run));
+          // Checksummed right after the write has read it, while it may still be in cache.
+          run_checksums_.push_back(tensor_crc32(run));
         }
-        add_run_checksums(slices_[k], run_checksums_);
         if (progress) progress(k + 1, slices_.size());
       }
       file.sync_and_close();

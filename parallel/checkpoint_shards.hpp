@@ -44,8 +44,8 @@ SliceLayout slice_layout(const std::string& key, const StateTensor& t, const Com
 // file. `local` must not change until then. A failure on any shard (a full disk) throws
 // DataError on every shard alike, from the constructor or from finish(), and leaves nothing under
 // `path` or the temporary name. Destroyed unfinished, it waits for its thread and leaves only the
-// temporary file. `progress(done, total)` follows each
-// sliced tensor this shard has written, on that thread.
+// temporary file. `progress(done, total)` follows each sliced tensor this shard has written, on
+// that thread.
 class ShardedCheckpointWrite {
  public:
   // `trace` (null: off) records the thread's write.
