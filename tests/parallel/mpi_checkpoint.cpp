@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 
@@ -53,6 +54,20 @@ training:
   optimizer: {type: adam, lr: 0.01}
 parallel: {lr_scaling: none}
 )";
+
+// The DataError `act` throws on this rank ("" for none), checked to be every rank's alike: a
+// failure agreed on, with none left waiting.
+std::string error_on_every_rank(const Communicator& world, const std::function<void()>& act) {
+  std::string message;
+  try {
+    act();
+  } catch (const DataError& e) {
+    message = e.what();
+  }
+  const std::vector<std::string> everyone = world.allgather_strings(message);
+  for (const std::string& m : everyone) CHECK(m == everyone.front());
+  return message;
+}
 
 Plan plan_for(int ranks, int model) {
   PlanRequest request;
@@ -262,58 +277,46 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
     CHECK_THROWS_WITH(read_checkpoint(path), Catch::Contains("weights/columns: checksum mismatch"));
   }
   world.barrier();
-  std::string found;
-  try {
-    read_checkpoint_shards(path, local, world);
-  } catch (const DataError& e) {
-    found = e.what();
-  }
-  CHECK_THAT(found, Catch::Contains("/weights/columns: checksum mismatch"));
-  const std::vector<std::string> everyone = world.allgather_strings(found);
-  for (const std::string& m : everyone) CHECK(m == everyone.front());
+  CHECK_THAT(error_on_every_rank(world, [&] { read_checkpoint_shards(path, local, world); }),
+             Catch::Contains("/weights/columns: checksum mismatch"));
 
   // A write that fails on the last shard's thread alone (its disk full) fails finish() on every
   // shard with that shard's error, and leaves neither the file nor the temporary one.
+  const auto check_nothing_left = [&](const std::string& file) {
+    CHECK_FALSE(std::filesystem::exists(file));
+    CHECK_FALSE(std::filesystem::exists(file + ".tmp"));
+    world.barrier();
+  };
   const std::string failing = dir + "/failing.h5";
-  std::string failed;
-  try {
-    ShardedCheckpointWrite write(failing, local, world, [&](std::size_t done, std::size_t) {
-      if (r == n - 1 && done == 2) throw DataError("No space left on device (injected)");
-    });
-    write.finish();
-  } catch (const DataError& e) {
-    failed = e.what();
-  }
-  CHECK_THAT(failed, Catch::Contains("No space left on device (injected)"));
-  const std::vector<std::string> all_failed = world.allgather_strings(failed);
-  for (const std::string& m : all_failed) CHECK(m == all_failed.front());
-  CHECK_FALSE(std::filesystem::exists(failing));
-  CHECK_FALSE(std::filesystem::exists(failing + ".tmp"));
-  world.barrier();
+  CHECK_THAT(error_on_every_rank(world,
+                                 [&] {
+                                   ShardedCheckpointWrite write(
+                                       failing, local, world, [&](std::size_t done, std::size_t) {
+                                         if (r == n - 1 && done == 2)
+                                           throw DataError("No space left on device (injected)");
+                                       });
+                                   write.finish();
+                                 }),
+             Catch::Contains("No space left on device (injected)"));
+  check_nothing_left(failing);
 
   // Shard 0 cannot record the slices' checksums (here its file's signature is overwritten once
   // its slices are written, so HDF5 cannot open it): finish() fails on every shard with its error,
   // and leaves neither the file nor the temporary one.
   const std::string unrecorded = dir + "/unrecorded.h5";
-  std::string not_recorded;
-  try {
-    ShardedCheckpointWrite write(
-        unrecorded, local, world, [&](std::size_t done, std::size_t total) {
-          if (r != 0 || done != total) return;
-          std::fstream file(unrecorded + ".tmp", std::ios::in | std::ios::out | std::ios::binary);
-          file.write("NOT HDF5", 8);
-        });
-    write.finish();
-  } catch (const DataError& e) {
-    not_recorded = e.what();
-  }
-  CHECK_THAT(not_recorded,
+  const auto unopenable_frame = [&](std::size_t done, std::size_t total) {
+    if (r != 0 || done != total) return;
+    std::fstream file(unrecorded + ".tmp", std::ios::in | std::ios::out | std::ios::binary);
+    file.write("NOT HDF5", 8);
+  };
+  CHECK_THAT(error_on_every_rank(world,
+                                 [&] {
+                                   ShardedCheckpointWrite write(unrecorded, local, world,
+                                                                unopenable_frame);
+                                   write.finish();
+                                 }),
              Catch::Contains(unrecorded + ".tmp") && Catch::Contains("cannot open for writing"));
-  const std::vector<std::string> all_unrecorded = world.allgather_strings(not_recorded);
-  for (const std::string& m : all_unrecorded) CHECK(m == all_unrecorded.front());
-  CHECK_FALSE(std::filesystem::exists(unrecorded));
-  CHECK_FALSE(std::filesystem::exists(unrecorded + ".tmp"));
-  world.barrier();
+  check_nothing_left(unrecorded);
 
   // Destroyed before finish() (the job ends another way): only the temporary file is left, which
   // no resume reads.
@@ -325,15 +328,9 @@ TEST_CASE("the shards write their own slices of one checkpoint file", "[mpi][che
   world.barrier();
 
   // Where shard 0 cannot create the file, every shard throws the same error, and none hangs.
-  std::string message;
-  try {
-    write_checkpoint_shards(dir + "/missing/ckpt.h5", local, world);
-  } catch (const DataError& e) {
-    message = e.what();
-  }
-  CHECK_THAT(message, Catch::Contains("missing/ckpt.h5.tmp"));
-  const std::vector<std::string> messages = world.allgather_strings(message);
-  for (const std::string& m : messages) CHECK(m == messages.front());
+  CHECK_THAT(error_on_every_rank(
+                 world, [&] { write_checkpoint_shards(dir + "/missing/ckpt.h5", local, world); }),
+             Catch::Contains("missing/ckpt.h5.tmp"));
   world.barrier();
   if (r == 0) std::filesystem::remove_all(dir);
 }
