@@ -157,6 +157,16 @@ std::vector<double> perturbed(std::vector<double> point, double sigma, Rng& rng)
 
 }  // namespace
 
+std::vector<std::vector<double>> face_projections(const std::vector<double>& point) {
+  std::vector<std::vector<double>> out;
+  for (std::size_t j = 0; j < point.size(); ++j)
+    for (const double face : {0.0, 1.0}) {
+      out.push_back(point);
+      out.back()[j] = face;
+    }
+  return out;
+}
+
 GpSearch::GpSearch(SearchSpace space, GpConfig config)
     : ModelSearch(std::move(space), validated(config), {hpo_gp, config.latin_startup}),
       config_(config),
@@ -261,8 +271,10 @@ Genome GpSearch::model_proposal(Rng& rng) const {
   };
   for (int i = 0; i < config_.candidates; ++i) consider(encoding_.encode(sample(space(), rng)));
   // Around the best results, where the improvement is likeliest.
-  for (const auto& leader : leaders(o, 5))
+  for (const auto& leader : leaders(o, 5)) {
     for (int i = 0; i < config_.candidates / 10; ++i) consider(perturbed(leader, 0.1, rng));
+    for (const auto& point : face_projections(leader)) consider(point);
+  }
   // Local refinement of the best candidate with shrinking steps.
   for (int i = 0; i < 100; ++i) consider(perturbed(chosen_point, 0.1 * std::pow(0.97, i), rng));
   return chosen.genome;

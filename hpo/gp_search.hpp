@@ -56,14 +56,20 @@ double normal_quantile(double p);
 std::vector<const Trial*> gp_observations(std::span<const Trial> trials, Direction direction,
                                           int most);
 
+// The point with one coordinate moved to a face of the unit cube, for each coordinate in turn and
+// the faces 0 then 1: 2 x dims points. Hyperparameters are often best at a bound of their range (no
+// dropout, the smallest batch), which neither random points nor small steps from a good result
+// well inside the range reach.
+std::vector<std::vector<double>> face_projections(const std::vector<double>& point);
+
 // Gaussian-process Bayesian optimisation in the steady state (ModelSearch): the outputs are the
 // results' normal scores (failed trainings tie with the worst), the process is refitted for each
 // proposal, and the proposal maximises log expected improvement over the best posterior mean at
 // an evaluated point. Trials in flight enter as observations of their posterior mean (the
 // "kriging believer"), so the groups given proposals at the same time get different ones. The
-// acquisition is maximised over `candidates` random points and perturbations of the best
-// results, then refined locally; points equal to an evaluated genome are skipped. Past
-// max_observations results the process sees the best and the last proposed of them.
+// acquisition is maximised over `candidates` random points, perturbations of the best results and
+// their face projections, then refined locally; points equal to an evaluated genome are skipped.
+// Past max_observations results the process sees the best and the last proposed of them.
 class GpSearch : public ModelSearch {
  public:
   GpSearch(SearchSpace space, GpConfig config);
