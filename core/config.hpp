@@ -245,7 +245,7 @@ struct HpoSpec {
   double target = 0.0;        // stop on reaching this fitness
   int max_trainings = 0;      // 0 = no limit
   int trials = 16;            // random, tpe and gp search
-  int startup_trials = 10;    // tpe and gp: random trials before the model
+  int startup_trials = 0;     // tpe and gp: random trials before the model; 0: tpe 10, gp 7
   bool multivariate = false;  // tpe: one density over whole genomes, not one per parameter
   int grid_points = 3;        // grid search: points per real parameter
   // Population-based training: every `interval` epochs the worst `quantile` of the members copy a

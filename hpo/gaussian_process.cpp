@@ -12,9 +12,6 @@ namespace {
 
 const double sqrt5 = std::sqrt(5.0);
 
-double lengthscale_prior_mean(std::size_t inputs) {
-  return std::numbers::sqrt2 + 0.5 * std::log(static_cast<double>(inputs));
-}
 const double lengthscale_prior_sigma = std::sqrt(3.0);
 const double noise_prior_mean = -4.0, noise_prior_sigma = 1.0;
 const double signal_prior_mean = 0.0, signal_prior_sigma = 1.0;
@@ -71,20 +68,23 @@ void clamp_hyper(std::vector<double>& v) {
   v[d + 1] = std::clamp(v[d + 1], std::log(1e-6), 0.0);
 }
 
-double log_prior_slope(const std::vector<double>& v, std::size_t j) {
+double log_prior_slope(const std::vector<double>& v, std::size_t j, double lengthscale_centre) {
   const std::size_t d = v.size() - 2;
-  if (j < d) return log_normal_slope(v[j], lengthscale_prior_mean(d), lengthscale_prior_sigma);
+  if (j < d) return log_normal_slope(v[j], lengthscale_centre, lengthscale_prior_sigma);
   if (j == d) return log_normal_slope(v[j], signal_prior_mean, signal_prior_sigma);
   return log_normal_slope(v[j], noise_prior_mean, noise_prior_sigma);
 }
 
 }  // namespace
 
-double log_prior(const GpHyper& h) {
+double dimension_scaled_lengthscale_centre(std::size_t inputs) {
+  return std::numbers::sqrt2 + 0.5 * std::log(static_cast<double>(inputs));
+}
+
+double log_prior(const GpHyper& h, double log_lengthscale_centre) {
   double sum = 0.0;
   for (const double l : h.log_lengthscales)
-    sum += log_normal_density(l, lengthscale_prior_mean(h.log_lengthscales.size()),
-                              lengthscale_prior_sigma);
+    sum += log_normal_density(l, log_lengthscale_centre, lengthscale_prior_sigma);
   return sum + log_normal_density(h.log_signal, signal_prior_mean, signal_prior_sigma) +
          log_normal_density(h.log_noise, noise_prior_mean, noise_prior_sigma);
 }
@@ -223,10 +223,12 @@ double GaussianProcess::log_marginal_likelihood(std::vector<double>* gradient) c
 }
 
 GpHyper GaussianProcess::fit(const std::vector<std::vector<double>>& inputs,
-                             const std::vector<double>& outputs, int iterations) {
+                             const std::vector<double>& outputs, int iterations,
+                             std::optional<double> log_lengthscale_centre) {
   const std::size_t d = inputs.empty() ? 0 : inputs.front().size();
+  const double centre = log_lengthscale_centre.value_or(dimension_scaled_lengthscale_centre(d));
   GpHyper start;
-  start.log_lengthscales.assign(d, lengthscale_prior_mean(d));
+  start.log_lengthscales.assign(d, centre);
   start.log_signal = signal_prior_mean;
   start.log_noise = noise_prior_mean;
   // Adam on the log posterior: scale-free steps suit parameters whose gradients differ by orders
@@ -238,10 +240,10 @@ GpHyper GaussianProcess::fit(const std::vector<std::vector<double>>& inputs,
   for (int t = 1; t <= iterations; ++t) {
     std::vector<double> gradient;
     const GaussianProcess gp(inputs, outputs, unflatten(theta));
-    const double value = gp.log_marginal_likelihood(&gradient) + log_prior(gp.hyper());
+    const double value = gp.log_marginal_likelihood(&gradient) + log_prior(gp.hyper(), centre);
     if (value > best_value) best_value = value, best = theta;
     for (std::size_t j = 0; j < theta.size(); ++j) {
-      const double g = gradient[j] + log_prior_slope(theta, j);
+      const double g = gradient[j] + log_prior_slope(theta, j, centre);
       first[j] = beta1 * first[j] + (1.0 - beta1) * g;
       second[j] = beta2 * second[j] + (1.0 - beta2) * g * g;
       const double m = first[j] / (1.0 - std::pow(beta1, t));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -18,10 +19,14 @@ struct GpHyper {
 };
 
 // The priors that keep a fit on a few points from over-fitting (those of BoTorch's current
-// default model): length scales log-normal around sqrt(2) + log(inputs) / 2 with sigma sqrt(3),
-// so that they grow with the inputs; noise log-normal around -4 with sigma 1; signal log-normal
-// around 0 with sigma 1, for outputs standardised to mean 0 and variance 1.
-double log_prior(const GpHyper& h);
+// default model): length scales log-normal around `log_lengthscale_centre` with sigma sqrt(3);
+// noise log-normal around -4 with sigma 1; signal log-normal around 0 with sigma 1, for outputs
+// standardised to mean 0 and variance 1.
+double log_prior(const GpHyper& h, double log_lengthscale_centre);
+
+// BoTorch's centre of the log length scales, sqrt(2) + log(inputs) / 2: it grows with the inputs,
+// so that a model of many inputs starts out smooth.
+double dimension_scaled_lengthscale_centre(std::size_t inputs);
 
 // A Cholesky factorisation of a symmetric positive-definite matrix (n x n, row-major), lower
 // triangle; false if it is not positive definite.
@@ -36,9 +41,11 @@ class GaussianProcess {
                   GpHyper hyper);
 
   // The hyperparameters that maximise log marginal likelihood + log_prior, by gradient ascent in
-  // log space from the priors' centres.
+  // log space from the priors' centres; the length scales' centre is
+  // dimension_scaled_lengthscale_centre unless given.
   static GpHyper fit(const std::vector<std::vector<double>>& inputs,
-                     const std::vector<double>& outputs, int iterations = 200);
+                     const std::vector<double>& outputs, int iterations = 200,
+                     std::optional<double> log_lengthscale_centre = std::nullopt);
 
   double mean(std::span<const double> x) const;
   // The posterior variance of the latent function (noise excluded), at least 1e-12.

@@ -193,6 +193,10 @@ std::vector<const Trial*> gp_observations(std::span<const Trial> trials, Directi
   return out;
 }
 
+double lengthscale_centre(std::size_t results, std::size_t inputs) {
+  return results < short_lengthscale_results ? 0.0 : dimension_scaled_lengthscale_centre(inputs);
+}
+
 namespace {
 
 // What a proposal models: the observed trainings (encoded, with their fitness made larger-is-better
@@ -241,7 +245,9 @@ Genome GpSearch::model_proposal(Rng& rng) const {
       observations_of(trials(), direction(), encoding_, config_.max_observations);
   std::vector<std::vector<double>> inputs = o.inputs;
   std::vector<double> outputs = normal_scores(o.fitness);
-  const GpHyper hyper = GaussianProcess::fit(inputs, outputs, config_.fit_iterations);
+  const GpHyper hyper =
+      GaussianProcess::fit(inputs, outputs, config_.fit_iterations,
+                           lengthscale_centre(o.fitness.size(), encoding_.dims()));
   const GaussianProcess fitted(inputs, outputs, hyper);
   double best = -INFINITY;
   for (const auto& x : inputs) best = std::max(best, fitted.mean(x));

@@ -68,7 +68,7 @@ ModelConfig model_search_config(const HpoSpec& spec, std::uint64_t seed, int gro
                                 Direction direction) {
   ModelConfig c;
   c.trials = spec.trials;
-  c.startup = spec.startup_trials;
+  if (spec.startup_trials > 0) c.startup = spec.startup_trials;  // else the search's own default
   c.slots = std::max(groups, 1);
   c.target = target_of(spec);
   c.direction = direction;

@@ -123,7 +123,7 @@ struct Options {
   std::string surrogate, search = "gp";             // search: gp or random
   std::string config = "configs/fashion_hpo.yaml";  // whose space the surrogate models
   std::string per_seed;  // a CSV of each seed's trainings to each target, for pooling runs
-  int seeds = 200, first = 1, groups = 2, trials = 80, startup = 10;
+  int seeds = 200, first = 1, groups = 2, trials = 80, startup = GpConfig{}.startup;
   double noise = 0.009;  // the spread of real trainings about the surrogate above 0.8
 };
 
