@@ -21,7 +21,7 @@
 # (kind cnn_random) is random search over the same CNN and space: 8 trainings of 10 epochs. Kind
 # tpe_multivariate is strata's TPE with `multivariate: true` (not in the default kinds). Kind gp is
 # strata's default search, Gaussian-process Bayesian optimisation (`algorithm: gp`). STARTUP_TRIALS=N
-# in the environment gives the TPE and GP kinds N random startup trials instead of their 10.
+# in the environment gives the TPE and GP kinds N random startup trials instead of their 10 and 7.
 #
 #   tests/bench/run_hpo_fashion_bench.sh [BUILD_DIR] [SEEDS] [RANKS] [TARGETS] [KINDS]
 #   defaults: build/, "1 2 3 4 5 6 7 8 9 10", 2, "0.825 0.83 0.835",
