@@ -1,7 +1,7 @@
 // Gaussian-process Bayesian optimisation: the linear algebra, quantiles and expected improvement
 // on hand-computed cases, the fitted process and its length scales' prior, the unit-cube encoding
-// of a typed space, and the search (better than random on a smooth function, a bound reached
-// through the face projections, no evaluated genome proposed again, trials in flight believed,
+// of a typed space, the face projections, and the search (better than random on a smooth
+// function, a bound reached, no evaluated genome proposed again, trials in flight believed,
 // replayable from the order its results came in).
 #include <catch2/catch.hpp>
 
