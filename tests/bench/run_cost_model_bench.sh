@@ -4,8 +4,10 @@
 # measures (training samples/s of the epochs after the first, global batch / samples/s; the median
 # over epochs and members). The prediction uses strata calibrate under mpiexec -n 2 or -n 4 (as
 # many ranks as the layout; 1: the 2-rank one), which times MPI between its ranks and a one-thread
-# step on all of them at once; it runs before and after the layouts it serves, and the prediction
-# is the mean of the two. Prints a Markdown table with each ratio; goal: within 15%.
+# step on all of them at once; the layouts it serves run in passes (STRATA_BENCH_PASSES, default
+# 2) of trainings of STRATA_BENCH_EPOCHS epochs (default 4), with a calibration before each pass
+# and after the last, and the prediction is the mean over the calibrations. Prints a Markdown
+# table with each ratio; goal: within 15%.
 #
 #   tests/bench/run_cost_model_bench.sh [BUILD_DIR] [CONFIG]
 # BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
@@ -56,60 +58,77 @@ cases=(
   "4 ranks, D 2 x M 2|4|parallel.data=2 parallel.model=2"
 )
 rows=()
-# A case's steps measured by strata run: "batch|samples/s".
+# A case's steps measured by strata run: "batch|samples/s,samples/s,..." (each epoch after the
+# first, of each member).
 measure() {  # ranks, output dir, --set options...
   local ranks="$1" out="$2"
   shift 2
-  "$mpiexec" -n "$ranks" "$strata" run "$config" --fresh "$@" --set training.epochs=4 \
+  "$mpiexec" -n "$ranks" "$strata" run "$config" --fresh "$@" --set "training.epochs=$epochs" \
     --set "output.dir=$out" > "$out.log" 2>&1 || { tail "$out.log" >&2; exit 1; }
-  local rate
-  rate="$("$python" - "$out" <<'PY'
-import glob, json, statistics, sys
+  local rates
+  rates="$("$python" - "$out" <<'PY'
+import glob, json, sys
 out = sys.argv[1]
 files = glob.glob(f"{out}/members/*/metrics.jsonl") or [f"{out}/metrics.jsonl"]
 rates = []
 for f in files:
     rows = [json.loads(line) for line in open(f)]
     rates += [r["samples_per_s"] for r in rows[1:]]
-print(statistics.median(rates))
+print(",".join(f"{r:.0f}" for r in rates))
 PY
 )"
   local batch
   batch="$(grep -o 'global batch [0-9]*' "$out/plan.txt" | head -1 | awk '{print $3}')"
-  echo "$batch|$rate"
+  echo "$batch|$rates"
 }
 
-# The machine's speed drifts by tens of percent over minutes, so the cases of each calibration
-# (1 and 2 ranks on the 2-rank one, 4 ranks on the 4-rank one) run between two calibrations, and
-# each case is predicted with both: the mean is what the table compares.
+# The machine's speed drifts by tens of percent over minutes, and a slow minute can take all the
+# epochs of one training. So the cases of each calibration (1 and 2 ranks on the 2-rank one, 4
+# ranks on the 4-rank one) run in $passes passes, a calibration before each pass and after the
+# last; a case's measured step is the median over the epochs of all its passes, and its
+# prediction the mean of those from every calibration.
+passes="${STRATA_BENCH_PASSES:-2}"
+epochs="${STRATA_BENCH_EPOCHS:-4}"
+calibrations=()
 for n in 2 4; do
-  calibrate "$n" "$work/before_$n.json"
-  measured=()
+  names=() rank_counts=() case_sets=() batches=() case_rates=()
   for entry in "${cases[@]}"; do
     IFS='|' read -r name ranks overrides <<<"$entry"
     [ $((ranks < 2 ? 2 : ranks)) -eq "$n" ] || continue
-    sets=("${common[@]}")
-    for o in $overrides; do sets+=(--set "$o"); done
-    result="$(measure "$ranks" "$work/run_$((${#rows[@]} + ${#measured[@]}))" "${sets[@]}")"
-    measured+=("$entry|$result")
+    names+=("$name") rank_counts+=("$ranks") case_sets+=("$overrides") case_rates+=("")
   done
-  calibrate "$n" "$work/after_$n.json"
-  for m in "${measured[@]}"; do
-    IFS='|' read -r name ranks overrides batch rate <<<"$m"
+  for pass in $(seq 0 "$passes"); do
+    calibrate "$n" "$work/calibration_${n}_$pass.json"
+    calibrations+=("$work/calibration_${n}_$pass.json")
+    [ "$pass" -lt "$passes" ] || break
+    for i in "${!names[@]}"; do
+      sets=("${common[@]}")
+      for o in ${case_sets[$i]}; do sets+=(--set "$o"); done
+      result="$(measure "${rank_counts[$i]}" "$work/run_${n}_${pass}_$i" "${sets[@]}")"
+      batches[i]="${result%%|*}"
+      case_rates[i]="${case_rates[$i]:+${case_rates[$i]},}${result#*|}"
+    done
+  done
+  for i in "${!names[@]}"; do
     sets=("${common[@]}")
-    for o in $overrides; do sets+=(--set "$o"); done
-    before="$(predict "$ranks" "$work/before_$n.json" "${sets[@]}")"
-    after="$(predict "$ranks" "$work/after_$n.json" "${sets[@]}")"
-    rows+=("$name|$before|$after|$batch|$rate")
-    echo "[bench] $name: predicted $before ms (calibration before) and $after ms (after)," \
-      "measured at $rate samples/s (batch $batch)" >&2
+    for o in ${case_sets[$i]}; do sets+=(--set "$o"); done
+    predictions=()
+    for pass in $(seq 0 "$passes"); do
+      predictions+=("$(predict "${rank_counts[$i]}" "$work/calibration_${n}_$pass.json" "${sets[@]}")")
+    done
+    joined="$(IFS=/; echo "${predictions[*]}")"
+    rows+=("${names[$i]}|$joined|${batches[$i]}|${case_rates[$i]}")
+    echo "[bench] ${names[$i]}: predicted $joined ms (each calibration), measured at" \
+      "${case_rates[$i]} samples/s (batch ${batches[$i]})" >&2
   done
 done
 
-"$python" - "$config" "$work"/{before,after}_{2,4}.json "${rows[@]}" <<'PY'
-import json, sys
-config = sys.argv[1]
-before2, before4, after2, after4 = (json.load(open(f)) for f in sys.argv[2:6])
+"$python" - "$config" "$passes" "${calibrations[@]}" -- "${rows[@]}" <<'PY'
+import json, statistics, sys
+config, passes = sys.argv[1], int(sys.argv[2])
+split = sys.argv.index("--")
+calibrations = [json.load(open(f)) for f in sys.argv[3:split]]
+two, four = calibrations[: passes + 1], calibrations[passes + 1 :]
 def shared(c):
     node = c['intra_node']
     return (f"{node['ranks']} ranks: MPI {node['latency_s'] * 1e6:.2f} us, "
@@ -125,25 +144,26 @@ def shared(c):
 def slower(spread):  # the expected larger of two draws over the mean, as strata plan takes it
     x = sorted(spread)
     return sum(v * (2 * i + 1) for i, v in enumerate(x)) / len(x) ** 2 / (sum(x) / len(x))
-alone = lambda c: f"{c['steps'][0]['step_s'] * 1e3:.2f}"
+alone = lambda cs: " / ".join(f"{c['steps'][0]['step_s'] * 1e3:.2f}" for c in cs)
 print(f"strata plan --predict --network local against strata run, {config.split('/')[-1]}, local "
-      f"batch {before2['local_batch']}, on {before2['cpu']} ({before2['cores']} cores). "
-      f"Calibrated before and after the cases of each: one-thread step alone {alone(before2)} and "
-      f"{alone(after2)} ms (2 ranks), {alone(before4)} and {alone(after4)} ms (4 ranks); before "
-      f"them, {shared(before2)}; {shared(before4)}.\n")
-print("| ranks | predicted step ms (calibration before / after) | mean | measured step ms "
-      "| predicted / measured | within 15% |")
+      f"batch {two[0]['local_batch']}, on {two[0]['cpu']} ({two[0]['cores']} cores); "
+      f"{passes} pass(es) over the cases, a calibration before each and after the last. "
+      f"One-thread step alone in each calibration: {alone(two)} ms (2 ranks), {alone(four)} ms "
+      f"(4 ranks); in the first, {shared(two[0])}; {shared(four[0])}.\n")
+print("| ranks | predicted step ms (each calibration) | mean | measured step ms (median of "
+      "epochs) | predicted / measured | within 15% |")
 print("| --- | --- | --- | --- | --- | --- |")
 worst = worst_alone = 0.0
-for row in sys.argv[6:]:
-    name, before, after, batch, rate = row.split("|")
-    before, after = float(before), float(after)
-    measured = 1e3 * int(batch) / float(rate)
-    ratio = (before + after) / 2 / measured
+for row in sys.argv[split + 1:]:
+    name, predictions, batch, rates = row.split("|")
+    predictions = [float(p) for p in predictions.split("/")]
+    measured = 1e3 * int(batch) / statistics.median(float(r) for r in rates.split(","))
+    mean = sum(predictions) / len(predictions)
+    ratio = mean / measured
     worst = max(worst, abs(ratio - 1))
-    worst_alone = max(worst_alone, abs(before / measured - 1), abs(after / measured - 1))
-    print(f"| {name} | {before:.2f} / {after:.2f} | {(before + after) / 2:.2f} | {measured:.2f} | "
-          f"{ratio:.2f} | {'yes' if abs(ratio - 1) <= 0.15 else 'no'} |")
-print(f"\nLargest error: {100 * worst:.0f}% (goal: within 15%); with either calibration alone, "
+    worst_alone = max([worst_alone] + [abs(p / measured - 1) for p in predictions])
+    print(f"| {name} | {' / '.join(f'{p:.2f}' for p in predictions)} | {mean:.2f} | "
+          f"{measured:.2f} | {ratio:.2f} | {'yes' if abs(ratio - 1) <= 0.15 else 'no'} |")
+print(f"\nLargest error: {100 * worst:.0f}% (goal: within 15%); with any one calibration alone, "
       f"{100 * worst_alone:.0f}%.")
 PY
