@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # What output.trace costs: the benchmark CNN (configs/fashion_cnn.yaml's layers) on synthetic
 # Fashion-MNIST-shaped data, one rank with THREADS worker threads (every layer of every worker is
-# traced), trained with and without the trace in alternation, REPEATS times each, in one run of
-# this script. Prints each side's median training samples/s and their ratio (goal: overhead < 2%).
+# traced), trained with and without the trace in alternation, REPEATS times each (default 10), in
+# one run of this script, the order of each pair swapped every other repeat (off-on, on-off, ...)
+# so that a machine speeding up or slowing down over the run favours neither side. Prints each
+# side's median training samples/s and their ratio (goal: overhead < 2%).
 #
 #   tests/bench/run_trace_bench.sh [BUILD_DIR] [REPEATS] [THREADS]
 # BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
-repeats="${2:-5}"
+repeats="${2:-10}"
 threads="${3:-2}"
 if [ -f "$build/CMakeCache.txt" ]; then cmake --build "$build" --target strata -j "$(nproc)" >&2; fi
 if [ -f "$root/jobs/env.sh" ]; then
@@ -38,7 +40,9 @@ rate() {  # the training samples/s of the run's last epoch (the first warms up)
 }
 off=() on=()
 for r in $(seq "$repeats"); do
-  for side in off on; do
+  order="off on"
+  [ $((r % 2)) -eq 0 ] && order="on off"
+  for side in $order; do
     rm -rf "${work:?}/$side"
     "$build/strata" run "$work/$side.yaml" > "$work/$side.log" 2>&1 || { cat "$work/$side.log" >&2; exit 1; }
     value="$(rate "$work/$side")"
@@ -53,7 +57,7 @@ threads, events = sys.argv[1], int(sys.argv[2])
 off, on = [float(x) for x in sys.argv[3].split()], [float(x) for x in sys.argv[4].split()]
 m_off, m_on = statistics.median(off), statistics.median(on)
 print(f"output.trace on the benchmark CNN, 1 rank x {threads} threads, batch 64, second epoch of 2 "
-      f"(8192 synthetic samples), median of {len(off)} alternating repeats; the traced run wrote "
+      f"(8192 synthetic samples), median of {len(off)} alternating repeats (off-on, then on-off); the traced run wrote "
       f"{events} events.\n")
 print("| trace | samples/s | ratio |\n| --- | --- | --- |")
 print(f"| off | {m_off:.0f} | 1.000 |\n| on | {m_on:.0f} | {m_on / m_off:.3f} |")
