@@ -64,6 +64,12 @@ TEST_CASE("layouts convert into each other, element by element", "[tensor][layou
   for (std::int64_t i = 0; i < eight.size(); ++i) CHECK(from_sixteen[i] == eight[i]);
   convert_layout(from_sixteen, back, Layout::plain);
   for (std::int64_t i = 0; i < plain.size(); ++i) CHECK(back[i] == plain[i]);
+  // Straight between plain and 16-channel blocks, as through 8-channel ones.
+  Tensor direct_sixteen, direct_back;
+  convert_layout(plain, direct_sixteen, Layout::channel_blocked16);
+  for (std::int64_t i = 0; i < sixteen.size(); ++i) CHECK(direct_sixteen[i] == sixteen[i]);
+  convert_layout(sixteen, direct_back, Layout::plain);
+  for (std::int64_t i = 0; i < plain.size(); ++i) CHECK(direct_back[i] == plain[i]);
   CHECK(channel_block(Layout::plain) == 1);
   Tensor twelve;
   CHECK_THROWS_AS(twelve.resize({1, 12, 2, 2}, Layout::channel_blocked8), std::invalid_argument);
