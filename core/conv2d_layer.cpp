@@ -299,19 +299,20 @@ void Conv2DLayer::take_weight_gradient_from(const std::optional<MaxPoolWindows>&
   pooled_weight_grad_.reset();
 }
 
-void Conv2DLayer::backward_from_max_pool(const Tensor& in, const Tensor& out, const Tensor& pooled,
+void Conv2DLayer::backward_from_max_pool(const Tensor& in,
+                                         std::span<const std::uint8_t> first_maxima,
                                          const Tensor& pooled_grad) {
   if (!pooling_)
     throw std::logic_error(
         fmt::format("layer {}: no max pooling was named to take gradients from", name()));
-  if (pooled.layout() != out.layout() || pooled_grad.layout() != out.layout())
-    throw std::logic_error(fmt::format(
-        "layer {}: the pooling's output or gradient is not in this output's layout", name()));
+  if (static_cast<std::int64_t>(first_maxima.size()) != pooled_grad.size())
+    throw std::logic_error(
+        fmt::format("layer {}: the pooling recorded {} first maxima for {} gradients", name(),
+                    first_maxima.size(), pooled_grad.size()));
   if (!pooled_weight_grad_)
-    pooled_weight_grad_ =
-        std::make_unique<PooledConvWeightGradient>(geometry(0), *pooling_, fused_relu_);
-  pooled_weight_grad_->compute(in.dim(0), in.data(), in.layout(), out.data(), pooled.data(),
-                               pooled_grad.data(), out.layout(), weight_grad_.data(),
+    pooled_weight_grad_ = std::make_unique<PooledConvWeightGradient>(geometry(0), *pooling_);
+  pooled_weight_grad_->compute(in.dim(0), in.data(), in.layout(), first_maxima.data(),
+                               pooled_grad.data(), pooled_grad.layout(), weight_grad_.data(),
                                bias_grad_.data());
 }
 

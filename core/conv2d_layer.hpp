@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "core/config.hpp"
 #include "core/conv_geometry.hpp"
@@ -38,7 +39,8 @@ class Conv2DLayer final : public Layer {
   // then come from the pooling's (core/pooled_conv_weight_grad.hpp), by backward_from_max_pool in
   // place of the pooling's backward pass and this layer's.
   void take_weight_gradient_from(const std::optional<MaxPoolWindows>& pooling);
-  void backward_from_max_pool(const Tensor& in, const Tensor& out, const Tensor& pooled,
+  // first_maxima: the pooling's (Pool2DLayer::first_maxima), in pooled_grad's layout.
+  void backward_from_max_pool(const Tensor& in, std::span<const std::uint8_t> first_maxima,
                               const Tensor& pooled_grad);
 
   // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),

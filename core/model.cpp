@@ -113,9 +113,13 @@ const Tensor& Model::forward(const Tensor& input, bool training) {
 void Model::backward_from_max_pool(std::size_t pool, const Tensor& input,
                                    const Tensor& pooled_grad) {
   auto& conv = dynamic_cast<Conv2DLayer&>(*layers_[pool - 1]);
+  const auto& pooling = dynamic_cast<const Pool2DLayer&>(*layers_[pool]);
+  if (pooled_grad.layout() != outputs_[pool].layout())
+    throw std::logic_error(
+        fmt::format("layer {}: its gradient is not in its output's layout", pooling.name()));
   const TraceSpan span(trace_, trace_ ? backward_names_[pool - 1] : std::string_view(), "compute");
-  conv.backward_from_max_pool(pool == 1 ? input : outputs_[pool - 2], outputs_[pool - 1],
-                              outputs_[pool], pooled_grad);
+  conv.backward_from_max_pool(pool == 1 ? input : outputs_[pool - 2], pooling.first_maxima(),
+                              pooled_grad);
 }
 
 void Model::backward(const Tensor& input, const Tensor& grad_logits,
@@ -174,13 +178,17 @@ void Model::freeze(const std::vector<std::string>& layer_names) {
   // pooling reads takes its weight gradient from the pooling's (about 3 of every 4 of its output
   // gradients are zero, and none of them need be written).
   first_conv_from_pooling_ = false;
+  for (auto& layer : layers_)
+    if (auto* pool = dynamic_cast<Pool2DLayer*>(layer.get())) pool->record_first_maxima(false);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     auto* conv = dynamic_cast<Conv2DLayer*>(layers_[i].get());
     if (conv == nullptr) continue;
     std::optional<MaxPoolWindows> windows;
     if (i == first_trainable_ && i + 1 < layers_.size())
-      if (const auto* pool = dynamic_cast<const Pool2DLayer*>(layers_[i + 1].get()))
+      if (auto* pool = dynamic_cast<Pool2DLayer*>(layers_[i + 1].get())) {
         windows = pool->max_windows();
+        pool->record_first_maxima(windows.has_value());
+      }
     conv->take_weight_gradient_from(windows);
     first_conv_from_pooling_ = first_conv_from_pooling_ || windows.has_value();
   }

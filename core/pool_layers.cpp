@@ -27,9 +27,11 @@ PlaneGeometry geometry(const Tensor& in, std::int64_t out_h, std::int64_t out_w)
 }
 
 // `fixed`: the window's size and stride when known at compile time (2: the common 2x2, stride 2,
-// whose loops the compiler then unrolls), else 0.
+// whose loops the compiler then unrolls), else 0. `first_max`: where to record each window's first
+// maximum (Pool2DLayer::first_maxima), or null.
 template <class V, bool max_mode, int fixed = 0>
-void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int size, int stride) {
+void pool_plane_forward(const float* x, float* y, std::uint8_t* first_max, const PlaneGeometry& g,
+                        int size, int stride, bool relu_input) {
   if constexpr (fixed > 0) size = stride = fixed;
   constexpr std::int64_t L = lane_count<V>();
   const float inv_area = 1.0f / static_cast<float>(size * size);
@@ -47,12 +49,26 @@ void pool_plane_forward(const float* x, float* y, const PlaneGeometry& g, int si
         }
       if constexpr (!max_mode) acc *= inv_area;
       store_lanes(y + (oh * g.out_w + ow) * L, acc);
+      if constexpr (max_mode) {
+        if (first_max == nullptr) continue;
+        // Walked last to first, so that the first match is the one that stays; the window's
+        // inputs are still in L1.
+        using Ints = LaneInts<V>;
+        Ints chosen = Ints{} + Pool2DLayer::no_first_max;
+        for (int k = size * size; k-- > 0;) {
+          const auto hit = load_lanes<V>(first + ((k / size) * g.in_w + k % size) * L) == acc;
+          chosen = hit ? Ints{} + k : chosen;
+        }
+        if (relu_input) chosen = acc > V{} * 0.0f ? chosen : Ints{} + Pool2DLayer::no_first_max;
+        store_lane_bytes<V>(first_max + (oh * g.out_w + ow) * L, chosen);
+      }
     }
   }
 }
 
 // Max pooling's gradient goes to the first input in each window that equals the window's output,
-// found again here rather than stored by the forward pass, so the forward pass stays a plain max.
+// found again here: the forward pass records the first maxima only for a conv's weight gradient
+// (first_maxima), which then runs in place of this.
 // `assign`: the windows tile the input exactly, so every input element is written once, not added
 // to.
 // `relu_input`: the input is a ReLU's output, and a window whose maximum is not positive passes no
@@ -105,13 +121,14 @@ void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out
 }
 
 template <class V>
-void forward_planes(const Tensor& in, Tensor& out, const PlaneGeometry& g, int size, int stride,
-                    bool max_mode) {
+void forward_planes(const Tensor& in, Tensor& out, std::uint8_t* first_max, const PlaneGeometry& g,
+                    int size, int stride, bool max_mode, bool relu_input) {
   auto plane = max_mode ? pool_plane_forward<V, true> : pool_plane_forward<V, false>;
   if (max_mode && size == 2 && stride == 2) plane = pool_plane_forward<V, true, 2>;
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   for (std::int64_t p = 0; p < g.planes; ++p)
-    plane(in.data() + p * in_plane, out.data() + p * out_plane, g, size, stride);
+    plane(in.data() + p * in_plane, out.data() + p * out_plane,
+          first_max != nullptr ? first_max + p * out_plane : nullptr, g, size, stride, relu_input);
 }
 
 }  // namespace
@@ -135,20 +152,26 @@ Shape Pool2DLayer::build(const Shape& input_shape) {
 }
 
 std::optional<MaxPoolWindows> Pool2DLayer::max_windows() const {
-  if (mode_ != Mode::max) return std::nullopt;
+  if (mode_ != Mode::max || size_ * size_ >= no_first_max) return std::nullopt;
   return MaxPoolWindows{size_, stride_, out_h_, out_w_};
 }
 
-void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
+void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool training) {
   out.resize({in.dim(0), channels_, out_h_, out_w_}, in.layout());
   const PlaneGeometry g = geometry(in, out_h_, out_w_);
   const bool max_mode = mode_ == Mode::max;
+  std::uint8_t* first_max = nullptr;
+  if (max_mode && training && record_first_maxima_) {
+    first_maxima_.resize(static_cast<std::size_t>(out.size()));
+    first_max = first_maxima_.data();
+  }
+  const bool relu_input = max_mode && relu_input_;
   if (g.lanes == 16)
-    forward_planes<Lanes16>(in, out, g, size_, stride_, max_mode);
+    forward_planes<Lanes16>(in, out, first_max, g, size_, stride_, max_mode, relu_input);
   else if (g.lanes == 8)
-    forward_planes<Lanes8>(in, out, g, size_, stride_, max_mode);
+    forward_planes<Lanes8>(in, out, first_max, g, size_, stride_, max_mode, relu_input);
   else
-    forward_planes<float>(in, out, g, size_, stride_, max_mode);
+    forward_planes<float>(in, out, first_max, g, size_, stride_, max_mode, relu_input);
 }
 
 void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "core/conv_geometry.hpp"
 #include "core/layer.hpp"
@@ -24,12 +25,25 @@ class Pool2DLayer final : public Layer {
   // is positive, so that the conv need not mask its whole output gradient in a pass of its own.
   void apply_relu_derivative() { relu_input_ = true; }
   // A max pooling's windows (for a conv that takes its weight gradient from them); none for an
-  // average pooling, whose gradient reaches every input.
+  // average pooling, whose gradient reaches every input, or for windows of more than 254 inputs
+  // (their first maxima's indices would not fit a byte).
   std::optional<MaxPoolWindows> max_windows() const;
+
+  // For a conv that takes its weight gradient from this max pooling: a training forward pass then
+  // also records, for each output element, which input of its window gets the gradient: the first
+  // (row-major, kh * size + kw) that equals the maximum, or no_first_max where none does (a NaN),
+  // or the window passes no gradient (a ReLU's maximum that is not positive). The conv's backward
+  // then reads one byte per output element, not its own output again.
+  void record_first_maxima(bool record) { record_first_maxima_ = record; }
+  static constexpr std::uint8_t no_first_max = 255;
+  // In the layout of the last training forward pass's output.
+  const std::vector<std::uint8_t>& first_maxima() const { return first_maxima_; }
 
  private:
   Mode mode_;
   bool relu_input_ = false;
+  bool record_first_maxima_ = false;
+  std::vector<std::uint8_t> first_maxima_;
   int size_, stride_;
   std::int64_t channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
 };

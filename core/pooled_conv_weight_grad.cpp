@@ -8,30 +8,9 @@
 
 namespace strata {
 
-namespace {
-
-// Lane masks and offsets as integer vectors of the same lane count as V (vector selects need that).
-template <class V>
-struct LaneInts {
-  using type = std::int32_t;
-};
-template <>
-struct LaneInts<Lanes8> {
-  using type = std::int32_t __attribute__((vector_size(32)));
-};
-template <>
-struct LaneInts<Lanes16> {
-  using type = std::int32_t __attribute__((vector_size(64)));
-};
-
-}  // namespace
-
 PooledConvWeightGradient::PooledConvWeightGradient(const ConvGeometry& g,
-                                                   const MaxPoolWindows& pool, bool relu_output)
-    : g_(g),
-      pool_(pool),
-      relu_output_(relu_output),
-      padded_w_(g.in_w + 2 * g.padding + 8 * ((g.kernel + 7) / 8)) {
+                                                   const MaxPoolWindows& pool)
+    : g_(g), pool_(pool), padded_w_(g.in_w + 2 * g.padding + 8 * ((g.kernel + 7) / 8)) {
   const std::int64_t padded_h = g.in_h + 2 * g.padding;
   padded_x_.assign(static_cast<std::size_t>(g.channels * padded_h * padded_w_), 0.0f);
   for (std::int64_t c = 0; c < g.channels; ++c)
@@ -55,28 +34,26 @@ void PooledConvWeightGradient::copy_padded_input(const float* x, Layout x_layout
   }
 }
 
-// For one block of V's lanes of one sample: each window's gradient (masked by the ReLU) and the
-// output it goes to, the first in the window that equals the window's maximum. The windows are
-// walked last to first, so the first match is the one that stays.
+// For one block of V's lanes of one sample: each window's gradient and the output it goes to, as
+// the pooling's first-maximum index says (none: the gradient is 0).
 template <class V>
-void PooledConvWeightGradient::choose_outputs(const float* y, const float* pooled,
+void PooledConvWeightGradient::choose_outputs(const std::uint8_t* first_max,
                                               const float* pooled_grad, float* db) {
-  using Ints = typename LaneInts<V>::type;
+  using Ints = LaneInts<V>;
   constexpr std::int64_t L = lane_count<V>();
   const V zero{};
   V bias_sum{};
   for (std::int64_t ph = 0; ph < pool_.out_h; ++ph)
     for (std::int64_t pw = 0; pw < pool_.out_w; ++pw) {
       const std::int64_t window = ph * pool_.out_w + pw;
-      const V max = load_lanes<V>(pooled + window * L);
-      V grad = load_lanes<V>(pooled_grad + window * L);
-      if (relu_output_) grad = max > zero ? grad : zero;
+      const Ints chosen = load_lane_bytes<V>(first_max + window * L);
+      const V grad = load_lanes<V>(pooled_grad + window * L);
       V given = zero;
       Ints at{};
-      for (std::int64_t kh = pool_.size; kh-- > 0;)
-        for (std::int64_t kw = pool_.size; kw-- > 0;) {
+      for (std::int64_t kh = 0; kh < pool_.size; ++kh)
+        for (std::int64_t kw = 0; kw < pool_.size; ++kw) {
           const std::int64_t oh = ph * pool_.stride + kh, ow = pw * pool_.stride + kw;
-          const auto hit = load_lanes<V>(y + (oh * g_.out_w + ow) * L) == max;
+          const auto hit = chosen == static_cast<std::int32_t>(kh * pool_.size + kw);
           given = hit ? grad : given;
           const auto tap = static_cast<std::int32_t>(oh * g_.stride * padded_w_ + ow * g_.stride);
           at = hit ? Ints{} + tap : at;
@@ -136,31 +113,27 @@ void PooledConvWeightGradient::accumulate(std::int64_t filter, std::int64_t lane
 }
 
 void PooledConvWeightGradient::compute(std::int64_t batch, const float* x, Layout x_layout,
-                                       const float* y, const float* pooled,
-                                       const float* pooled_grad, Layout y_layout, float* dw,
-                                       float* db) {
+                                       const std::uint8_t* first_max, const float* pooled_grad,
+                                       Layout y_layout, float* dw, float* db) {
   const std::int64_t lanes = channel_block(y_layout);
   if (g_.filters % lanes != 0)
     throw std::invalid_argument("PooledConvWeightGradient: filters " + std::to_string(g_.filters) +
                                 " in blocks of " + std::to_string(lanes));
   std::fill(sums_.begin(), sums_.end(), Lanes8{});
   std::fill(db, db + g_.filters, 0.0f);
-  const std::int64_t out_plane = g_.out_h * g_.out_w, pooled_plane = pool_.out_h * pool_.out_w;
+  const std::int64_t pooled_plane = pool_.out_h * pool_.out_w;
   const std::int64_t x_sample = g_.channels * g_.in_h * g_.in_w;
   for (std::int64_t n = 0; n < batch; ++n) {
     copy_padded_input(x + n * x_sample, x_layout);
     for (std::int64_t block = 0; block < g_.filters / lanes; ++block) {
-      const std::int64_t first = (n * g_.filters / lanes + block);
-      const float* y_block = y + first * out_plane * lanes;
-      const float* p_block = pooled + first * pooled_plane * lanes;
-      const float* dp_block = pooled_grad + first * pooled_plane * lanes;
+      const std::int64_t first = (n * g_.filters / lanes + block) * pooled_plane * lanes;
       float* db_block = db + block * lanes;
       if (lanes == 16)
-        choose_outputs<Lanes16>(y_block, p_block, dp_block, db_block);
+        choose_outputs<Lanes16>(first_max + first, pooled_grad + first, db_block);
       else if (lanes == 8)
-        choose_outputs<Lanes8>(y_block, p_block, dp_block, db_block);
+        choose_outputs<Lanes8>(first_max + first, pooled_grad + first, db_block);
       else
-        choose_outputs<float>(y_block, p_block, dp_block, db_block);
+        choose_outputs<float>(first_max + first, pooled_grad + first, db_block);
       for (std::int64_t lane = 0; lane < lanes; ++lane)
         accumulate(block * lanes + lane, lanes, lane);
     }

@@ -12,33 +12,32 @@
 namespace strata {
 
 // Max pooling hands each window's gradient to one conv output, the window's first maximum (none
-// where a fused ReLU's maximum is not positive), so the conv's output gradient is zero in at least
-// three of every four places of a 2x2 pooling. The pooling's backward pass would write that
-// gradient whole, and the conv's weight gradient read it whole again (and reorder it on AVX2); here
-// each pooled gradient goes straight into the weight gradient as its window's input taps times that
-// value: dw[f][c][kh][kw] += g * x[c][oh*s+kh-p][ow*s+kw-p] at the chosen (oh, ow). The
-// multiply-adds are those of the zero-free quarter only, and no output-sized gradient is written.
-// Any input and output layout; windows may overlap or leave outputs out.
+// where a fused ReLU's maximum is not positive: Pool2DLayer::first_maxima), so the conv's output
+// gradient is zero in at least three of every four places of a 2x2 pooling. The pooling's backward
+// pass would write that gradient whole, and the conv's weight gradient read it whole again (and
+// reorder it on AVX2); here each pooled gradient goes straight into the weight gradient as its
+// window's input taps times that value: dw[f][c][kh][kw] += g * x[c][oh*s+kh-p][ow*s+kw-p] at the
+// chosen (oh, ow). The multiply-adds are those of the zero-free quarter only, and no output-sized
+// gradient is written. Any input and output layout; windows may overlap or leave outputs out.
 class PooledConvWeightGradient {
  public:
   // g.batch is not used: each call gives its own batch.
-  PooledConvWeightGradient(const ConvGeometry& g, const MaxPoolWindows& pool, bool relu_output);
-  // x: the conv's input; y: its output (after the fused ReLU, if any); pooled, pooled_grad: the
-  // pooling's output and its gradient, in y's layout. Writes dw [filters, channels, kernel, kernel]
-  // plain and db [filters].
-  void compute(std::int64_t batch, const float* x, Layout x_layout, const float* y,
-               const float* pooled, const float* pooled_grad, Layout y_layout, float* dw,
-               float* db);
+  PooledConvWeightGradient(const ConvGeometry& g, const MaxPoolWindows& pool);
+  // x: the conv's input; first_max, pooled_grad: the pooling's first-maximum index of each of its
+  // outputs (Pool2DLayer::first_maxima, whose no_first_max passes nothing) and their gradients,
+  // both in the conv output's layout y_layout. Writes dw [filters, channels, kernel, kernel] plain
+  // and db [filters].
+  void compute(std::int64_t batch, const float* x, Layout x_layout, const std::uint8_t* first_max,
+               const float* pooled_grad, Layout y_layout, float* dw, float* db);
 
  private:
   template <class V>
-  void choose_outputs(const float* y, const float* pooled, const float* pooled_grad, float* db);
+  void choose_outputs(const std::uint8_t* first_max, const float* pooled_grad, float* db);
   void copy_padded_input(const float* x, Layout x_layout);
   void accumulate(std::int64_t filter, std::int64_t lanes, std::int64_t lane);
 
   ConvGeometry g_;
   MaxPoolWindows pool_;
-  bool relu_output_;
   std::int64_t padded_w_;        // the padded input's row length, room for a chunk's overread
   std::vector<float> padded_x_;  // one sample's input [channel][row][column], zero-padded
   // Each 8-float chunk of each (channel, kernel row): its offset in padded_x_ from a window's tap.

@@ -105,15 +105,29 @@ TEST_CASE("a conv's weight gradient from the max pooling equals a direct sum", "
   const PlainPooling want = pool_by_hand(y, pooled_grad, windows, c.relu);
   CHECK(want.tied_windows > 0);  // the rule's first-maximum part is exercised
 
-  Tensor x_in, y_in, pooled_in, pooled_grad_in;
+  Tensor x_in, y_in, pooled_grad_in;
   convert_layout(x, x_in, c.x_layout);
   convert_layout(y, y_in, c.y_layout);
-  convert_layout(want.pooled, pooled_in, c.y_layout);
   convert_layout(pooled_grad, pooled_grad_in, c.y_layout);
-  PooledConvWeightGradient from_pool(g, windows, c.relu);
+  // The first maxima as the pooling layer records them in a training forward pass (and not in
+  // one that does not train).
+  Pool2DLayer pool("pool", Pool2DLayer::Mode::max, static_cast<int>(c.pool_size),
+                   static_cast<int>(c.pool_stride));
+  pool.build({g.filters, g.out_h, g.out_w});
+  REQUIRE(pool.max_windows().has_value());
+  if (c.relu) pool.apply_relu_derivative();
+  pool.record_first_maxima(true);
+  Tensor pooled_in;
+  pool.forward(y_in, pooled_in, false);
+  CHECK(pool.first_maxima().empty());
+  pool.forward(y_in, pooled_in, true);
+  REQUIRE(static_cast<std::int64_t>(pool.first_maxima().size()) == pooled_in.size());
+  const Tensor pooled_plain = to_plain(pooled_in);
+  for (std::int64_t i = 0; i < want.pooled.size(); ++i) REQUIRE(pooled_plain[i] == want.pooled[i]);
+  PooledConvWeightGradient from_pool(g, windows);
   Tensor dw({g.filters, g.channels, g.kernel, g.kernel}), db({g.filters});
   dw.fill(7.0f);  // written, not added to
-  from_pool.compute(g.batch, x_in.data(), c.x_layout, y_in.data(), pooled_in.data(),
+  from_pool.compute(g.batch, x_in.data(), c.x_layout, pool.first_maxima().data(),
                     pooled_grad_in.data(), c.y_layout, dw.data(), db.data());
 
   std::vector<double> dw_want(static_cast<std::size_t>(dw.size())), db_want(16);
