@@ -19,7 +19,6 @@ namespace {
 
 using namespace config_reader;
 
-
 struct LayerKindInfo {
   LayerKind kind;
   std::string_view name;

@@ -19,8 +19,8 @@ namespace strata::testing {
 // column layer's slice), and an unsplit head; local batch 16, `data` replicas, `accumulate`
 // micro-batches per step.
 inline Config split_config(const char* optimizer, int accumulate, int data) {
-  Config config = parse_config(
-      fmt::format(R"(run: {{name: mp, seed: 5}}
+  Config config =
+      parse_config(fmt::format(R"(run: {{name: mp, seed: 5}}
 data:
   source: synthetic
   validation_fraction: 0.0
@@ -42,9 +42,9 @@ training:
   optimizer: {{type: {}, lr: 0.01{}}}
 parallel: {{lr_scaling: none, accumulate: {}, max_global_batch: {}}}
 )",
-                  optimizer, std::string(optimizer) == "sgd" ? ", momentum: 0.9" : "", accumulate,
-                  16 * data * accumulate),
-      "mp_gpu.yaml");
+                               optimizer, std::string(optimizer) == "sgd" ? ", momentum: 0.9" : "",
+                               accumulate, 16 * data * accumulate),
+                   "mp_gpu.yaml");
   return config;
 }
 
