@@ -33,6 +33,7 @@ double seconds_per_span(strata::Trace* trace, int threads, int events) {
   std::atomic<int> waiting{threads};
   std::vector<double> seconds(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       waiting.fetch_sub(1);
