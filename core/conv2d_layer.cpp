@@ -307,8 +307,9 @@ void Conv2DLayer::backward_from_max_pool(const Tensor& in,
         fmt::format("layer {}: no max pooling was named to take gradients from", name()));
   if (static_cast<std::int64_t>(first_maxima.size()) != pooled_grad.size())
     throw std::logic_error(
-        fmt::format("layer {}: the pooling recorded {} first maxima for {} gradients", name(),
-                    first_maxima.size(), pooled_grad.size()));
+        fmt::format("layer {}: the pooling recorded {} first maxima for {} gradients (backward "
+                    "needs the last forward pass to have been a training one)",
+                    name(), first_maxima.size(), pooled_grad.size()));
   if (!pooled_weight_grad_)
     pooled_weight_grad_ = std::make_unique<PooledConvWeightGradient>(geometry(0), *pooling_);
   pooled_weight_grad_->compute(in.dim(0), in.data(), in.layout(), first_maxima.data(),

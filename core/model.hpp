@@ -34,9 +34,9 @@ class Model {
   // Returns the logits [batch, classes]; valid until the next forward.
   const Tensor& forward(const Tensor& input, bool training);
   // Back-propagates d(loss)/d(logits) through the last forward's activations and writes every
-  // parameter gradient. `input` must be the tensor the last forward saw. `on_layer_done`, when set,
-  // is called after each layer with parameters, as soon as its gradients are final, so that their
-  // reduction can overlap the rest of the backward pass.
+  // parameter gradient. `input` must be the tensor the last forward saw, in training.
+  // `on_layer_done`, when set, is called after each layer with parameters, as soon as its gradients
+  // are final, so that their reduction can overlap the rest of the backward pass.
   void backward(const Tensor& input, const Tensor& grad_logits,
                 const std::function<void(std::size_t layer)>& on_layer_done = {});
 

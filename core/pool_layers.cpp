@@ -164,6 +164,8 @@ void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool training) {
   if (max_mode && training && record_first_maxima_) {
     first_maxima_.resize(static_cast<std::size_t>(out.size()));
     first_max = first_maxima_.data();
+  } else {
+    first_maxima_.clear();  // a backward pass after this one has no choices to read
   }
   const bool relu_input = max_mode && relu_input_;
   if (g.lanes == 16)

@@ -36,7 +36,7 @@ class Pool2DLayer final : public Layer {
   // then reads one byte per output element, not its own output again.
   void record_first_maxima(bool record) { record_first_maxima_ = record; }
   static constexpr std::uint8_t no_first_max = 255;
-  // In the layout of the last training forward pass's output.
+  // In the layout of the last forward pass's output; empty unless that pass trained and recorded.
   const std::vector<std::uint8_t>& first_maxima() const { return first_maxima_; }
 
  private:

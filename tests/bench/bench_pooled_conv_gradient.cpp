@@ -1,9 +1,10 @@
-// The backward pass of the benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU) and the 2x2 max
-// pooling after it, both ways a model can run it, on one thread and taking turns in one run: the
-// pooling's backward (the conv output's whole gradient) then the conv's weight gradient, against
-// the conv's weight gradient taken straight from the pooling (PooledConvWeightGradient). Before
-// each call a 4 MiB buffer is rewritten, so that the activations come from the shared L3 cache, not
-// the core's L2, as they do after the rest of a training step. Prints a Markdown table;
+// The benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU) and the 2x2 max pooling after it,
+// both ways a model can run their passes, on one thread and taking turns in one run: the pooling's
+// plain forward pass, its backward (the conv output's whole gradient) and then the conv's weight
+// gradient, against the pooling's forward pass that records each window's first maximum and the
+// conv's weight gradient taken straight from those (PooledConvWeightGradient). Each pass is timed
+// on its own, after a 4 MiB buffer is rewritten, so that the activations come from the shared L3
+// cache, not the core's L2, as they do in a training step. Prints a Markdown table;
 // `ONEDNN_MAX_CPU_ISA=AVX2 build/strata_bench_pooled_conv_gradient` shows AVX2's kernels.
 #include <algorithm>
 #include <cstdio>
@@ -21,7 +22,7 @@
 namespace {
 
 struct Timings {
-  double unfused, fused;
+  double forward_plain, forward_recording, unfused, fused;
   std::string kernels;
 };
 
@@ -37,7 +38,6 @@ Timings time_both(std::int64_t batch) {
   conv.initialize(rng);
   strata::Tensor x({batch, 1, 28, 28}), y, pooled, pooled_grad, y_grad;
   for (std::int64_t i = 0; i < x.size(); ++i) x[i] = rng.normal();
-  pool.record_first_maxima(true);  // as the model sets it up for the fused path
   conv.forward(x, y, true);
   pool.forward(y, pooled, true);
   pooled_grad.resize(pooled.shape(), pooled.layout());
@@ -52,17 +52,25 @@ Timings time_both(std::int64_t batch) {
     touch += 1.0f;
     std::fill(cold.begin(), cold.end(), touch);
   };
-  std::vector<double> unfused, fused;
+  const auto forward = [&](bool record) {
+    pool.record_first_maxima(record);
+    return strata::bench::ms_per_call([&] { pool.forward(y, pooled, true); }, 7, 10, evict);
+  };
+  std::vector<double> forward_plain, forward_recording, unfused, fused;
   for (int turn = 0; turn < 3; ++turn) {
+    forward_plain.push_back(forward(false));
     unfused.push_back(strata::bench::ms_per_call(
         [&] {
           pool.backward(y, pooled, pooled_grad, &y_grad);
           conv.backward(x, y, y_grad, nullptr);
         },
         7, 10, evict));
+    forward_recording.push_back(forward(true));  // leaves the first maxima for the fused pass
     fused.push_back(strata::bench::ms_per_call(
         [&] { conv.backward_from_max_pool(x, pool.first_maxima(), pooled_grad); }, 7, 10, evict));
   }
+  t.forward_plain = strata::median(forward_plain);
+  t.forward_recording = strata::median(forward_recording);
   t.unfused = strata::median(unfused);
   t.fused = strata::median(fused);
   return t;
@@ -73,18 +81,22 @@ Timings time_both(std::int64_t batch) {
 int run() {
   const std::string isa = strata::bench::start_one_thread_bench();
   fmt::print(
-      "Backward pass of the benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU, 28x28 input) "
-      "and its 2x2 max pooling, on one thread, oneDNN on {}, activations from L3: the pooling's "
-      "backward then the conv's, against the conv's weight gradient from the pooling's gradient; "
-      "median of 3 turns of 7 x 10 calls each.\n\n",
+      "The benchmark CNN's first conv (1 -> 32 channels, 5x5, ReLU, 28x28 input) and its 2x2 max "
+      "pooling, on one thread, oneDNN on {}, activations from L3, each pass timed alone: the "
+      "pooling's plain forward pass, its backward and the conv's (unfused), against its forward "
+      "pass recording the first maxima and the conv's weight gradient from those (fused); median "
+      "of 3 turns of 7 x 10 calls each.\n\n",
       isa);
   fmt::print(
-      "| samples | pooling then conv, ms | from the pooling, ms | ratio | conv's kernels |\n"
-      "| --- | --- | --- | --- | --- |\n");
+      "| samples | pooling forward, plain / recording, ms | backward, pooling then conv / from "
+      "the pooling, ms | both passes, unfused / fused, ms | ratio | conv's kernels |\n"
+      "| --- | --- | --- | --- | --- | --- |\n");
   for (const std::int64_t batch : {32, 128}) {
     const Timings t = time_both(batch);
-    fmt::print("| {} | {:.3f} | {:.3f} | {:.2f} | {} |\n", batch, t.unfused, t.fused,
-               t.unfused / t.fused, t.kernels);
+    const double unfused = t.forward_plain + t.unfused, fused = t.forward_recording + t.fused;
+    fmt::print("| {} | {:.3f} / {:.3f} | {:.3f} / {:.3f} | {:.3f} / {:.3f} | {:.2f} | {} |\n",
+               batch, t.forward_plain, t.forward_recording, t.unfused, t.fused, unfused, fused,
+               unfused / fused, t.kernels);
   }
   return EXIT_SUCCESS;
 }

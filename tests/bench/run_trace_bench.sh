@@ -10,7 +10,8 @@
 # traced run's events at that cost are set against the untraced runs' time for the same training.
 #
 #   tests/bench/run_trace_bench.sh [BUILD_DIR] [REPEATS] [THREADS]
-# BUILD_DIR is a build tree (strata is built first) or a directory that holds a strata binary.
+# BUILD_DIR is a build tree (strata and strata_bench_trace_events are built first) or a directory
+# that holds both binaries.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-${STRATA_BUILD_DIR:-$root/build}}"
@@ -60,20 +61,21 @@ for r in $(seq "$repeats"); do
 done
 events="$(/usr/bin/python3 -c 'import json,sys; print(sum(e.get("ph") == "X" for e in json.load(open(sys.argv[1]))["traceEvents"]))' "$work/on/trace.json")"
 cost="$("$build/strata_bench_trace_events" "$threads")"
-/usr/bin/python3 - "$threads" "$events" "${off[*]}" "${on[*]}" "$cost" "$((train * epochs))" <<'PY'
+/usr/bin/python3 - "$threads" "$events" "${off[*]}" "${on[*]}" "$cost" "$((train * epochs))" "$epochs" <<'PY'
 import json, statistics, sys
 threads, events = sys.argv[1], int(sys.argv[2])
 off, on = [float(x) for x in sys.argv[3].split()], [float(x) for x in sys.argv[4].split()]
-cost, samples = json.loads(sys.argv[5]), int(sys.argv[6])
+cost, samples, epochs = json.loads(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 m_off, m_on = statistics.median(off), statistics.median(on)
-print(f"output.trace on the benchmark CNN, 1 rank x {threads} threads, batch 64, second epoch of 2 "
-      f"(8192 synthetic samples), median of {len(off)} alternating repeats (off-on, then on-off); the traced run wrote "
+print(f"output.trace on the benchmark CNN, 1 rank x {threads} threads, batch 64, last epoch of {epochs} "
+      f"({samples // epochs} synthetic samples), median of {len(off)} alternating repeats (off-on, then on-off); the traced run wrote "
       f"{events} events.\n")
 print("| trace | samples/s | ratio |\n| --- | --- | --- |")
 print(f"| off | {m_off:.0f} | 1.000 |\n| on | {m_on:.0f} | {m_on / m_off:.3f} |")
 print(f"\nOverhead: {100 * (1 - m_on / m_off):.1f}% (goal < 2%).")
-# Every epoch of the traced run, evaluation and writing included, at the untraced runs' median rate
-# of the last: a lower bound on the traced run's time, so an upper bound on the share.
+# The trace's cost set against the untraced time of every epoch's training at the untraced runs'
+# median rate of the last: shorter than the traced run (evaluation, the first epoch's warm-up), so
+# the share is an upper bound; so is the cost, each thread's events counted at the contended rate.
 untraced_s = samples / m_off
 traced_cost_s = events * cost["ns_per_event"] * 1e-9
 rounds = ", ".join(f"{x:.0f}" for x in cost["rounds"])

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "conv_taps.hpp"
@@ -209,4 +210,8 @@ TEST_CASE("a model's first trainable conv takes its weight gradient from the max
   CHECK(nonzero > dw.size() / 2);
   for (std::int64_t f = 0; f < db.size(); ++f)
     REQUIRE(db[f] == Approx((*params[1].grad)[f]).margin(1e-5));
+  // An evaluation pass records no window choices: a backward pass after it refuses, rather than
+  // reading an earlier batch's.
+  model.forward(x, false);
+  CHECK_THROWS_AS(model.backward(x, grad_logits), std::logic_error);
 }
