@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -67,14 +68,15 @@ TEST_CASE("a conv's weight gradient from the max pooling equals a direct sum", "
   // The benchmark CNN's first conv in both channel blocks; overlapping windows on a strided,
   // padded conv of three channels with plain output; a 9-wide kernel (two 8-float chunks a row)
   // with windows that leave gaps; blocked input with windows that leave the last rows out; a
-  // blocked input of 8 channels and a plain output without ReLU.
+  // blocked input of 8 channels and a plain output without ReLU; plain output with ReLU.
   const Case c = GENERATE(
       Case{1, 28, 28, 5, 1, 0, 2, 2, Layout::plain, Layout::channel_blocked16, true},
       Case{1, 12, 12, 5, 1, 0, 2, 2, Layout::plain, Layout::channel_blocked8, true},
       Case{3, 9, 11, 3, 2, 2, 3, 2, Layout::plain, Layout::plain, false},
       Case{2, 13, 13, 9, 1, 1, 2, 3, Layout::plain, Layout::channel_blocked8, true},
       Case{16, 10, 10, 3, 1, 1, 3, 3, Layout::channel_blocked16, Layout::channel_blocked16, true},
-      Case{8, 7, 9, 5, 1, 2, 2, 2, Layout::channel_blocked8, Layout::plain, false});
+      Case{8, 7, 9, 5, 1, 2, 2, 2, Layout::channel_blocked8, Layout::plain, false},
+      Case{2, 10, 10, 3, 1, 0, 2, 2, Layout::plain, Layout::plain, true});
   const ConvGeometry g = strata::testing::conv_geometry(3, c.channels, c.in_h, c.in_w, 16, c.kernel,
                                                         c.stride, c.padding);
   const MaxPoolWindows windows{c.pool_size, c.pool_stride,
@@ -146,6 +148,31 @@ TEST_CASE("a conv's weight gradient from the max pooling equals a direct sum", "
   }
   for (std::int64_t f = 0; f < g.filters; ++f)
     REQUIRE(db[f] == Approx(db_want[static_cast<std::size_t>(f)]).margin(1e-4));
+}
+
+TEST_CASE("a max pooling records each window's first maximum, or none", "[layers][pool]") {
+  // One sample, one channel, 4x4 in 2x2 windows: a tie (the first of two maxima, row-major, is
+  // index 1), a NaN window's maximum, which no input equals (none), a window whose maximum is not
+  // positive (none under a ReLU, index 3 without), and a plain one (index 2).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor y({1, 1, 4, 4}, {0.1f, 0.9f, nan, 1.0f,   //
+                          0.9f, 0.2f, 2.0f, 3.0f,  //
+                          -3.f, -2.f, 0.5f, 0.1f,  //
+                          -5.f, -1.f, 0.7f, 0.2f});
+  for (const bool relu : {false, true}) {
+    INFO("ReLU before the pooling: " << relu);
+    Pool2DLayer pool("pool", Pool2DLayer::Mode::max, 2, 2);
+    pool.build({1, 4, 4});
+    if (relu) pool.apply_relu_derivative();
+    Tensor pooled;
+    pool.forward(y, pooled, true);
+    CHECK(pool.first_maxima().empty());  // not asked to record
+    pool.record_first_maxima(true);
+    pool.forward(y, pooled, true);
+    const std::uint8_t none = Pool2DLayer::no_first_max;
+    const std::vector<std::uint8_t> want = {1, none, relu ? none : std::uint8_t{3}, 2};
+    CHECK(pool.first_maxima() == want);
+  }
 }
 
 TEST_CASE("a model's first trainable conv takes its weight gradient from the max pooling",
