@@ -6,9 +6,10 @@
 #include <cstring>
 
 // Built for a CPU without AVX-512 (STRATA_NATIVE=OFF), GCC warns that a 64-byte vector returned by
-// value has another calling convention there. Only strata_core's .cpp files include this header,
-// all compiled with the same flags, and no function that takes or returns these vectors is
-// declared elsewhere, so all code that passes them agrees on that convention.
+// value has another calling convention there. Only strata_core's files include this header (and
+// the tests, through its kernel headers), all compiled with the same flags, and no function that
+// takes or returns these vectors is declared outside them, so all code that passes them agrees on
+// that convention.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace strata {
