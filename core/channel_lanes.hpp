@@ -35,42 +35,29 @@ void store_lanes(float* p, V v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
+// L lanes of T as a vector (T itself for one lane): the integers and bytes that go with a V.
+template <class T, std::int64_t L>
+struct LaneVectorOf {
+  // A typedef: GCC ignores the attribute on an alias declaration of a dependent type.
+  typedef T type __attribute__((vector_size(L * sizeof(T))));
+};
+template <class T>
+struct LaneVectorOf<T, 1> {
+  using type = T;
+};
 // Integers of the same lane count as V, for lane masks and offsets (vector selects need that).
 template <class V>
-struct LaneIntsOf {
-  using type = std::int32_t;
-};
-template <>
-struct LaneIntsOf<Lanes8> {
-  using type = std::int32_t __attribute__((vector_size(32)));
-};
-template <>
-struct LaneIntsOf<Lanes16> {
-  using type = std::int32_t __attribute__((vector_size(64)));
-};
+using LaneInts = typename LaneVectorOf<std::int32_t, lane_count<V>()>::type;
+// One byte per lane: a max pooling's first-maximum indices.
 template <class V>
-using LaneInts = typename LaneIntsOf<V>::type;
-
-// One byte per lane (a max pooling's first-maximum indices) in and out of lane integers.
-template <class V>
-struct LaneBytesOf {
-  using type = std::uint8_t;
-};
-template <>
-struct LaneBytesOf<Lanes8> {
-  using type = std::uint8_t __attribute__((vector_size(8)));
-};
-template <>
-struct LaneBytesOf<Lanes16> {
-  using type = std::uint8_t __attribute__((vector_size(16)));
-};
+using LaneBytes = typename LaneVectorOf<std::uint8_t, lane_count<V>()>::type;
 
 template <class V>
 LaneInts<V> load_lane_bytes(const std::uint8_t* p) {
   if constexpr (lane_count<V>() == 1) {
     return *p;
   } else {
-    typename LaneBytesOf<V>::type b;
+    LaneBytes<V> b;
     std::memcpy(&b, p, sizeof(b));
     return __builtin_convertvector(b, LaneInts<V>);
   }
@@ -81,7 +68,7 @@ void store_lane_bytes(std::uint8_t* p, LaneInts<V> v) {
   if constexpr (lane_count<V>() == 1) {
     *p = static_cast<std::uint8_t>(v);
   } else {
-    const auto b = __builtin_convertvector(v, typename LaneBytesOf<V>::type);
+    const auto b = __builtin_convertvector(v, LaneBytes<V>);
     std::memcpy(p, &b, sizeof(b));
   }
 }
