@@ -80,12 +80,16 @@ class Model {
   const Shape& input_shape() const { return input_shape_; }
   // Layer i's per-sample output shape.
   const Shape& output_shape(std::size_t i) const { return output_shapes_[i]; }
+  // The most floats of a sample among the layer outputs a training forward pass keeps for the
+  // whole batch (not a conv's that runs a few samples at a time with its pooling); at least 1.
+  std::int64_t largest_kept_output() const;
   int num_classes() const { return num_classes_; }
   // One line per layer: name, kind, output shape, parameter count.
   std::string summary();
 
  private:
   void backward_from_max_pool(std::size_t pool, const Tensor& input, const Tensor& pooled_grad);
+  void forward_conv_and_pool(std::size_t conv, const Tensor& in);
   // What replicate() builds from.
   std::vector<LayerSpec> specs_;
   int num_classes_ = 0;
@@ -94,7 +98,9 @@ class Model {
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<Tensor> outputs_;              // outputs_[i]: output of layer i
+  // outputs_[i]: output of layer i; of a conv that forward_conv_and_pool ran, its last slice's.
+  std::vector<Tensor> outputs_;
+  Tensor slice_input_;                       // forward_conv_and_pool's copy of a slice's input
   std::vector<Tensor> grads_;                // grads_[i]: d(loss)/d(output of layer i)
   std::set<std::string> frozen_;             // names of layers whose parameters do not learn
   std::map<std::string, double> lr_scales_;  // layer name -> learning-rate multiple

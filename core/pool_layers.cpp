@@ -121,13 +121,13 @@ void backward_planes(const Tensor& in, const Tensor& out, const Tensor& grad_out
 }
 
 template <class V>
-void forward_planes(const Tensor& in, Tensor& out, std::uint8_t* first_max, const PlaneGeometry& g,
+void forward_planes(const Tensor& in, float* out, std::uint8_t* first_max, const PlaneGeometry& g,
                     int size, int stride, bool max_mode, bool relu_input) {
   auto plane = max_mode ? pool_plane_forward<V, true> : pool_plane_forward<V, false>;
   if (max_mode && size == 2 && stride == 2) plane = pool_plane_forward<V, true, 2>;
   const std::int64_t in_plane = g.in_h * g.in_w * g.lanes, out_plane = g.out_h * g.out_w * g.lanes;
   for (std::int64_t p = 0; p < g.planes; ++p)
-    plane(in.data() + p * in_plane, out.data() + p * out_plane,
+    plane(in.data() + p * in_plane, out + p * out_plane,
           first_max != nullptr ? first_max + p * out_plane : nullptr, g, size, stride, relu_input);
 }
 
@@ -157,23 +157,34 @@ std::optional<MaxPoolWindows> Pool2DLayer::max_windows() const {
 }
 
 void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool training) {
-  out.resize({in.dim(0), channels_, out_h_, out_w_}, in.layout());
-  const PlaneGeometry g = geometry(in, out_h_, out_w_);
+  forward_slice(in, out, 0, in.dim(0), training);
+}
+
+void Pool2DLayer::forward_slice(const Tensor& in, Tensor& out, std::int64_t first_sample,
+                                std::int64_t batch, bool training) {
   const bool max_mode = mode_ == Mode::max;
-  std::uint8_t* first_max = nullptr;
-  if (max_mode && training && record_first_maxima_) {
-    first_maxima_.resize(static_cast<std::size_t>(out.size()));
-    first_max = first_maxima_.data();
-  } else {
-    first_maxima_.clear();  // a backward pass after this one has no choices to read
+  if (first_sample == 0) {
+    out.resize({batch, channels_, out_h_, out_w_}, in.layout());
+    if (max_mode && training && record_first_maxima_)
+      first_maxima_.resize(static_cast<std::size_t>(out.size()));
+    else
+      first_maxima_.clear();  // a backward pass after this one has no choices to read
   }
+  if (in.layout() != out.layout() || first_sample < 0 || first_sample + in.dim(0) > out.dim(0))
+    throw std::logic_error(fmt::format(
+        "layer {}: a slice of samples {}-{} does not fit the batch of {} begun in its layout",
+        name(), first_sample, first_sample + in.dim(0), out.dim(0)));
+  const PlaneGeometry g = geometry(in, out_h_, out_w_);
+  const std::int64_t offset = first_sample * channels_ * out_h_ * out_w_;
+  std::uint8_t* first_max = first_maxima_.empty() ? nullptr : first_maxima_.data() + offset;
+  float* y = out.data() + offset;
   const bool relu_input = max_mode && relu_input_;
   if (g.lanes == 16)
-    forward_planes<Lanes16>(in, out, first_max, g, size_, stride_, max_mode, relu_input);
+    forward_planes<Lanes16>(in, y, first_max, g, size_, stride_, max_mode, relu_input);
   else if (g.lanes == 8)
-    forward_planes<Lanes8>(in, out, first_max, g, size_, stride_, max_mode, relu_input);
+    forward_planes<Lanes8>(in, y, first_max, g, size_, stride_, max_mode, relu_input);
   else
-    forward_planes<float>(in, out, first_max, g, size_, stride_, max_mode, relu_input);
+    forward_planes<float>(in, y, first_max, g, size_, stride_, max_mode, relu_input);
 }
 
 void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,

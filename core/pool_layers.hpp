@@ -17,6 +17,12 @@ class Pool2DLayer final : public Layer {
   const char* kind() const override { return mode_ == Mode::max ? "maxpool2d" : "avgpool2d"; }
   Shape build(const Shape& input_shape) override;
   void forward(const Tensor& in, Tensor& out, bool training) override;
+  // Pools `in`, samples [first_sample, first_sample + in.dim(0)) of a batch of `batch`, into those
+  // samples of `out`: the model's way of running a conv and this pooling a few samples at a time.
+  // The slice at first_sample 0 sizes out (and the first maxima) for the whole batch; the others
+  // must follow in the same layout. forward() is the one slice of the whole batch.
+  void forward_slice(const Tensor& in, Tensor& out, std::int64_t first_sample, std::int64_t batch,
+                     bool training);
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
                 Tensor* grad_in) override;
 

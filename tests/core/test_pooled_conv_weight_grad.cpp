@@ -242,3 +242,74 @@ TEST_CASE("a model's first trainable conv takes its weight gradient from the max
   model.forward(x, false);
   CHECK_THROWS_AS(model.backward(x, grad_logits), std::logic_error);
 }
+
+TEST_CASE("in training the conv and its max pooling run a few samples at a time, as if whole",
+          "[layers][conv][model]") {
+  using strata::testing::layer;
+  LayerSpec conv = layer(LayerKind::conv2d, "conv");
+  conv.filters = 16;
+  conv.kernel = 3;
+  LayerSpec pool = layer(LayerKind::maxpool2d, "pool");
+  pool.size = 2;
+  pool.stride = 2;
+  const std::vector<LayerSpec> specs = {conv, layer(LayerKind::relu, "relu"), pool,
+                                        layer(LayerKind::flatten, "flat"),
+                                        layer(LayerKind::dense, "fc", 4)};
+  // 16 x 26 x 26 conv outputs, 43 KB a sample: 23 samples go through in 3 slices of 7 or 8.
+  Model model(specs, {1, 28, 28}, 4, 9);
+  Trace trace;
+  model.set_trace(&trace);
+  Rng rng(5);
+  constexpr int batch = 23;
+  Tensor x({batch, 1, 28, 28}), grad_logits;
+  strata::testing::fill_normal(x, rng);
+  std::vector<std::int32_t> labels;
+  for (int b = 0; b < batch; ++b) labels.push_back(b % 4);
+  const Tensor logits = model.forward(x, true);
+  const std::string events = trace.events_json(0, "test");
+  std::size_t conv_events = 0;
+  for (auto at = events.find("forward conv\""); at != std::string::npos;
+       at = events.find("forward conv\"", at + 1))
+    ++conv_events;
+  CHECK(conv_events == 3);
+  auto& pooling = dynamic_cast<Pool2DLayer&>(model.layer(1));
+  const std::vector<std::uint8_t> sliced_maxima = pooling.first_maxima();
+  softmax_cross_entropy(logits, labels, grad_logits);
+  model.backward(x, grad_logits);
+  const std::vector<Param> params = model.params_of(0);
+  const Tensor dw = *params[0].grad, db = *params[1].grad;
+
+  // The layers one by one on the whole batch, then their own backward passes.
+  std::vector<Tensor> out(model.layer_count()), grad(model.layer_count());
+  for (std::size_t i = 0; i < model.layer_count(); ++i)
+    model.layer(i).forward(i == 0 ? x : out[i - 1], out[i], true);
+  REQUIRE(out.back().size() == logits.size());
+  for (std::int64_t i = 0; i < logits.size(); ++i) REQUIRE(logits[i] == Approx(out.back()[i]));
+  CHECK(pooling.first_maxima() == sliced_maxima);
+  for (std::size_t i = model.layer_count(); i-- > 0;) {
+    const Tensor& grad_out = i + 1 == model.layer_count() ? grad_logits : grad[i];
+    model.layer(i).backward(i == 0 ? x : out[i - 1], out[i], grad_out,
+                            i == 0 ? nullptr : &grad[i - 1]);
+  }
+  for (std::int64_t i = 0; i < dw.size(); ++i)
+    REQUIRE(dw[i] == Approx((*params[0].grad)[i]).margin(1e-5));
+  for (std::int64_t f = 0; f < db.size(); ++f)
+    REQUIRE(db[f] == Approx((*params[1].grad)[f]).margin(1e-5));
+}
+
+TEST_CASE("a max pooling refuses a slice that does not fit the batch it began", "[layers][pool]") {
+  Pool2DLayer pool("pool", Pool2DLayer::Mode::max, 2, 2);
+  pool.build({1, 4, 4});
+  Tensor x({2, 1, 4, 4}), pooled;
+  x.fill(1.0f);
+  pool.forward_slice(x, pooled, 0, 3, true);
+  CHECK(pooled.dim(0) == 3);
+  CHECK_THROWS_AS(pool.forward_slice(x, pooled, 2, 3, true), std::logic_error);
+  Tensor blocked({2, 8, 4, 4});
+  blocked.resize({2, 8, 4, 4}, Layout::channel_blocked8);
+  Pool2DLayer wide("wide", Pool2DLayer::Mode::max, 2, 2);
+  wide.build({8, 4, 4});
+  wide.forward_slice(blocked, pooled, 0, 4, true);
+  Tensor plain({2, 8, 4, 4});
+  CHECK_THROWS_AS(wide.forward_slice(plain, pooled, 2, 4, true), std::logic_error);
+}

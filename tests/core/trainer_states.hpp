@@ -35,14 +35,15 @@ inline Config state_config(OptimizerKind optimizer) {
   return c;
 }
 
-// A CNN on 64x64 images whose first layer writes 184 512 floats a sample: a worker takes 4 samples
-// at a time (Trainer::chunk_samples), so a local batch of 16 goes through in chunks.
+// A CNN on 130x130 images whose pooling keeps 196 608 floats a sample (its conv's output runs
+// through in slices of one sample): a worker takes 4 samples at a time (Trainer::chunk_samples),
+// so a local batch of 16 goes through in chunks.
 inline Config chunked_config() {
   return parse_config(R"(run: {name: chunks, seed: 6}
 data:
   source: synthetic
   validation_fraction: 0.0
-  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 64, width: 64}
+  synthetic: {train: 96, test: 16, classes: 4, channels: 1, height: 130, width: 130}
 model:
   layers:
     - conv2d: {filters: 48, kernel: 3, init: glorot}
