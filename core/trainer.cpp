@@ -84,6 +84,13 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
         plan.data, plan.accumulate, plan.local_batch, sync != nullptr ? sync->replicas() : 1));
   replicas_.push_back(std::move(model));
   for (int i = 1; i < pool_.size(); ++i) replicas_.push_back(replicas_.front().replicate());
+  // The workers' replicas read one copy of the parameters (each writes its own gradients): the
+  // step updates it with nothing to copy, and the cores' caches hold it once.
+  const auto shared = replicas_.front().params();
+  for (std::size_t r = 1; r < replicas_.size(); ++r) {
+    const auto own = replicas_[r].params();
+    for (std::size_t k = 0; k < shared.size(); ++k) own[k].value->bind(shared[k].value->values());
+  }
   workers_.resize(static_cast<std::size_t>(pool_.size()));
   // A worker's chunk: as many samples as keep the largest layer output that training keeps whole
   // within worker_chunk_bytes. On the benchmark CNN (2 workers on a 2-core machine), while its
@@ -108,16 +115,10 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
 }
 
 void Trainer::broadcast_weights() {
+  // The replicas share replica 0's values (the constructor bound them), so a change there is
+  // every worker's; an engine holds its own copy, uploaded before its next step.
   settle_host();
   host_changed_ = true;
-  // Every parameter, frozen ones included: they were loaded into replica 0 alone.
-  const auto source = replicas_.front().params();
-  for (std::size_t r = 1; r < replicas_.size(); ++r) {
-    const auto target = replicas_[r].params();
-    for (std::size_t k = 0; k < source.size(); ++k)
-      std::copy(source[k].value->values().begin(), source[k].value->values().end(),
-                target[k].value->values().begin());
-  }
 }
 
 void Trainer::set_gradient_engine(GradientEngine* engine) {

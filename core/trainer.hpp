@@ -143,7 +143,8 @@ class Trainer {
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on
   // `trace` (null: off).
   void set_trace(Trace* trace);
-  // Copies the weights of replica 0 to the others (after loading weights into model()). A
+  // After weights were loaded into model(): the worker replicas share its values already; a
+  // gradient engine takes them before its next step. A
   // GradientSync attaches to model().trainable_params(): frozen parameters are not reduced.
   void broadcast_weights();
 

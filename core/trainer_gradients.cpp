@@ -40,15 +40,14 @@ void Trainer::apply_gradients(double lr, bool reported) {
   optimizer_->begin_step(total);
   const int threads = pool_.size();
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
-  // order, so the result does not depend on timing), updates it, and copies it back to the
-  // replicas. It does so in chunks that stay in L1 between the three passes, so each array crosses
-  // the cache hierarchy once per step.
+  // order, so the result does not depend on timing) and updates it, where every replica reads it
+  // (they share the values). It does so in chunks that stay in L1 between the two passes, so each
+  // array crosses the cache hierarchy once per step.
   constexpr std::int64_t chunk = 2048;
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
       auto [slice_begin, slice_end] = worker_share(total[k].value->size(), threads, worker);
       float* g = total[k].grad->data();
-      const float* w = total[k].value->data();
       for (std::int64_t begin = slice_begin; begin < slice_end; begin += chunk) {
         const std::int64_t end = std::min(begin + chunk, slice_end);
         if (!workers_summed)
@@ -57,8 +56,6 @@ void Trainer::apply_gradients(double lr, bool reported) {
             for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
           }
         if (total[k].trainable) optimizer_->update(total[k], k, begin, end, lr * total[k].lr_scale);
-        for (std::size_t r = 1; r < replicas_.size(); ++r)
-          std::copy(w + begin, w + end, replica_params_[r][k].value->data() + begin);
       }
     }
   });
