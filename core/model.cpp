@@ -102,7 +102,7 @@ Model::~Model() = default;
 const Tensor& Model::forward(const Tensor& input, bool training) {
   const Tensor* in = &input;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    if (training && first_conv_from_pooling_ && i == first_trainable_) {
+    if (training && runs_with_pooling_in_slices(i)) {
       forward_conv_and_pool(i, *in);
       in = &outputs_[++i];
       continue;
@@ -150,7 +150,7 @@ void Model::forward_conv_and_pool(std::size_t conv, const Tensor& in) {
 std::int64_t Model::largest_kept_output() const {
   std::int64_t largest = 1;
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    if (!(first_conv_from_pooling_ && i == first_trainable_))
+    if (!runs_with_pooling_in_slices(i))
       largest = std::max(largest, element_count(output_shapes_[i]));
   return largest;
 }

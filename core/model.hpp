@@ -90,6 +90,10 @@ class Model {
  private:
   void backward_from_max_pool(std::size_t pool, const Tensor& input, const Tensor& pooled_grad);
   void forward_conv_and_pool(std::size_t conv, const Tensor& in);
+  // Layer i is the conv that forward_conv_and_pool runs in training.
+  bool runs_with_pooling_in_slices(std::size_t i) const {
+    return first_conv_from_pooling_ && i == first_trainable_;
+  }
   // What replicate() builds from.
   std::vector<LayerSpec> specs_;
   int num_classes_ = 0;

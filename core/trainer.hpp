@@ -143,9 +143,9 @@ class Trainer {
   // Records data reads, every replica's forward and backward per layer, and optimizer steps on
   // `trace` (null: off).
   void set_trace(Trace* trace);
-  // After weights were loaded into model(): the worker replicas share its values already; a
-  // gradient engine takes them before its next step. A
-  // GradientSync attaches to model().trainable_params(): frozen parameters are not reduced.
+  // Call after loading weights into model(): the worker replicas share its values already, and a
+  // gradient engine takes them before its next step. (A GradientSync attaches to
+  // model().trainable_params(): frozen parameters are not reduced.)
   void broadcast_weights();
 
   // The whole training state at a step boundary: weights ("weights/..."), optimizer
