@@ -1,5 +1,6 @@
 #include "core/conv_weight_grad.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -10,8 +11,42 @@ using dnnl::memory;
 using dt = memory::data_type;
 using tag = memory::format_tag;
 
+namespace {
+
+// dw, [filters][channels][kernel][kernel] plain, as the convolution's output sees it.
+memory::desc dw_swapped(const ConvGeometry& g) {
+  return memory::desc({g.filters, g.channels, g.kernel, g.kernel}, dt::f32, tag::oihw)
+      .permute_axes({1, 0, 2, 3});
+}
+
+}  // namespace
+
+std::int64_t ConvWeightGradient::default_piece_samples(const ConvGeometry& g) {
+  constexpr std::int64_t piece_bytes = std::int64_t{512} << 10;
+  constexpr std::int64_t block = 16;
+  const std::int64_t sample_bytes = (g.channels * g.in_h * g.in_w + g.filters * g.out_h * g.out_w) *
+                                    static_cast<std::int64_t>(sizeof(float));
+  return std::max(block, piece_bytes / sample_bytes / block * block);
+}
+
 ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc& x_desc,
-                                       const memory::desc& dy_desc, const dnnl::engine& engine) {
+                                       const memory::desc& dy_desc, const dnnl::engine& engine,
+                                       std::int64_t piece_samples)
+    : batch_(g.batch),
+      piece_samples_(
+          std::min(g.batch, piece_samples > 0 ? piece_samples : default_piece_samples(g))),
+      x_sample_floats_(static_cast<std::int64_t>(x_desc.get_size() / sizeof(float)) / g.batch),
+      dy_sample_floats_(static_cast<std::int64_t>(dy_desc.get_size() / sizeof(float)) / g.batch) {
+  if (!add_piece(g, piece_samples_, x_desc, dy_desc, engine)) return;
+  const std::int64_t remainder = batch_ % piece_samples_;
+  if (remainder != 0 && !add_piece(g, remainder, x_desc, dy_desc, engine)) return;
+  fast_ = true;
+  dw_swapped_ = dw_swapped(g);
+}
+
+bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples,
+                                   const memory::desc& x_desc, const memory::desc& dy_desc,
+                                   const dnnl::engine& engine) {
   // Output position kh reads input row oh * stride + kh - padding for each tap oh of the output
   // gradient: a stride-1 convolution whose taps lie `stride` apart, and whose right padding makes
   // exactly `kernel` outputs (less than the left one where the forward pass left input unread).
@@ -19,47 +54,78 @@ ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc
       pad_l{g.padding, g.padding},
       pad_r{g.kernel + (g.out_h - 1) * g.stride - g.in_h - g.padding,
             g.kernel + (g.out_w - 1) * g.stride - g.in_w - g.padding};
-  const memory::desc src_any({g.channels, g.batch, g.in_h, g.in_w}, dt::f32, tag::any),
-      kernel_any({g.filters, g.batch, g.out_h, g.out_w}, dt::f32, tag::any),
+  const memory::desc src_any({g.channels, samples, g.in_h, g.in_w}, dt::f32, tag::any),
+      kernel_any({g.filters, samples, g.out_h, g.out_w}, dt::f32, tag::any),
       dst_any({g.channels, g.filters, g.kernel, g.kernel}, dt::f32, tag::any);
-  try {
-    pd_ = dnnl::convolution_forward::primitive_desc(
+  // Every piece sums into one buffer, so the pieces after the first take its layout.
+  const memory::desc dst_md = pieces_.empty() ? dst_any : dst_.get_desc();
+  const auto describe = [&](const memory::desc& src, const memory::desc& kernel,
+                            const memory::desc& dst, const dnnl::primitive_attr& attr) {
+    return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                        dnnl::algorithm::convolution_direct, src_any, kernel_any,
-                                        dst_any, strides, dilates, pad_l, pad_r),
-        engine);
+                                        dnnl::algorithm::convolution_direct, src, kernel, dst,
+                                        strides, dilates, pad_l, pad_r),
+        attr, engine);
+  };
+  const auto runs_fast = [](const dnnl::convolution_forward::primitive_desc& pd) {
+    const std::string kernel = pd.impl_info_str();
+    return kernel.rfind("ref", 0) != 0 && kernel.rfind("gemm", 0) != 0;
+  };
+  Piece piece;
+  piece.samples = samples;
+  try {
+    const auto first = describe(src_any, kernel_any, dst_md, {});
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    dnnl::primitive_attr adding;
+    adding.set_post_ops(sum);
+    const auto accumulate =
+        describe(first.src_desc(), first.weights_desc(), first.dst_desc(), adding);
+    if (!runs_fast(first) || !runs_fast(accumulate)) return false;
+    piece.first = dnnl::convolution_forward(first);
+    piece.accumulate = dnnl::convolution_forward(accumulate);
+    piece.src = memory(first.src_desc(), engine);
+    piece.kernel = memory(first.weights_desc(), engine);
+    if (pieces_.empty()) {
+      dst_ = memory(first.dst_desc(), engine);
+      from_dst_ = dnnl::reorder(
+          dnnl::reorder::primitive_desc(engine, first.dst_desc(), engine, dw_swapped(g)));
+    }
   } catch (const dnnl::error&) {
-    return;  // no implementation for these shapes (a negative right padding): fast_ stays false
+    return false;  // no implementation for these shapes (a negative right padding)
   }
-  const std::string kernel = pd_.impl_info_str();
-  if (kernel.rfind("ref", 0) == 0 || kernel.rfind("gemm", 0) == 0) return;
-  fast_ = true;
-  forward_ = dnnl::convolution_forward(pd_);
+  // The piece's samples lie together in the callers' buffers (the batch is outermost).
   const std::vector<int> swap{1, 0, 2, 3};
-  x_swapped_ = x_desc.permute_axes(swap);
-  dy_swapped_ = dy_desc.permute_axes(swap);
-  dw_swapped_ = memory::desc({g.filters, g.channels, g.kernel, g.kernel}, dt::f32, tag::oihw)
-                    .permute_axes(swap);
-  src_ = memory(pd_.src_desc(), engine);
-  kernel_ = memory(pd_.weights_desc(), engine);
-  dst_ = memory(pd_.dst_desc(), engine);
-  to_src_ =
-      dnnl::reorder(dnnl::reorder::primitive_desc(engine, x_swapped_, engine, pd_.src_desc()));
-  to_kernel_ =
-      dnnl::reorder(dnnl::reorder::primitive_desc(engine, dy_swapped_, engine, pd_.weights_desc()));
-  from_dst_ =
-      dnnl::reorder(dnnl::reorder::primitive_desc(engine, pd_.dst_desc(), engine, dw_swapped_));
+  piece.x_swapped =
+      x_desc.submemory_desc({samples, g.channels, g.in_h, g.in_w}, {0, 0, 0, 0}).permute_axes(swap);
+  piece.dy_swapped = dy_desc.submemory_desc({samples, g.filters, g.out_h, g.out_w}, {0, 0, 0, 0})
+                         .permute_axes(swap);
+  piece.to_src = dnnl::reorder(
+      dnnl::reorder::primitive_desc(engine, piece.x_swapped, engine, piece.src.get_desc()));
+  piece.to_kernel = dnnl::reorder(
+      dnnl::reorder::primitive_desc(engine, piece.dy_swapped, engine, piece.kernel.get_desc()));
+  pieces_.push_back(std::move(piece));
+  return true;
+}
+
+const ConvWeightGradient::Piece& ConvWeightGradient::piece_of(std::int64_t samples) const {
+  return samples == pieces_.front().samples ? pieces_.front() : pieces_.back();
 }
 
 void ConvWeightGradient::compute(const float* x, const float* dy, float* dw, dnnl::stream& stream) {
   const dnnl::engine engine = stream.get_engine();
-  memory x_user(x_swapped_, engine, const_cast<float*>(x));
-  memory dy_user(dy_swapped_, engine, const_cast<float*>(dy));
+  for (std::int64_t n = 0; n < batch_; n += piece_samples_) {
+    const Piece& piece = piece_of(std::min(piece_samples_, batch_ - n));
+    memory x_user(piece.x_swapped, engine, const_cast<float*>(x + n * x_sample_floats_));
+    memory dy_user(piece.dy_swapped, engine, const_cast<float*>(dy + n * dy_sample_floats_));
+    piece.to_src.execute(stream, {{DNNL_ARG_FROM, x_user}, {DNNL_ARG_TO, piece.src}});
+    piece.to_kernel.execute(stream, {{DNNL_ARG_FROM, dy_user}, {DNNL_ARG_TO, piece.kernel}});
+    (n == 0 ? piece.first : piece.accumulate)
+        .execute(
+            stream,
+            {{DNNL_ARG_SRC, piece.src}, {DNNL_ARG_WEIGHTS, piece.kernel}, {DNNL_ARG_DST, dst_}});
+  }
   memory dw_user(dw_swapped_, engine, dw);
-  to_src_.execute(stream, {{DNNL_ARG_FROM, x_user}, {DNNL_ARG_TO, src_}});
-  to_kernel_.execute(stream, {{DNNL_ARG_FROM, dy_user}, {DNNL_ARG_TO, kernel_}});
-  forward_.execute(stream,
-                   {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, kernel_}, {DNNL_ARG_DST, dst_}});
   from_dst_.execute(stream, {{DNNL_ARG_FROM, dst_}, {DNNL_ARG_TO, dw_user}});
   stream.wait();
 }

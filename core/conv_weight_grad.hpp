@@ -1,10 +1,11 @@
-// A convolution's weight gradient as one forward convolution (on AVX2 oneDNN runs that faster
-// than its backward-weights kernel), and its bias gradient.
+// A convolution's weight gradient as forward convolutions over pieces of the batch (on AVX2
+// oneDNN runs that faster than its backward-weights kernel), and its bias gradient.
 #pragma once
 
 #include <dnnl.hpp>
 
 #include <cstdint>
+#include <vector>
 
 #include "core/conv_geometry.hpp"
 
@@ -19,26 +20,51 @@ namespace strata {
 // (8 times the work); it pads the batch instead, where that is not a multiple of the block. Its
 // kernel spans the output's whole plane, so on a plain input that AVX-512's backward-weights kernel
 // reads as it is, that kernel is faster (the layer chooses).
+//
+// The batch is the convolution's reduction, and the kernel walks it for every output block: so
+// the batch goes through in pieces whose swapped input and output gradient fit in a core's L2, each
+// piece's sum added to the last's (oneDNN's sum post-op).
 class ConvWeightGradient {
  public:
-  // x_desc, dy_desc: the layouts the input and the output gradient arrive in.
+  // x_desc, dy_desc: the layouts the input and the output gradient arrive in; their batch must be
+  // the outermost dimension (plain or channel-blocked). piece_samples: samples per piece (the last
+  // may be smaller); 0 sizes pieces by default_piece_samples.
   ConvWeightGradient(const ConvGeometry& g, const dnnl::memory::desc& x_desc,
-                     const dnnl::memory::desc& dy_desc, const dnnl::engine& engine);
+                     const dnnl::memory::desc& dy_desc, const dnnl::engine& engine,
+                     std::int64_t piece_samples = 0);
   // False where oneDNN has no direct forward kernel for the swapped shapes: none at all where the
   // right padding is negative (a stride that leaves the input's last rows unread), or only its
   // reference or gemm-based ones (slower than its backward-weights kernel). The caller then uses
   // the backward-weights primitive.
   bool fast() const { return fast_; }
+  std::int64_t piece_samples() const { return piece_samples_; }
   // dw: [filters, channels, kernel, kernel] plain. Waits for the stream.
   void compute(const float* x, const float* dy, float* dw, dnnl::stream& stream);
 
+  // Samples a piece takes by default: as many as keep its swapped input and output gradient within
+  // about 512 KiB, in whole blocks of 16 (the kernel's channel block on AVX-512; two of AVX2's).
+  static std::int64_t default_piece_samples(const ConvGeometry& g);
+
  private:
-  dnnl::convolution_forward::primitive_desc pd_;
-  dnnl::convolution_forward forward_;
+  // The primitives for one piece size: the first piece writes dw, the others add to it.
+  struct Piece {
+    std::int64_t samples = 0;
+    dnnl::convolution_forward first, accumulate;
+    dnnl::memory::desc x_swapped, dy_swapped;  // one piece of the callers' buffers, axes swapped
+    dnnl::memory src, kernel;                  // in the primitive's layouts
+    dnnl::reorder to_src, to_kernel;
+  };
+  bool add_piece(const ConvGeometry& g, std::int64_t samples, const dnnl::memory::desc& x_desc,
+                 const dnnl::memory::desc& dy_desc, const dnnl::engine& engine);
+  const Piece& piece_of(std::int64_t samples) const;
+
+  std::int64_t batch_ = 0, piece_samples_ = 0;
+  std::int64_t x_sample_floats_ = 0, dy_sample_floats_ = 0;  // a sample's span in each buffer
   bool fast_ = false;
-  dnnl::memory::desc x_swapped_, dy_swapped_, dw_swapped_;  // the callers' buffers, axes swapped
-  dnnl::memory src_, kernel_, dst_;                         // in the primitive's layouts
-  dnnl::reorder to_src_, to_kernel_, from_dst_;
+  std::vector<Piece> pieces_;  // the full piece, then the remainder's where the batch leaves one
+  dnnl::memory::desc dw_swapped_;
+  dnnl::memory dst_;  // the sum, in the primitives' layout
+  dnnl::reorder from_dst_;
 };
 
 // db[f] = sum over n and the output plane of dy; `lanes` is the layout's channel block (1 for

@@ -5,11 +5,13 @@
 
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "conv_taps.hpp"
 #include "core/conv2d_layer.hpp"
 #include "core/conv_weight_grad.hpp"
+#include "core/dnnl_layout.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
 #include "gradient_check.hpp"
@@ -129,4 +131,58 @@ TEST_CASE("a conv on one input channel with blocked output has exact gradients",
   CHECK(strata::testing::check_gradients(layer, {2, 1, 10, 10}, 23, 80) > 60);
   Conv2DLayer padded("conv", 16, 3, 2, 1, InitKind::he);
   CHECK(strata::testing::check_gradients(padded, {2, 3, 9, 8}, 24, 80) > 60);
+}
+
+TEST_CASE("a conv's weight gradient over pieces of the batch equals a direct sum",
+          "[layers][conv]") {
+  struct Case {
+    std::int64_t channels, kernel, stride, padding, in_h, in_w, piece;
+    Layout layout;
+  };
+  // 11 samples in pieces of 4 (the last of 3) and of 5 (the last of 1), blocked and plain, one with
+  // stride and padding; pieces of 11 and more are the whole batch.
+  const Case c = GENERATE(Case{16, 5, 1, 0, 12, 12, 4, Layout::channel_blocked16},
+                          Case{16, 5, 1, 0, 12, 12, 5, Layout::channel_blocked8},
+                          Case{3, 3, 2, 1, 8, 9, 4, Layout::plain},
+                          Case{16, 3, 1, 1, 6, 5, 11, Layout::channel_blocked16},
+                          Case{16, 3, 1, 1, 6, 5, 64, Layout::channel_blocked8});
+  const ConvGeometry g = strata::testing::conv_geometry(11, c.channels, c.in_h, c.in_w, 32,
+                                                        c.kernel, c.stride, c.padding);
+  INFO("channels " << g.channels << " pieces of " << c.piece);
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  ConvWeightGradient pieces(g, activation_desc(g.batch, g.channels, g.in_h, g.in_w, c.layout),
+                            activation_desc(g.batch, g.filters, g.out_h, g.out_w, c.layout), engine,
+                            c.piece);
+  REQUIRE(pieces.fast());
+  CHECK(pieces.piece_samples() == std::min<std::int64_t>(c.piece, g.batch));
+  Rng rng(29);
+  Tensor x({g.batch, g.channels, g.in_h, g.in_w}), dy({g.batch, g.filters, g.out_h, g.out_w}), x_in,
+      dy_in;
+  strata::testing::fill_normal(x, rng);
+  strata::testing::fill_normal(dy, rng);
+  convert_layout(x, x_in, c.layout);
+  convert_layout(dy, dy_in, c.layout);
+  // Filled first, so that a piece that wrote nothing (or only added) would show.
+  std::vector<float> dw(static_cast<std::size_t>(g.filters * g.channels * g.kernel * g.kernel),
+                        7.0f);
+  pieces.compute(x_in.data(), dy_in.data(), dw.data(), stream);
+  const std::vector<double> want = direct_weight_grad(x, dy, g);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("weight " << i);
+    REQUIRE(dw[i] == Approx(want[i]).margin(1e-4));
+  }
+  // A second call gives the same sums: the first piece overwrites what the last call left.
+  const std::vector<float> first = dw;
+  pieces.compute(x_in.data(), dy_in.data(), dw.data(), stream);
+  CHECK(dw == first);
+}
+
+TEST_CASE("a conv's weight-gradient pieces fit a core's cache", "[layers][conv]") {
+  // The benchmark CNN's second conv: 34.8 KB of swapped input and output gradient a sample.
+  CHECK(ConvWeightGradient::default_piece_samples({128, 32, 12, 12, 64, 5, 1, 0, 8, 8}) == 16);
+  // A sample larger than the budget still takes one block of 16.
+  CHECK(ConvWeightGradient::default_piece_samples({128, 64, 64, 64, 64, 3, 1, 1, 64, 64}) == 16);
+  // A small one takes several blocks.
+  CHECK(ConvWeightGradient::default_piece_samples({128, 8, 8, 8, 16, 3, 1, 1, 8, 8}) == 80);
 }
