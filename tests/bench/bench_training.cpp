@@ -66,11 +66,12 @@ struct Row {
   int batch = 0;
   double strata = 0.0, torch = 0.0;  // median samples/s
   // PyTorch runs one repeat before strata's first and after each, so that each strata repeat is
-  // compared with PyTorch at its own time: `ratio` is the median of those comparisons.
+  // compared with PyTorch at its own time (the faster of the two repeats either side of it):
+  // `ratio` is the median of those comparisons.
   std::vector<double> strata_repeats, torch_repeats;
   double ratio = 0.0;
   // GFLOP/s of sgemm on 1 and on --threads threads, measured before the row's first strata repeat
-  // and after each (the median of these), and each repeat's samples/s as a share of the mean of
+  // and after each (the median of these), and each repeat's samples/s as a share of the faster of
   // the sgemm rates either side of it: the machine's speed drifts within a row, so a repeat is
   // compared with the peak at its own time.
   double sgemm_1 = 0.0, sgemm_t = 0.0;
@@ -327,12 +328,15 @@ int run(const Options& o) {
       });
       std::vector<double> ratios;
       for (std::size_t r = 0; r < row.strata_repeats.size(); ++r) {
-        const auto either_side = [r](const std::vector<double>& v) {
-          return 0.5 * (v[r] + v[r + 1]);
+        // The faster of the two reference readings either side: a reading that dipped (the other
+        // vCPU taken for a moment; one 2-thread sgemm reading at one thread's rate put a 77% row
+        // at 98% with their mean) must not flatter the repeat between them.
+        const auto faster_side = [r](const std::vector<double>& v) {
+          return std::max(v[r], v[r + 1]);
         };
-        row.share_1.push_back(row.strata_repeats[r] / either_side(sgemm_1));
-        row.share_t.push_back(row.strata_repeats[r] / either_side(sgemm_t));
-        ratios.push_back(row.strata_repeats[r] / either_side(row.torch_repeats));
+        row.share_1.push_back(row.strata_repeats[r] / faster_side(sgemm_1));
+        row.share_t.push_back(row.strata_repeats[r] / faster_side(sgemm_t));
+        ratios.push_back(row.strata_repeats[r] / faster_side(row.torch_repeats));
       }
       row.ratio = median(ratios);
       row.sgemm_1 = median(sgemm_1);
@@ -356,7 +360,7 @@ int run(const Options& o) {
       "Single-rank training, {} threads, SGD momentum 0.9, synthetic 1x28x28 data, median of {} "
       "repeats of about {:g} s; PyTorch {} with {} threads measured in the same run, one repeat "
       "before strata's first and after each (its median here; the ratio is the median over "
-      "strata's repeats of each against the mean of the PyTorch repeats either side of it) "
+      "strata's repeats of each against the faster of the PyTorch repeats either side of it) "
       "(OPENBLAS_CORETYPE={} OMP_WAIT_POLICY={}).\n\n",
       o.threads, o.repeats, o.seconds, torch_version, o.threads,
       env_or("OPENBLAS_CORETYPE", "(unset)"), env_or("OMP_WAIT_POLICY", "(unset)"));
@@ -380,7 +384,7 @@ int run(const Options& o) {
     const double gflops = r.strata * cnn_flops * 1e-9;
     // Both ceilings: oneDNN's own threading, and one single-threaded sgemm per worker, which is
     // how strata splits a batch (they differ most when other processes share the cores). Each is
-    // the median over the repeats of the repeat's share of the sgemm either side of it.
+    // the median over the repeats of the repeat's share of the faster sgemm reading either side.
     fmt::print(
         " CNN batch {}: {:.0f} GFLOP/s, {:.0f}% of the sgemm on {} threads (median {:.0f} "
         "GFLOP/s; {:.0f}% of {} x 1 thread).",
