@@ -91,19 +91,21 @@ bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples,
       from_dst_ = dnnl::reorder(
           dnnl::reorder::primitive_desc(engine, first.dst_desc(), engine, dw_swapped(g)));
     }
+    // The piece's samples lie together in the callers' buffers (the batch is outermost).
+    const std::vector<int> swap{1, 0, 2, 3};
+    piece.x_swapped = x_desc.submemory_desc({samples, g.channels, g.in_h, g.in_w}, {0, 0, 0, 0})
+                          .permute_axes(swap);
+    piece.dy_swapped = dy_desc.submemory_desc({samples, g.filters, g.out_h, g.out_w}, {0, 0, 0, 0})
+                           .permute_axes(swap);
+    piece.to_src = dnnl::reorder(
+        dnnl::reorder::primitive_desc(engine, piece.x_swapped, engine, piece.src.get_desc()));
+    piece.to_kernel = dnnl::reorder(
+        dnnl::reorder::primitive_desc(engine, piece.dy_swapped, engine, piece.kernel.get_desc()));
   } catch (const dnnl::error&) {
-    return false;  // no implementation for these shapes (a negative right padding)
+    // No implementation for these shapes (a negative right padding), or layouts whose samples
+    // do not lie together: the layer takes the backward-weights kernel.
+    return false;
   }
-  // The piece's samples lie together in the callers' buffers (the batch is outermost).
-  const std::vector<int> swap{1, 0, 2, 3};
-  piece.x_swapped =
-      x_desc.submemory_desc({samples, g.channels, g.in_h, g.in_w}, {0, 0, 0, 0}).permute_axes(swap);
-  piece.dy_swapped = dy_desc.submemory_desc({samples, g.filters, g.out_h, g.out_w}, {0, 0, 0, 0})
-                         .permute_axes(swap);
-  piece.to_src = dnnl::reorder(
-      dnnl::reorder::primitive_desc(engine, piece.x_swapped, engine, piece.src.get_desc()));
-  piece.to_kernel = dnnl::reorder(
-      dnnl::reorder::primitive_desc(engine, piece.dy_swapped, engine, piece.kernel.get_desc()));
   pieces_.push_back(std::move(piece));
   return true;
 }
