@@ -169,10 +169,11 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
         p->engine, p->fwd_pd);
   };
   // The weight gradient: oneDNN's backward-weights kernel where it reads a plain input as it is
-  // (AVX-512's, on one channel: 2-3.6 times faster on the first conv than the forward convolution,
-  // whose kernel is then the input's whole plane); else a forward convolution where oneDNN has a
-  // fast kernel for that (a backward-weights kernel that wants the input in channel blocks pads its
-  // channels: AVX2's, 8 times the work on one channel); else the backward-weights kernel.
+  // (AVX-512's, on one channel: 2-3.6 times faster on the first conv than the forward convolution
+  // in one piece, whose kernel is then the input's whole plane); else a forward convolution where
+  // oneDNN has a fast kernel for that (a backward-weights kernel that wants the input in channel
+  // blocks pads its channels: AVX2's, 8 times the work on one channel); else the backward-weights
+  // kernel.
   bool by_backward_weights = false;
   if (input_layout == Layout::plain) {
     p->bwd_weights_pd = backward_weights_desc();

@@ -19,6 +19,16 @@ memory::desc dw_swapped(const ConvGeometry& g) {
       .permute_axes({1, 0, 2, 3});
 }
 
+// Floats from one sample to the next in a blocked layout whose batch is not split into blocks;
+// 0 otherwise (the pieces then cannot be cut from the caller's buffer).
+std::int64_t sample_stride(const memory::desc& d) {
+  if (d.data.format_kind != dnnl_blocked) return 0;
+  const auto& blocking = d.data.format_desc.blocking;
+  for (int i = 0; i < blocking.inner_nblks; ++i)
+    if (blocking.inner_idxs[i] == 0) return 0;
+  return blocking.strides[0];
+}
+
 }  // namespace
 
 std::int64_t ConvWeightGradient::default_piece_samples(const ConvGeometry& g) {
@@ -35,18 +45,21 @@ ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc
     : batch_(g.batch),
       piece_samples_(
           std::min(g.batch, piece_samples > 0 ? piece_samples : default_piece_samples(g))),
-      x_sample_floats_(static_cast<std::int64_t>(x_desc.get_size() / sizeof(float)) / g.batch),
-      dy_sample_floats_(static_cast<std::int64_t>(dy_desc.get_size() / sizeof(float)) / g.batch) {
-  if (!add_piece(g, piece_samples_, x_desc, dy_desc, engine)) return;
+      x_sample_floats_(sample_stride(x_desc)),
+      dy_sample_floats_(sample_stride(dy_desc)) {
+  if (x_sample_floats_ == 0 || dy_sample_floats_ == 0) return;
+  // The first piece writes the sum and, where more follow, has a twin that adds; the remainder's
+  // piece comes last, so it only adds.
+  if (!add_piece(g, piece_samples_, true, batch_ > piece_samples_, x_desc, dy_desc, engine)) return;
   const std::int64_t remainder = batch_ % piece_samples_;
-  if (remainder != 0 && !add_piece(g, remainder, x_desc, dy_desc, engine)) return;
+  if (remainder != 0 && !add_piece(g, remainder, false, true, x_desc, dy_desc, engine)) return;
   fast_ = true;
   dw_swapped_ = dw_swapped(g);
 }
 
-bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples,
-                                   const memory::desc& x_desc, const memory::desc& dy_desc,
-                                   const dnnl::engine& engine) {
+bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples, bool writes,
+                                   bool adds, const memory::desc& x_desc,
+                                   const memory::desc& dy_desc, const dnnl::engine& engine) {
   // Output position kh reads input row oh * stride + kh - padding for each tap oh of the output
   // gradient: a stride-1 convolution whose taps lie `stride` apart, and whose right padding makes
   // exactly `kernel` outputs (less than the left one where the forward pass left input unread).
@@ -74,22 +87,26 @@ bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples,
   Piece piece;
   piece.samples = samples;
   try {
-    const auto first = describe(src_any, kernel_any, dst_md, {});
     dnnl::post_ops sum;
     sum.append_sum(1.0f);
     dnnl::primitive_attr adding;
     adding.set_post_ops(sum);
-    const auto accumulate =
-        describe(first.src_desc(), first.weights_desc(), first.dst_desc(), adding);
-    if (!runs_fast(first) || !runs_fast(accumulate)) return false;
-    piece.first = dnnl::convolution_forward(first);
-    piece.accumulate = dnnl::convolution_forward(accumulate);
-    piece.src = memory(first.src_desc(), engine);
-    piece.kernel = memory(first.weights_desc(), engine);
+    const auto layouts =
+        describe(src_any, kernel_any, dst_md, writes ? dnnl::primitive_attr() : adding);
+    if (!runs_fast(layouts)) return false;
+    (writes ? piece.first : piece.accumulate) = dnnl::convolution_forward(layouts);
+    if (writes && adds) {
+      const auto accumulate =
+          describe(layouts.src_desc(), layouts.weights_desc(), layouts.dst_desc(), adding);
+      if (!runs_fast(accumulate)) return false;
+      piece.accumulate = dnnl::convolution_forward(accumulate);
+    }
+    piece.src = memory(layouts.src_desc(), engine);
+    piece.kernel = memory(layouts.weights_desc(), engine);
     if (pieces_.empty()) {
-      dst_ = memory(first.dst_desc(), engine);
+      dst_ = memory(layouts.dst_desc(), engine);
       from_dst_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine, first.dst_desc(), engine, dw_swapped(g)));
+          dnnl::reorder::primitive_desc(engine, layouts.dst_desc(), engine, dw_swapped(g)));
     }
     // The piece's samples lie together in the callers' buffers (the batch is outermost).
     const std::vector<int> swap{1, 0, 2, 3};
@@ -102,8 +119,8 @@ bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples,
     piece.to_kernel = dnnl::reorder(
         dnnl::reorder::primitive_desc(engine, piece.dy_swapped, engine, piece.kernel.get_desc()));
   } catch (const dnnl::error&) {
-    // No implementation for these shapes (a negative right padding), or layouts whose samples
-    // do not lie together: the layer takes the backward-weights kernel.
+    // No implementation for these shapes (a negative right padding), or a layout oneDNN cannot
+    // cut into pieces of samples: the layer takes the backward-weights kernel.
     return false;
   }
   pieces_.push_back(std::move(piece));
@@ -115,6 +132,9 @@ const ConvWeightGradient::Piece& ConvWeightGradient::piece_of(std::int64_t sampl
 }
 
 void ConvWeightGradient::compute(const float* x, const float* dy, float* dw, dnnl::stream& stream) {
+  if (!fast_)
+    throw std::logic_error(
+        "ConvWeightGradient::compute: no fast kernel was built for these shapes");
   const dnnl::engine engine = stream.get_engine();
   for (std::int64_t n = 0; n < batch_; n += piece_samples_) {
     const Piece& piece = piece_of(std::min(piece_samples_, batch_ - n));

@@ -22,13 +22,14 @@ namespace strata {
 // reads as it is, that kernel is faster (the layer chooses).
 //
 // The batch is the convolution's reduction, and the kernel walks it for every output block: so
-// the batch goes through in pieces whose swapped input and output gradient fit in a core's L2, each
-// piece's sum added to the last's (oneDNN's sum post-op).
+// the batch goes through in pieces whose swapped input and output gradient take about 512 KiB (one
+// block of 16 samples at least), each piece's sum added to the last's (oneDNN's sum post-op).
 class ConvWeightGradient {
  public:
-  // x_desc, dy_desc: the layouts the input and the output gradient arrive in; their batch must be
-  // the outermost dimension (plain or channel-blocked). piece_samples: samples per piece (the last
-  // may be smaller); 0 sizes pieces by default_piece_samples.
+  // x_desc, dy_desc: the layouts the input and the output gradient arrive in; fast() is false
+  // unless the batch is their outermost dimension and not blocked (plain or channel-blocked).
+  // piece_samples: samples per piece (the last may be smaller); 0 sizes pieces by
+  // default_piece_samples.
   ConvWeightGradient(const ConvGeometry& g, const dnnl::memory::desc& x_desc,
                      const dnnl::memory::desc& dy_desc, const dnnl::engine& engine,
                      std::int64_t piece_samples = 0);
@@ -38,7 +39,8 @@ class ConvWeightGradient {
   // the backward-weights primitive.
   bool fast() const { return fast_; }
   std::int64_t piece_samples() const { return piece_samples_; }
-  // dw: [filters, channels, kernel, kernel] plain. Waits for the stream.
+  // dw: [filters, channels, kernel, kernel] plain. Waits for the stream. Throws logic_error
+  // unless fast().
   void compute(const float* x, const float* dy, float* dw, dnnl::stream& stream);
 
   // Samples a piece takes by default: as many as keep its swapped input and output gradient within
@@ -46,7 +48,8 @@ class ConvWeightGradient {
   static std::int64_t default_piece_samples(const ConvGeometry& g);
 
  private:
-  // The primitives for one piece size: the first piece writes dw, the others add to it.
+  // The primitives for one piece size: the first piece writes the sum, the others add to it
+  // (a primitive a piece never runs is not built).
   struct Piece {
     std::int64_t samples = 0;
     dnnl::convolution_forward first, accumulate;
@@ -54,8 +57,10 @@ class ConvWeightGradient {
     dnnl::memory src, kernel;                  // in the primitive's layouts
     dnnl::reorder to_src, to_kernel;
   };
-  bool add_piece(const ConvGeometry& g, std::int64_t samples, const dnnl::memory::desc& x_desc,
-                 const dnnl::memory::desc& dy_desc, const dnnl::engine& engine);
+  // writes: the piece can start the sum; adds: it can add to it.
+  bool add_piece(const ConvGeometry& g, std::int64_t samples, bool writes, bool adds,
+                 const dnnl::memory::desc& x_desc, const dnnl::memory::desc& dy_desc,
+                 const dnnl::engine& engine);
   const Piece& piece_of(std::int64_t samples) const;
 
   std::int64_t batch_ = 0, piece_samples_ = 0;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,10 @@ int run() {
     strata::ConvGeometry g = shape;
     g.batch = batch;
     const std::vector<double> ms = time_pieces(g, layout, pieces);
-    const double gflop = 2.0 * static_cast<double>(batch * 64 * 8 * 8 * 32 * 25) / 1e9;
+    const double gflop = 2.0 *
+                         static_cast<double>(g.batch * g.filters * g.out_h * g.out_w * g.channels *
+                                             g.kernel * g.kernel) /
+                         1e9;
     std::string row = fmt::format("| {} |", batch);
     for (const double t : ms) row += fmt::format(" {:.3f} ({:.0f}) |", t, gflop / t * 1e3);
     fmt::print("{} {:.2f} |\n", row, ms.front() / ms.back());

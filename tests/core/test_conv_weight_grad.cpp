@@ -65,6 +65,7 @@ TEST_CASE("a conv's weight and bias gradients equal a direct sum", "[layers][con
   struct Case {
     std::int64_t channels, kernel, stride, padding, in_h, in_w;
     Layout input_layout;
+    std::int64_t batch = 3;
   };
   // The benchmark CNN's two convs (the forward-convolution path must serve both); three channels,
   // stride 2 and padding 2 on a non-square input, so that the edge taps skip rows and columns and
@@ -77,11 +78,13 @@ TEST_CASE("a conv's weight and bias gradients equal a direct sum", "[layers][con
       Case{3, 3, 2, 2, 9, 7, Layout::plain}, Case{2, 6, 1, 1, 8, 9, Layout::plain},
       Case{1, 3, 2, 1, 1, 5, Layout::plain}, Case{1, 5, 2, 2, 2, 3, Layout::plain},
       Case{16, 3, 1, 1, 6, 5, Layout::channel_blocked16}, Case{3, 3, 2, 0, 8, 8, Layout::plain},
-      Case{3, 3, 2, 1, 8, 9, Layout::plain});
-  const ConvGeometry g = strata::testing::conv_geometry(3, c.channels, c.in_h, c.in_w, 32, c.kernel,
-                                                        c.stride, c.padding);
-  INFO("channels " << g.channels << " kernel " << g.kernel << " stride " << g.stride << " padding "
-                   << g.padding << " input " << g.in_h << "x" << g.in_w);
+      Case{3, 3, 2, 1, 8, 9, Layout::plain},
+      // 20 samples: the weight gradient's default pieces of 16 and a remainder of 4.
+      Case{16, 5, 1, 0, 12, 12, Layout::channel_blocked16, 20});
+  const ConvGeometry g = strata::testing::conv_geometry(c.batch, c.channels, c.in_h, c.in_w, 32,
+                                                        c.kernel, c.stride, c.padding);
+  INFO("batch " << g.batch << " channels " << g.channels << " kernel " << g.kernel << " stride "
+                << g.stride << " padding " << g.padding << " input " << g.in_h << "x" << g.in_w);
   Conv2DLayer layer("conv", static_cast<int>(g.filters), static_cast<int>(g.kernel),
                     static_cast<int>(g.stride), static_cast<int>(g.padding), InitKind::he);
   layer.build({g.channels, g.in_h, g.in_w});
@@ -163,7 +166,7 @@ TEST_CASE("a conv's weight gradient over pieces of the batch equals a direct sum
   strata::testing::fill_normal(dy, rng);
   convert_layout(x, x_in, c.layout);
   convert_layout(dy, dy_in, c.layout);
-  // Filled first, so that a piece that wrote nothing (or only added) would show.
+  // Filled first, so that a missing copy of the sum into dw would show.
   std::vector<float> dw(static_cast<std::size_t>(g.filters * g.channels * g.kernel * g.kernel),
                         7.0f);
   pieces.compute(x_in.data(), dy_in.data(), dw.data(), stream);
@@ -172,7 +175,8 @@ TEST_CASE("a conv's weight gradient over pieces of the batch equals a direct sum
     INFO("weight " << i);
     REQUIRE(dw[i] == Approx(want[i]).margin(1e-4));
   }
-  // A second call gives the same sums: the first piece overwrites what the last call left.
+  // A second call gives the same sums: its first piece starts the sum afresh instead of adding to
+  // what the last call left.
   const std::vector<float> first = dw;
   pieces.compute(x_in.data(), dy_in.data(), dw.data(), stream);
   CHECK(dw == first);
