@@ -46,7 +46,8 @@ ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc
       piece_samples_(
           std::min(g.batch, piece_samples > 0 ? piece_samples : default_piece_samples(g))),
       x_sample_floats_(sample_stride(x_desc)),
-      dy_sample_floats_(sample_stride(dy_desc)) {
+      dy_sample_floats_(sample_stride(dy_desc)),
+      dw_swapped_(dw_swapped(g)) {
   if (x_sample_floats_ == 0 || dy_sample_floats_ == 0) return;
   // The first piece writes the sum and, where more follow, has a twin that adds; the remainder's
   // piece comes last, so it only adds.
@@ -54,7 +55,6 @@ ConvWeightGradient::ConvWeightGradient(const ConvGeometry& g, const memory::desc
   const std::int64_t remainder = batch_ % piece_samples_;
   if (remainder != 0 && !add_piece(g, remainder, false, true, x_desc, dy_desc, engine)) return;
   fast_ = true;
-  dw_swapped_ = dw_swapped(g);
 }
 
 bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples, bool writes,
@@ -106,7 +106,7 @@ bool ConvWeightGradient::add_piece(const ConvGeometry& g, std::int64_t samples, 
     if (pieces_.empty()) {
       dst_ = memory(layouts.dst_desc(), engine);
       from_dst_ = dnnl::reorder(
-          dnnl::reorder::primitive_desc(engine, layouts.dst_desc(), engine, dw_swapped(g)));
+          dnnl::reorder::primitive_desc(engine, layouts.dst_desc(), engine, dw_swapped_));
     }
     // The piece's samples lie together in the callers' buffers (the batch is outermost).
     const std::vector<int> swap{1, 0, 2, 3};

@@ -65,10 +65,10 @@ class ConvWeightGradient {
 
   std::int64_t batch_ = 0, piece_samples_ = 0;
   std::int64_t x_sample_floats_ = 0, dy_sample_floats_ = 0;  // a sample's span in each buffer
+  dnnl::memory::desc dw_swapped_;  // the caller's dw, as the convolution's output sees it
   bool fast_ = false;
   std::vector<Piece> pieces_;  // the full piece, then the remainder's where the batch leaves one
-  dnnl::memory::desc dw_swapped_;
-  dnnl::memory dst_;  // the sum, in the primitives' layout
+  dnnl::memory dst_;           // the sum, in the primitives' layout
   dnnl::reorder from_dst_;
 };
 

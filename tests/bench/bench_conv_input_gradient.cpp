@@ -15,7 +15,6 @@
 
 #include "core/conv_input_grad.hpp"
 #include "core/dnnl_layout.hpp"
-#include "core/gemm.hpp"
 #include "core/measurement.hpp"
 #include "tests/bench/one_thread_bench.hpp"
 
@@ -81,8 +80,7 @@ Timings time_both(const strata::ConvGeometry& g, strata::Layout layout) {
 
 int run() {
   const std::string isa = strata::bench::start_one_thread_bench();
-  const strata::Layout layout = strata::sgemm_below_avx512() ? strata::Layout::channel_blocked8
-                                                             : strata::Layout::channel_blocked16;
+  const strata::Layout layout = strata::bench::layer_activation_layout();
   fmt::print(
       "Input gradient of the benchmark CNN's second conv (32 -> 64 channels, 5x5, 12x12 input) "
       "on one thread, oneDNN on {}, activations in {}-channel blocks: ConvInputGradient against "
@@ -94,7 +92,7 @@ int run() {
   for (const std::int64_t batch : {32, 128}) {
     const strata::ConvGeometry g{batch, 32, 12, 12, 64, 5, 1, 0, 8, 8};
     const Timings t = time_both(g, layout);
-    const double gflop = 2.0 * static_cast<double>(batch * 64 * 8 * 8 * 32 * 25) / 1e9;
+    const double gflop = strata::bench::conv_gflop(g);
     fmt::print("| {} | {:.3f} | {:.0f} | {:.3f} ({}) | {:.0f} | {:.2f} |\n", batch, t.by_gemm,
                gflop / t.by_gemm * 1e3, t.by_onednn, t.onednn_kernel, gflop / t.by_onednn * 1e3,
                t.by_onednn / t.by_gemm);

@@ -16,7 +16,6 @@
 
 #include "core/conv_weight_grad.hpp"
 #include "core/dnnl_layout.hpp"
-#include "core/gemm.hpp"
 #include "core/measurement.hpp"
 #include "tests/bench/one_thread_bench.hpp"
 
@@ -54,8 +53,7 @@ std::vector<double> time_pieces(const strata::ConvGeometry& g, strata::Layout la
 
 int run() {
   const std::string isa = strata::bench::start_one_thread_bench();
-  const strata::Layout layout = strata::sgemm_below_avx512() ? strata::Layout::channel_blocked8
-                                                             : strata::Layout::channel_blocked16;
+  const strata::Layout layout = strata::bench::layer_activation_layout();
   const strata::ConvGeometry shape{0, 32, 12, 12, 64, 5, 1, 0, 8, 8};
   fmt::print(
       "Weight gradient of the benchmark CNN's second conv (32 -> 64 channels, 5x5, 12x12 input) "
@@ -72,10 +70,7 @@ int run() {
     strata::ConvGeometry g = shape;
     g.batch = batch;
     const std::vector<double> ms = time_pieces(g, layout, pieces);
-    const double gflop = 2.0 *
-                         static_cast<double>(g.batch * g.filters * g.out_h * g.out_w * g.channels *
-                                             g.kernel * g.kernel) /
-                         1e9;
+    const double gflop = strata::bench::conv_gflop(g);
     std::string row = fmt::format("| {} |", batch);
     for (const double t : ms) row += fmt::format(" {:.3f} ({:.0f}) |", t, gflop / t * 1e3);
     fmt::print("{} {:.2f} |\n", row, ms.front() / ms.back());

@@ -10,8 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "core/conv_geometry.hpp"
 #include "core/cpu_kernels.hpp"
+#include "core/gemm.hpp"
 #include "core/measurement.hpp"
+#include "core/tensor.hpp"
 
 namespace strata::bench {
 
@@ -23,6 +26,20 @@ inline std::string start_one_thread_bench() {
   fmt::print(stderr, "[bench] {}; oneDNN {} on {} (CPU: {})\n", cpu_model_name(),
              kernels.onednn_version, kernels.onednn_isa, kernels.cpu_best);
   return kernels.onednn_isa;
+}
+
+// The channel blocks a conv layer keeps its activations in: oneDNN's 8 below its AVX-512
+// kernels, else 16.
+inline Layout layer_activation_layout() {
+  return sgemm_below_avx512() ? Layout::channel_blocked8 : Layout::channel_blocked16;
+}
+
+// GFLOP of one forward pass of the conv `g` (a gradient's product costs the same).
+inline double conv_gflop(const ConvGeometry& g) {
+  return 2.0 *
+         static_cast<double>(g.batch * g.filters * g.out_h * g.out_w * g.channels * g.kernel *
+                             g.kernel) *
+         1e-9;
 }
 
 // Milliseconds per call of `run`: the median over `rounds` of the mean of `calls` calls. With
