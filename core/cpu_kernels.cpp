@@ -5,6 +5,7 @@
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -57,6 +58,11 @@ KernelReport kernel_report() {
         "layers will run 2-4x slower. Unset ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA.",
         r.onednn_isa, r.cpu_best);
   return r;
+}
+
+std::int64_t l2_cache_bytes() {
+  const long reported = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return reported > 0 ? reported : std::int64_t{512} << 10;
 }
 
 void configure_kernel_thread() {

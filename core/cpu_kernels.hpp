@@ -2,6 +2,7 @@
 // gives it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace strata {
@@ -16,6 +17,10 @@ struct KernelReport {
 };
 
 KernelReport kernel_report();
+
+// One core's L2 cache in bytes as the OS reports it, or 512 KiB (the smallest L2 of the x86 cores
+// strata meets) where it reports none.
+std::int64_t l2_cache_bytes();
 
 // Sets up the calling thread for kernels (threads it starts inherit it):
 // - oneDNN runs single-threaded inside each batch worker, because a library's thread pool on the

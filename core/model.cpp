@@ -48,6 +48,10 @@ std::string where(const std::string& file, const LayerSpec& s, std::size_t index
 
 }  // namespace
 
+std::int64_t conv_pool_slice_bytes(std::int64_t l2_bytes) {
+  return std::min(l2_bytes / 8 * 5, std::int64_t{640} << 10);
+}
+
 Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int num_classes,
              std::uint64_t init_seed, const std::string& config_file, const LayerFactory& factory)
     : specs_(specs),
@@ -119,12 +123,11 @@ const Tensor& Model::forward(const Tensor& input, bool training) {
 // reads each slice of the conv's output from the core's L2. Whole, a 32-sample chunk of the
 // benchmark CNN's first conv writes 2.4 MB, which the pooling read back from L3 or memory.
 void Model::forward_conv_and_pool(std::size_t conv, const Tensor& in) {
-  constexpr std::int64_t slice_bytes = 320 << 10;  // within the 512 KiB L2 of the smallest cores
   auto& pool = dynamic_cast<Pool2DLayer&>(*layers_[conv + 1]);
   const std::int64_t batch = in.dim(0);
   const auto sample_bytes =
       element_count(output_shapes_[conv]) * static_cast<std::int64_t>(sizeof(float));
-  const std::int64_t slices = std::clamp<std::int64_t>(batch * sample_bytes / slice_bytes, 1,
+  const std::int64_t slices = std::clamp<std::int64_t>(batch * sample_bytes / conv_slice_bytes_, 1,
                                                        std::max<std::int64_t>(batch, 1));
   const std::int64_t sample_size = batch > 0 ? in.size() / batch : 0;
   for (int s = 0; s < slices; ++s) {

@@ -255,12 +255,16 @@ TEST_CASE("in training the conv and its max pooling run a few samples at a time,
   const std::vector<LayerSpec> specs = {conv, layer(LayerKind::relu, "relu"), pool,
                                         layer(LayerKind::flatten, "flat"),
                                         layer(LayerKind::dense, "fc", 4)};
-  // 16 x 26 x 26 conv outputs, 43 KB a sample: 23 samples go through in 3 slices of 7 or 8.
+  // 16 x 26 x 26 conv outputs, 43 KB a sample: 47 samples go through in 3 slices (a 1 MiB L2 or
+  // more) to 6 (512 KiB).
   Model model(specs, {1, 28, 28}, 4, 9);
   Trace trace;
   model.set_trace(&trace);
   Rng rng(5);
-  constexpr int batch = 23;
+  constexpr int batch = 47;
+  const std::int64_t slices = batch * 16 * 26 * 26 * std::int64_t{sizeof(float)} /
+                              strata::conv_pool_slice_bytes(strata::l2_cache_bytes());
+  REQUIRE(slices >= 2);
   Tensor x({batch, 1, 28, 28}), grad_logits;
   strata::testing::fill_normal(x, rng);
   std::vector<std::int32_t> labels;
@@ -271,7 +275,7 @@ TEST_CASE("in training the conv and its max pooling run a few samples at a time,
   for (auto at = events.find("forward conv\""); at != std::string::npos;
        at = events.find("forward conv\"", at + 1))
     ++conv_events;
-  CHECK(conv_events == 3);
+  CHECK(conv_events == static_cast<std::size_t>(slices));
   auto& pooling = dynamic_cast<Pool2DLayer&>(model.layer(1));
   const std::vector<std::uint8_t> sliced_maxima = pooling.first_maxima();
   softmax_cross_entropy(logits, labels, grad_logits);
@@ -295,6 +299,14 @@ TEST_CASE("in training the conv and its max pooling run a few samples at a time,
     REQUIRE(dw[i] == Approx((*params[0].grad)[i]).margin(1e-5));
   for (std::int64_t f = 0; f < db.size(); ++f)
     REQUIRE(db[f] == Approx((*params[1].grad)[f]).margin(1e-5));
+}
+
+TEST_CASE("the conv's slices before its pooling take 5/8 of the L2, at most 640 KiB",
+          "[layers][conv][model]") {
+  CHECK(strata::conv_pool_slice_bytes(512 << 10) == 320 << 10);
+  CHECK(strata::conv_pool_slice_bytes(1 << 20) == 640 << 10);
+  CHECK(strata::conv_pool_slice_bytes(2 << 20) == 640 << 10);
+  CHECK(strata::l2_cache_bytes() >= 32 << 10);
 }
 
 TEST_CASE("a max pooling refuses a slice that does not fit the batch it began", "[layers][pool]") {
