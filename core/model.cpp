@@ -7,6 +7,7 @@
 
 #include "core/activation_layers.hpp"
 #include "core/conv2d_layer.hpp"
+#include "core/cpu_kernels.hpp"
 #include "core/dense_layer.hpp"
 #include "core/errors.hpp"
 #include "core/pool_layers.hpp"
@@ -58,7 +59,8 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
       num_classes_(num_classes),
       config_file_(config_file),
       factory_(factory),
-      input_shape_(input_shape) {
+      input_shape_(input_shape),
+      conv_slice_bytes_(conv_pool_slice_bytes(l2_cache_bytes())) {
   if (specs.empty())
     throw ConfigError(fmt::format("{}: model.layers: the model has no layers", config_file));
   Rng rng(init_seed);

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/config.hpp"
-#include "core/cpu_kernels.hpp"
 #include "core/layer.hpp"
 #include "core/trace.hpp"
 
@@ -113,8 +112,8 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   // outputs_[i]: output of layer i; of a conv that forward_conv_and_pool ran, its last slice's.
   std::vector<Tensor> outputs_;
-  Tensor slice_input_;  // forward_conv_and_pool's copy of a slice's input
-  std::int64_t conv_slice_bytes_ = conv_pool_slice_bytes(l2_cache_bytes());
+  Tensor slice_input_;                       // forward_conv_and_pool's copy of a slice's input
+  std::int64_t conv_slice_bytes_ = 0;        // conv_pool_slice_bytes for this machine's L2
   std::vector<Tensor> grads_;                // grads_[i]: d(loss)/d(output of layer i)
   std::set<std::string> frozen_;             // names of layers whose parameters do not learn
   std::map<std::string, double> lr_scales_;  // layer name -> learning-rate multiple

@@ -11,6 +11,7 @@
 
 #include "conv_taps.hpp"
 #include "core/conv2d_layer.hpp"
+#include "core/cpu_kernels.hpp"
 #include "core/loss.hpp"
 #include "core/model.hpp"
 #include "core/pool_layers.hpp"
