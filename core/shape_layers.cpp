@@ -20,14 +20,9 @@ void FlattenLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
 void FlattenLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
                             Tensor* grad_in) {
   if (grad_in == nullptr) return;
-  if (in.layout() == Layout::plain) {
-    grad_in->resize(in.shape());
-    std::copy(grad_out.values().begin(), grad_out.values().end(), grad_in->values().begin());
-    return;
-  }
-  plain_grad_.resize(in.shape());
-  std::copy(grad_out.values().begin(), grad_out.values().end(), plain_grad_.values().begin());
-  convert_layout(plain_grad_, *grad_in, in.layout());
+  // The flat gradient is the input's values in plain order: convert them straight into its layout.
+  grad_in->resize(in.shape(), in.layout());
+  convert_layout(grad_out.data(), in.shape(), Layout::plain, grad_in->data(), in.layout());
 }
 
 void DropoutLayer::forward(const Tensor& in, Tensor& out, bool training) {

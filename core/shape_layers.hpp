@@ -15,9 +15,6 @@ class FlattenLayer final : public Layer {
   void forward(const Tensor& in, Tensor& out, bool training) override;
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
                 Tensor* grad_in) override;
-
- private:
-  Tensor plain_grad_;
 };
 
 // Inverted dropout: scales kept units by 1/(1-rate) in training, so inference is the identity.

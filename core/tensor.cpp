@@ -161,22 +161,22 @@ void plain_tiles_to_blocked(const float* from, float* to, std::int64_t tiles, st
 
 }  // namespace
 
-void convert_layout(const Tensor& in, Tensor& out, Layout layout) {
-  out.resize(in.shape(), layout);
-  if (in.layout() == layout) {
-    std::copy(in.values().begin(), in.values().end(), out.values().begin());
+void convert_layout(const float* in, const Shape& shape, Layout from, float* out, Layout to) {
+  const std::int64_t count = element_count(shape);
+  if (from == to) {
+    std::copy(in, in + count, out);
     return;
   }
-  const std::int64_t n = in.dim(0), c = in.dim(1), hw = in.dim(2) * in.dim(3);
-  const std::int64_t from_block = channel_block(in.layout()), to_block = channel_block(layout);
+  const std::int64_t n = shape.at(0), c = shape.at(1), hw = shape.at(2) * shape.at(3);
+  const std::int64_t from_block = channel_block(from), to_block = channel_block(to);
   const std::int64_t tiles = n * c / std::max(from_block, to_block);
   if (to_block == 1) {
-    if (from_block == 16) return blocked_tiles_to_plain<16>(in.data(), out.data(), tiles, hw);
-    if (from_block == 8) return blocked_tiles_to_plain<8>(in.data(), out.data(), tiles, hw);
+    if (from_block == 16) return blocked_tiles_to_plain<16>(in, out, tiles, hw);
+    if (from_block == 8) return blocked_tiles_to_plain<8>(in, out, tiles, hw);
   }
   if (from_block == 1) {
-    if (to_block == 16) return plain_tiles_to_blocked<16>(in.data(), out.data(), tiles, hw);
-    if (to_block == 8) return plain_tiles_to_blocked<8>(in.data(), out.data(), tiles, hw);
+    if (to_block == 16) return plain_tiles_to_blocked<16>(in, out, tiles, hw);
+    if (to_block == 8) return plain_tiles_to_blocked<8>(in, out, tiles, hw);
   }
   // Between two blocked layouts: where channel ch of sample b starts in a layout with blocks of
   // `block`, its pixels `block` floats apart.
@@ -185,10 +185,15 @@ void convert_layout(const Tensor& in, Tensor& out, Layout layout) {
   };
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t ch = 0; ch < c; ++ch) {
-      const float* from = in.data() + channel_start(b, ch, from_block);
-      float* to = out.data() + channel_start(b, ch, to_block);
-      for (std::int64_t i = 0; i < hw; ++i) to[i * to_block] = from[i * from_block];
+      const float* src = in + channel_start(b, ch, from_block);
+      float* dst = out + channel_start(b, ch, to_block);
+      for (std::int64_t i = 0; i < hw; ++i) dst[i * to_block] = src[i * from_block];
     }
+}
+
+void convert_layout(const Tensor& in, Tensor& out, Layout layout) {
+  out.resize(in.shape(), layout);
+  convert_layout(in.data(), in.shape(), in.layout(), out.data(), layout);
 }
 
 Tensor to_plain(const Tensor& t) {

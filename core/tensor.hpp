@@ -90,5 +90,9 @@ class Tensor {
 Tensor to_plain(const Tensor& t);
 // Copies a [N,C,H,W] tensor into `out` in `layout`.
 void convert_layout(const Tensor& in, Tensor& out, Layout layout);
+// The same on raw values: `shape`'s elements at `in`, held in layout `from`, written to `out` in
+// layout `to` (the two must not overlap). For a source that is not a tensor of that shape, such as
+// a flattened gradient.
+void convert_layout(const float* in, const Shape& shape, Layout from, float* out, Layout to);
 
 }  // namespace strata
