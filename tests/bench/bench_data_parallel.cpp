@@ -49,6 +49,7 @@
 
 namespace {
 
+using strata::bench::core_round_trip_ns;
 using strata::bench::grouped;
 using strata::bench::median;
 
@@ -80,6 +81,10 @@ struct Row {
   std::vector<double> both_halves_repeats;
   std::vector<double> one_rank_repeats, two_ranks_repeats, half_repeats;
   std::size_t buckets = 0;
+  // Rank 0's core-to-core round trip before each repeat, rank 1 asleep: whether the host had the
+  // two vCPUs on one L3, which the shared-window sum (every gradient crossing between the cores)
+  // feels.
+  std::vector<double> round_trip_ns;
 };
 
 void check(int rc, const char* op) {
@@ -184,6 +189,7 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     idle_barrier(world);
     double seconds = 0.0;
     if (root) {
+      row.round_trip_ns.push_back(core_round_trip_ns());
       for (int e = 0; e < reference_epochs; ++e)
         seconds += epoch_train_seconds(*reference, ++reference_epoch);
       row.one_rank_repeats.push_back(samples * reference_epochs / seconds);
@@ -205,9 +211,9 @@ Row measure(const Communicator& world, const std::vector<strata::LayerSpec>& lay
     if (root)
       fmt::print(stderr,
                  "[bench] batch {} repeat {}: 1 rank {:.0f}, 2 ranks {:.0f}, 1 rank at G/2 {:.0f}, "
-                 "both at G/2 {:.0f} samples/s\n",
+                 "both at G/2 {:.0f} samples/s; core round trip before it {:.0f} ns\n",
                  batch, r + 1, row.one_rank_repeats.back(), row.two_ranks_repeats.back(),
-                 row.half_repeats.back(), row.both_halves_repeats.back());
+                 row.half_repeats.back(), row.both_halves_repeats.back(), row.round_trip_ns.back());
   }
   if (root) {
     row.one_rank = median(row.one_rank_repeats);
@@ -292,6 +298,12 @@ int run(const Communicator& world, const Options& o) {
     fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
                r.batch, one, half, both, two, two - half, both - half, two - both, both / two);
   }
+  fmt::print(
+      "\nCore-to-core round trip (ns) before each repeat, on the 2-vCPU EPYC guests 75-140 while "
+      "the host keeps the two vCPUs on one L3 and 320-470 while it does not:");
+  for (const auto& r : rows)
+    fmt::print(" batch {} [{}];", r.batch, repeats_string(r.round_trip_ns));
+  fmt::print("\n");
   return 0;
 }
 

@@ -403,7 +403,7 @@ int run(const Options& o) {
   }
   fmt::print(
       "\n\nCore-to-core round trip (ns) before each row's first repeat and after each, which is "
-      "on the 2-vCPU EPYC guests 75-140 while the host keeps the two vCPUs on one L3 and 320-420 "
+      "on the 2-vCPU EPYC guests 75-140 while the host keeps the two vCPUs on one L3 and 320-470 "
       "while "
       "it does not:");
   for (const auto& r : rows)

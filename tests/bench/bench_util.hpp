@@ -59,7 +59,7 @@ inline void idle_barrier(MPI_Comm comm) {
 
 // Median nanoseconds for a cache line to go from this thread's core to another thread's and back,
 // the two taking turns on one atomic. On a VM it tells where the host put the vCPUs: on the 2-vCPU
-// EPYC guests 75-140 ns while they share an L3 and 320-420 ns while they do not, a placement that
+// EPYC guests 75-140 ns while they share an L3 and 320-470 ns while they do not, a placement that
 // changes every few seconds and slows whatever moves cache lines between the cores.
 inline double core_round_trip_ns(double seconds = 0.2) {
   alignas(64) std::atomic<std::int64_t> turn{0};
