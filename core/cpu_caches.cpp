@@ -63,11 +63,15 @@ std::vector<std::string> l3_caches(const std::vector<int>& cpus,
   std::vector<std::string> caches;
   for (int cpu : cpus) {
     const auto cache_dir = cpu_root / ("cpu" + std::to_string(cpu)) / "cache";
+    // Every step takes an error code: only rank 0 asks, and a throw there would leave the other
+    // ranks in the next collective.
     std::error_code error;
-    for (const auto& index : std::filesystem::directory_iterator(cache_dir, error)) {
-      if (index.path().filename().string().rfind("index", 0) != 0) continue;
-      if (first_line(index.path() / "level") != "3") continue;
-      const std::string shared = first_line(index.path() / "shared_cpu_list");
+    for (std::filesystem::directory_iterator index(cache_dir, error), end; !error && index != end;
+         index.increment(error)) {
+      const auto& dir = index->path();
+      if (dir.filename().string().rfind("index", 0) != 0) continue;
+      if (first_line(dir / "level") != "3") continue;
+      const std::string shared = first_line(dir / "shared_cpu_list");
       if (!shared.empty() && std::find(caches.begin(), caches.end(), shared) == caches.end())
         caches.push_back(shared);
     }

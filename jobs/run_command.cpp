@@ -43,11 +43,10 @@ void note_l3_caches(int threads) {
   const auto caches = l3_caches(allowed_cpus());
   if (caches.size() < 2) return;
   fmt::print(
-      "[run] note: rank 0's {} worker threads may run on cores of {} L3 caches (CPUs {}); each "
-      "step "
-      "moves the weights and gradients between them. A search keeps each training in one L3 with "
-      "a rank per L3 (sbatch --cpus-per-task = the cores of one L3, srun --cpu-bind=cores), its "
-      "trainings as member groups.\n",
+      "[run] note: rank 0's {} worker threads may run on cores of {} L3 caches (CPUs {}): "
+      "each step moves the weights and gradients between them. A search keeps each training in "
+      "one L3 with a rank per L3 (sbatch --cpus-per-task = the cores of one L3, "
+      "srun --cpu-bind=cores), its trainings as member groups.\n",
       threads, caches.size(), fmt::join(caches, "; "));
 }
 

@@ -298,9 +298,8 @@ int run(const Communicator& world, const Options& o) {
     fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
                r.batch, one, half, both, two, two - half, both - half, two - both, both / two);
   }
-  fmt::print(
-      "\nCore-to-core round trip (ns) before each repeat, on the 2-vCPU EPYC guests 75-140 while "
-      "the host keeps the two vCPUs on one L3 and 320-470 while it does not:");
+  fmt::print("\nCore-to-core round trip (ns) before each repeat ({}):",
+             strata::bench::core_round_trip_legend);
   for (const auto& r : rows)
     fmt::print(" batch {} [{}];", r.batch, repeats_string(r.round_trip_ns));
   fmt::print("\n");

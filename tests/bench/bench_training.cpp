@@ -401,11 +401,8 @@ int run(const Options& o) {
         r.batch, gflops, 100.0 * median(r.share_t) * cnn_flops * 1e-9, o.threads, r.sgemm_t,
         100.0 * median(r.share_1) * cnn_flops * 1e-9 / o.threads, o.threads);
   }
-  fmt::print(
-      "\n\nCore-to-core round trip (ns) before each row's first repeat and after each, which is "
-      "on the 2-vCPU EPYC guests 75-140 while the host keeps the two vCPUs on one L3 and 320-470 "
-      "while "
-      "it does not:");
+  fmt::print("\n\nCore-to-core round trip (ns) before each row's first repeat and after each ({}):",
+             strata::bench::core_round_trip_legend);
   for (const auto& r : rows)
     fmt::print(" {} b{} [{}];", r.key, r.batch, repeats_string(r.round_trip_ns));
   fmt::print("\n\nKernels: oneDNN {} on {} (CPU {}); convolutions {}.\n", report.onednn_version,

@@ -57,10 +57,15 @@ inline void idle_barrier(MPI_Comm comm) {
   }
 }
 
+// What core_round_trip_ns reads where it was measured, for the benches' output to say.
+inline constexpr const char* core_round_trip_legend =
+    "on the 2-vCPU EPYC guests 75-140 ns while the host keeps the two vCPUs on one L3 and "
+    "320-470 ns while it does not";
+
 // Median nanoseconds for a cache line to go from this thread's core to another thread's and back,
-// the two taking turns on one atomic. On a VM it tells where the host put the vCPUs: on the 2-vCPU
-// EPYC guests 75-140 ns while they share an L3 and 320-470 ns while they do not, a placement that
-// changes every few seconds and slows whatever moves cache lines between the cores.
+// the two taking turns on one atomic. On a VM it tells where the host put the vCPUs (see
+// core_round_trip_legend), a placement that changes every few seconds and slows whatever moves
+// cache lines between the cores.
 inline double core_round_trip_ns(double seconds = 0.2) {
   alignas(64) std::atomic<std::int64_t> turn{0};
   alignas(64) std::atomic<bool> stop{false};
