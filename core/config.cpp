@@ -65,6 +65,10 @@ Config parse_sections(const YAML::Node& root_node, const std::string& file) {
   config.file = file;
   if (auto r = top.get("run")) config.run = parse_run(MapReader(*r));
   parse_model(MapReader(top.require("model")), config);
+  if (config.run.thread_split == ThreadSplit::units)
+    for (const auto& layer : config.layers)
+      if (layer.kind == LayerKind::conv2d)
+        throw ConfigError(thread_split_units_error(config, layer.name));
   // An objective needs no data; a model with layers does.
   if (auto d = top.get("data"); d || !config.objective)
     config.data = parse_data(MapReader(top.require("data")));
@@ -252,6 +256,14 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
 }
 
 }  // namespace
+
+std::string thread_split_units_error(const Config& config, const std::string& layer) {
+  const SourceMark at = config.run.thread_split_mark;
+  return fmt::format(
+      "{}:{}:{}: run.thread_split: units splits the units of dense layers only, and layer {} is "
+      "not one (it has parameters of its own); use batch, or auto",
+      config.file, at.line, at.column, layer);
+}
 
 std::string DatasetNames::images_of(const std::string& split) const {
   std::string name = images;

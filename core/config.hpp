@@ -144,11 +144,19 @@ struct TrainingConfig {
 // the layers can run there, or as `cpu` / `cuda` say.
 enum class DeviceChoice { automatic, cpu, cuda };
 
+// How a rank's worker threads share a training step: `batch` gives each thread its part of the
+// batch on its own replica of the model; `units` gives each its part of every dense layer's units
+// (and those rows of the weights), so that only activations pass between the cores, not weights
+// and gradients. auto takes units for a model whose only parameters are dense layers'.
+enum class ThreadSplit { automatic, batch, units };
+
 struct RunSection {
   std::string name = "run";
   std::uint64_t seed = 1;
   int threads = 0;  // CPU threads for this rank; 0 = all cores the process may use
   DeviceChoice device = DeviceChoice::automatic;
+  ThreadSplit thread_split = ThreadSplit::automatic;
+  SourceMark thread_split_mark;  // for the error when the model cannot split its units
 };
 
 struct OutputConfig {
@@ -374,6 +382,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // The same, from YAML text; `file` is only used in messages.
 Config parse_config(const std::string& yaml_text, const std::string& file,
                     const std::vector<std::string>& overrides = {});
+
+// The message of the ConfigError for run.thread_split: units on a model with `layer`, a layer
+// with parameters other than a dense one.
+std::string thread_split_units_error(const Config& config, const std::string& layer);
 
 // A search trial's config: `base` with every "$name" replaced by values.at(name), a YAML scalar
 // ("0.01", "32", "adam"). Throws ConfigError as parse_config does.

@@ -63,6 +63,12 @@ struct EnumNames<LrScaling> {
       {{"linear", LrScaling::linear}, {"none", LrScaling::none}}};
 };
 template <>
+struct EnumNames<ThreadSplit> {
+  static constexpr std::array<Choice<ThreadSplit>, 3> choices{{{"auto", ThreadSplit::automatic},
+                                                               {"batch", ThreadSplit::batch},
+                                                               {"units", ThreadSplit::units}}};
+};
+template <>
 struct EnumNames<DeviceChoice> {
   static constexpr std::array<Choice<DeviceChoice>, 3> choices{{{"auto", DeviceChoice::automatic},
                                                                 {"cpu", DeviceChoice::cpu},

@@ -89,13 +89,15 @@ constexpr std::array<Choice<int>, 5> signal_choices{{
 }  // namespace
 
 RunSection parse_run(const MapReader& m) {
-  static constexpr std::string_view known[] = {"name", "seed", "threads", "device"};
+  static constexpr std::string_view known[] = {"name", "seed", "threads", "device", "thread_split"};
   m.allow_only(known);
   RunSection run;
   read(m, "name", run.name);
   read(m, "seed", run.seed);
   read(m, "threads", run.threads, at_least_0);
   read(m, "device", run.device, EnumNames<DeviceChoice>::choices, "device");
+  read(m, "thread_split", run.thread_split, EnumNames<ThreadSplit>::choices, "thread_split");
+  if (auto t = m.get("thread_split")) run.thread_split_mark = t->mark();
   if (run.device == DeviceChoice::cuda && !built_with_cuda())
     m.require("device").fail(
         "this strata was built without CUDA (no CUDA toolkit, cuDNN or NCCL at build time): "

@@ -2,12 +2,15 @@
 
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/gemm.hpp"
 #include "core/init.hpp"
+#include "core/worker_pool.hpp"
 
 namespace strata {
 
@@ -16,13 +19,16 @@ namespace strata {
 // sgemm's transposed product ran at 0.6-0.8x the speed on the benchmark CNN's and MLP's shapes.
 // The gradients' products ran at 0.9-0.95 of sgemm's peak rate there (on AVX-512) and stay on
 // sgemm (dense_backward).
+// A unit range's product reads its rows of W in place.
 struct DenseLayer::Forward {
-  Forward(std::int64_t batch_size, std::int64_t inputs, std::int64_t units)
+  Forward(std::int64_t batch_size, std::int64_t inputs, std::int64_t units,
+          std::int64_t output_stride)
       : batch(batch_size),
         input({batch_size, inputs}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
-        weight({inputs, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ba),
+        weight({inputs, units}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, inputs}),
         bias({1, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
-        output({batch_size, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
+        output({batch_size, units}, dnnl::memory::data_type::f32,
+               dnnl::memory::dims{output_stride, 1}),
         matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(input, weight, bias, output),
                                             engine)) {}
   std::int64_t batch;
@@ -30,6 +36,29 @@ struct DenseLayer::Forward {
   dnnl::stream stream{engine};
   dnnl::memory::desc input, weight, bias, output;
   dnnl::matmul matmul;
+
+  // out(batch x units, its rows `output_stride` apart) = in W^T + b for W's rows at `weight`.
+  void run(const float* in, const float* weight_rows, const float* bias_values, float* out) {
+    using dnnl::memory;
+    memory src(input, engine, const_cast<float*>(in)),
+        w(weight, engine, const_cast<float*>(weight_rows)),
+        b(this->bias, engine, const_cast<float*>(bias_values)), dst(output, engine, out);
+    matmul.execute(
+        stream,
+        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+  }
+};
+
+struct DenseLayer::UnitShare {
+  std::int64_t first = 0, last = 0;  // the worker's units
+  RecentCache<std::int64_t, Forward> forward;
+  GemmRowPadding padding;
+  // Its units' columns of the output: oneDNN's matmul into the strided columns of the whole
+  // output ran on its gemm path at 0.5-0.7x the speed of its brgemm kernels into a plain tensor,
+  // and 100 times slower for 5 of 10 units; the copy costs a few microseconds.
+  Tensor out;
+  Tensor input_grad;  // its units' part of the input gradient
 };
 
 DenseLayer::DenseLayer(std::string name, std::int64_t units, InitKind init)
@@ -60,17 +89,9 @@ void DenseLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   const std::int64_t batch = in.dim(0);
   out.resize({batch, units_});
   if (batch == 0) return;  // oneDNN's matmul takes no empty batch
-  Forward& f =
-      forward_.get(batch, [&] { return std::make_unique<Forward>(batch, inputs_, units_); });
-  using dnnl::memory;
-  memory input(f.input, f.engine, const_cast<float*>(in.data())),
-      weight(f.weight, f.engine, weight_.data()), bias(f.bias, f.engine, bias_.data()),
-      output(f.output, f.engine, out.data());
-  f.matmul.execute(f.stream, {{DNNL_ARG_SRC, input},
-                              {DNNL_ARG_WEIGHTS, weight},
-                              {DNNL_ARG_BIAS, bias},
-                              {DNNL_ARG_DST, output}});
-  f.stream.wait();
+  Forward& f = forward_.get(
+      batch, [&] { return std::make_unique<Forward>(batch, inputs_, units_, units_); });
+  f.run(in.data(), weight_.data(), bias_.data(), out.data());
 }
 
 void DenseLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor& grad_out,
@@ -78,9 +99,58 @@ void DenseLayer::backward(const Tensor& in, const Tensor& /*out*/, const Tensor&
   if (grad_in != nullptr) grad_in->resize(in.shape());
   dense_backward(
       static_cast<int>(in.dim(0)), static_cast<int>(inputs_), static_cast<int>(units_), in.data(),
-      weight_.data(), grad_out.data(),
+      weight_.data(), {grad_out.data(), static_cast<int>(units_)},
       {weight_grad_.data(), bias_grad_.data(), grad_in != nullptr ? grad_in->data() : nullptr},
       gemm_padding_);
+}
+
+void DenseLayer::prepare_unit_split(int workers) {
+  if (unit_shares_.size() == static_cast<std::size_t>(workers)) return;
+  unit_shares_.clear();
+  for (int w = 0; w < workers; ++w) {
+    auto share = std::make_unique<UnitShare>();
+    std::tie(share->first, share->last) = worker_share(units_, workers, w);
+    unit_shares_.push_back(std::move(share));
+  }
+}
+
+void DenseLayer::forward_units(const Tensor& in, Tensor& out, int worker) {
+  UnitShare& share = *unit_shares_[static_cast<std::size_t>(worker)];
+  const std::int64_t batch = in.dim(0), units = share.last - share.first;
+  if (batch == 0 || units == 0) return;
+  Forward& f = share.forward.get(
+      batch, [&] { return std::make_unique<Forward>(batch, inputs_, units, units); });
+  share.out.resize({batch, units});
+  f.run(in.data(), weight_.data() + share.first * inputs_, bias_.data() + share.first,
+        share.out.data());
+  for (std::int64_t b = 0; b < batch; ++b)
+    std::copy_n(share.out.data() + b * units, units, out.data() + b * units_ + share.first);
+}
+
+void DenseLayer::backward_units(const Tensor& in, const Tensor& grad_out, int worker,
+                                bool input_grad) {
+  UnitShare& share = *unit_shares_[static_cast<std::size_t>(worker)];
+  const std::int64_t units = share.last - share.first;
+  if (units == 0) return;
+  if (input_grad) share.input_grad.resize(in.shape());
+  dense_backward(static_cast<int>(in.dim(0)), static_cast<int>(inputs_), static_cast<int>(units),
+                 in.data(), weight_.data() + share.first * inputs_,
+                 {grad_out.data() + share.first, static_cast<int>(units_)},
+                 {weight_grad_.data() + share.first * inputs_, bias_grad_.data() + share.first,
+                  input_grad ? share.input_grad.data() : nullptr},
+                 share.padding);
+}
+
+void DenseLayer::add_unit_input_grads(Tensor& grad_in, int worker) const {
+  const auto [begin, end] =
+      worker_share(grad_in.size(), static_cast<int>(unit_shares_.size()), worker);
+  float* sum = grad_in.data();
+  std::fill(sum + begin, sum + end, 0.0f);
+  for (const auto& share : unit_shares_) {
+    if (share->last == share->first) continue;  // a worker with no units wrote nothing
+    const float* part = share->input_grad.data();
+    for (std::int64_t i = begin; i < end; ++i) sum[i] += part[i];
+  }
 }
 
 std::vector<Param> DenseLayer::params() {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/config.hpp"
 #include "core/gemm.hpp"
@@ -22,9 +23,25 @@ class DenseLayer final : public Layer {
                 Tensor* grad_in) override;
   std::vector<Param> params() override;
 
+  // The layer's units split over `workers` threads (Model's unit split): worker w computes units
+  // worker_share(units, workers, w) for the whole batch and owns those rows of W, b and their
+  // gradients. Only the activations pass between the threads, not the parameters. Call
+  // prepare_unit_split on one thread before the workers' calls.
+  void prepare_unit_split(int workers);
+  // Worker's columns of out, which must be [batch, units] already.
+  void forward_units(const Tensor& in, Tensor& out, int worker);
+  // Worker's rows of the weight and bias gradients, and with `input_grad` its units' part of the
+  // input gradient, which add_unit_input_grads sums.
+  void backward_units(const Tensor& in, const Tensor& grad_out, int worker, bool input_grad);
+  // Worker's share of the input gradient's elements: the sum of every worker's part, in worker
+  // order. grad_in must have the input's shape already.
+  void add_unit_input_grads(Tensor& grad_in, int worker) const;
+
  private:
-  struct Forward;                               // for one batch size
+  struct Forward;                               // for one batch size (and a unit range)
+  struct UnitShare;                             // one worker's state in the unit split
   RecentCache<std::int64_t, Forward> forward_;  // by batch size
+  std::vector<std::unique_ptr<UnitShare>> unit_shares_;
   std::int64_t inputs_ = 0;
   std::int64_t units_;
   InitKind init_;

@@ -41,20 +41,21 @@ GemmOperand GemmRowPadding::operand(const float* b, int rows, int cols, int ld) 
 }
 
 void dense_backward(int batch, int n_in, int n_out, const float* in, const float* weight,
-                    const float* grad_out, const DenseGradients& grads, GemmRowPadding& padding) {
-  const float* dy = grad_out;
+                    GemmOperand grad_out, const DenseGradients& grads, GemmRowPadding& padding) {
+  const float* dy = grad_out.data;
+  const int dy_ld = grad_out.ld;
   // dW[o,i] = sum_b dy[b,o] * x[b,i]
   const GemmOperand x = padding.operand(in, batch, n_in, n_in);
-  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, n_out, x.data, x.ld, 0.0f,
+  sgemm(Transpose::yes, Transpose::no, n_out, n_in, batch, 1.0f, dy, dy_ld, x.data, x.ld, 0.0f,
         grads.weight_grad, n_in);
   float* db = grads.bias_grad;
   std::fill_n(db, n_out, 0.0f);
   for (int b = 0; b < batch; ++b)
-    for (int o = 0; o < n_out; ++o) db[o] += dy[b * n_out + o];
+    for (int o = 0; o < n_out; ++o) db[o] += dy[b * dy_ld + o];
   if (grads.input_grad != nullptr) {
     // dx[b,i] = sum_o dy[b,o] * W[o,i]
     const GemmOperand w = padding.operand(weight, n_out, n_in, n_in);
-    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, n_out, w.data, w.ld, 0.0f,
+    sgemm(Transpose::no, Transpose::no, batch, n_in, n_out, 1.0f, dy, dy_ld, w.data, w.ld, 0.0f,
           grads.input_grad, n_in);
   }
 }

@@ -41,13 +41,14 @@ class GemmRowPadding {
 };
 
 // The gradients of out = in W^T + b for a batch (W stored [n_out, n_in]): dW and db from dy and
-// the input; dx (when not null) from dy and W. `padding` serves both products' B operands.
+// the input; dx (when not null) from dy and W. dy's row stride may exceed n_out: a thread's
+// columns of a wider layer's output gradient. `padding` serves both products' B operands.
 struct DenseGradients {
   float* weight_grad;
   float* bias_grad;
   float* input_grad;  // may be null
 };
 void dense_backward(int batch, int n_in, int n_out, const float* in, const float* weight,
-                    const float* grad_out, const DenseGradients& grads, GemmRowPadding& padding);
+                    GemmOperand grad_out, const DenseGradients& grads, GemmRowPadding& padding);
 
 }  // namespace strata

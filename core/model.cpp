@@ -99,15 +99,37 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
         where(config_file, specs.back(), specs.size() - 1), num_classes, shape_string(shape)));
   outputs_.resize(layers_.size());
   grads_.resize(layers_.size());
+  for (const auto& layer : layers_) dense_.push_back(dynamic_cast<DenseLayer*>(layer.get()));
   freeze({});
   reseed_noise(derive_seed(init_seed, {layers_.size()}));
 }
 
 Model::~Model() = default;
 
-const Tensor& Model::forward(const Tensor& input, bool training) {
+bool Model::splits_units() const {
+  const bool any_dense =
+      std::any_of(dense_.begin(), dense_.end(), [](const DenseLayer* d) { return d != nullptr; });
+  return any_dense && first_non_dense_name().empty();
+}
+
+std::string Model::first_non_dense_name() const {
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    if (dense_[i] == nullptr && !layers_[i]->params().empty()) return layers_[i]->name();
+  return {};
+}
+
+const Tensor& Model::forward(const Tensor& input, bool training, WorkerPool* unit_split) {
   const Tensor* in = &input;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (unit_split != nullptr && dense_[i] != nullptr) {
+      const TraceSpan span(trace_, trace_ ? forward_names_[i] : std::string_view(), "compute");
+      DenseLayer& dense = *dense_[i];
+      dense.prepare_unit_split(unit_split->size());
+      outputs_[i].resize({in->dim(0), output_shapes_[i][0]});
+      unit_split->run([&](int worker) { dense.forward_units(*in, outputs_[i], worker); });
+      in = &outputs_[i];
+      continue;
+    }
     if (training && runs_with_pooling_in_slices(i)) {
       forward_conv_and_pool(i, *in);
       in = &outputs_[++i];
@@ -176,7 +198,8 @@ void Model::backward_from_max_pool(std::size_t pool, const Tensor& input,
 }
 
 void Model::backward(const Tensor& input, const Tensor& grad_logits,
-                     const std::function<void(std::size_t layer)>& on_layer_done) {
+                     const std::function<void(std::size_t layer)>& on_layer_done,
+                     WorkerPool* unit_split) {
   for (std::size_t i = layers_.size(); i-- > first_trainable_;) {
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
@@ -190,7 +213,17 @@ void Model::backward(const Tensor& input, const Tensor& grad_logits,
     }
     Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];
     const TraceSpan span(trace_, trace_ ? backward_names_[i] : std::string_view(), "compute");
-    layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
+    if (unit_split != nullptr && dense_[i] != nullptr) {
+      DenseLayer& dense = *dense_[i];
+      unit_split->run(
+          [&](int worker) { dense.backward_units(in, grad_out, worker, grad_in != nullptr); });
+      if (grad_in != nullptr) {
+        grad_in->resize(in.shape());
+        unit_split->run([&](int worker) { dense.add_unit_input_grads(*grad_in, worker); });
+      }
+    } else {
+      layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
+    }
     if (on_layer_done) on_layer_done(i);
   }
 }

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/dense_layer.hpp"
 #include "core/layer.hpp"
 #include "core/trace.hpp"
+#include "core/worker_pool.hpp"
 
 namespace strata {
 
@@ -39,14 +41,22 @@ class Model {
   Model& operator=(Model&&) noexcept = default;
   ~Model();
 
-  // Returns the logits [batch, classes]; valid until the next forward.
-  const Tensor& forward(const Tensor& input, bool training);
+  // Returns the logits [batch, classes]; valid until the next forward. With `unit_split` (called
+  // on a thread outside that pool, for a model that splits_units()), the pool's workers split
+  // every dense layer's units between them, and the other layers run on the calling thread.
+  const Tensor& forward(const Tensor& input, bool training, WorkerPool* unit_split = nullptr);
   // Back-propagates d(loss)/d(logits) through the last forward's activations and writes every
   // parameter gradient. `input` must be the tensor the last forward saw, in training.
   // `on_layer_done`, when set, is called after each layer with parameters, as soon as its gradients
-  // are final, so that their reduction can overlap the rest of the backward pass.
+  // are final, so that their reduction can overlap the rest of the backward pass. `unit_split` as
+  // in forward, which must have had the same pool.
   void backward(const Tensor& input, const Tensor& grad_logits,
-                const std::function<void(std::size_t layer)>& on_layer_done = {});
+                const std::function<void(std::size_t layer)>& on_layer_done = {},
+                WorkerPool* unit_split = nullptr);
+  // Whether every layer with parameters is a dense one, whose units a WorkerPool can split.
+  bool splits_units() const;
+  // The first layer with parameters that is not a dense one; empty when none.
+  std::string first_non_dense_name() const;
 
   // Gives every noisy layer (dropout) its own stream derived from `seed`.
   void reseed_noise(std::uint64_t seed);
@@ -124,6 +134,8 @@ class Model {
   // it (Conv2DLayer::take_weight_gradient_from).
   bool first_conv_from_pooling_ = false;
   Trace* trace_ = nullptr;
+  // dense_[i]: layer i when it is a built-in dense layer, for the unit split; else null.
+  std::vector<DenseLayer*> dense_;
   std::vector<std::string> forward_names_, backward_names_;  // "forward conv2d_1", for the trace
 };
 

@@ -123,6 +123,11 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
+  // Whether the worker threads split each dense layer's units in training rather than the batch:
+  // for a model whose only parameters are dense layers' (Model::splits_units), so that each thread
+  // keeps its rows of the weights, gradients and optimizer moments, and only activations pass
+  // between the cores. Evaluation splits the batch either way.
+  bool splits_units() const { return unit_split_; }
   // The most samples one worker passes through the model at once: a larger share of a micro-batch
   // goes through in chunks (their gradients summed), so that the activations stay in cache.
   std::int64_t chunk_samples() const { return chunk_samples_; }
@@ -195,6 +200,14 @@ class Trainer {
   // save_state's entries from the host's copy as it is.
   void write_state(StateDict& out);
   void sum_worker_gradients();
+  // The models whose gradients a step sums: every worker's replica, or replica 0 alone when the
+  // workers split the units.
+  std::size_t gradient_replicas() const { return unit_split_ ? 1 : replicas_.size(); }
+  // Worker's slice of parameter `p` in the step's sums and update: its rows (its units) when the
+  // workers split the units, else an even share of the elements.
+  std::pair<std::int64_t, std::int64_t> step_share(const Param& p, int worker) const;
+  // micro_step's forward and backward with the workers splitting the units.
+  double unit_split_pass(std::int64_t first_sample, double scale, std::int64_t& correct);
   // Runs the model over `set` in fixed chunks shared out over replicas and worker threads, calling
   // `visit` with each chunk's logits (w.labels holds its labels) on the worker that ran it.
   void for_each_evaluation_chunk(
@@ -227,6 +240,7 @@ class Trainer {
   int replicas_count_;              // D
   int accumulate_;                  // micro-batches per optimizer step
   std::int64_t chunk_samples_ = 1;  // the most samples a worker passes through the model at once
+  bool unit_split_ = false;         // splits_units()
   std::int64_t global_batch_;
   std::int64_t steps_per_epoch_;
   LrSchedule schedule_;

@@ -8,14 +8,22 @@
 
 namespace strata {
 
+std::pair<std::int64_t, std::int64_t> Trainer::step_share(const Param& p, int worker) const {
+  const int threads = pool_.size();
+  if (!unit_split_) return worker_share(p.value->size(), threads, worker);
+  const std::int64_t rows = p.value->dim(0),
+                     row_size = p.value->size() / std::max<std::int64_t>(rows, 1);
+  const auto [first, last] = worker_share(rows, threads, worker);
+  return {first * row_size, last * row_size};
+}
+
 void Trainer::sum_worker_gradients() {
   const auto& total = replica_params_.front();
-  const int threads = pool_.size();
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
-      auto [begin, end] = worker_share(total[k].grad->size(), threads, worker);
+      auto [begin, end] = step_share(total[k], worker);
       float* g = total[k].grad->data();
-      for (std::size_t r = 1; r < replicas_.size(); ++r) {
+      for (std::size_t r = 1; r < gradient_replicas(); ++r) {
         const float* h = replica_params_[r][k].grad->data();
         for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
       }
@@ -28,7 +36,7 @@ void Trainer::apply_gradients(double lr, bool reported) {
   // The workers' sum must be complete before the processes reduce it, unless a single worker
   // already handed each layer to sync_ during backward. An engine that sums over the replicas
   // itself returned the sums.
-  bool workers_summed = replicas_.size() == 1 || accumulate_ > 1;
+  bool workers_summed = gradient_replicas() == 1 || accumulate_ > 1;
   const bool host_sums = sync_ != nullptr && (engine_ == nullptr || !engine_->sums_over_replicas());
   if (host_sums && !reported) {
     if (!workers_summed) sum_worker_gradients();
@@ -38,20 +46,20 @@ void Trainer::apply_gradients(double lr, bool reported) {
   if (host_sums) sync_->finish();
   const TraceSpan step(trace_, "optimizer step", "compute");
   optimizer_->begin_step(total);
-  const int threads = pool_.size();
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
   // order, so the result does not depend on timing) and updates it, where every replica reads it
   // (they share the values). It does so in chunks that stay in L1 between the two passes, so each
-  // array crosses the cache hierarchy once per step.
+  // array crosses the cache hierarchy once per step. With the units split the slice is the
+  // worker's own rows, whose gradients it wrote and whose values only it reads in training.
   constexpr std::int64_t chunk = 2048;
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
-      auto [slice_begin, slice_end] = worker_share(total[k].value->size(), threads, worker);
+      auto [slice_begin, slice_end] = step_share(total[k], worker);
       float* g = total[k].grad->data();
       for (std::int64_t begin = slice_begin; begin < slice_end; begin += chunk) {
         const std::int64_t end = std::min(begin + chunk, slice_end);
         if (!workers_summed)
-          for (std::size_t r = 1; r < replicas_.size(); ++r) {
+          for (std::size_t r = 1; r < gradient_replicas(); ++r) {
             const float* h = replica_params_[r][k].grad->data();
             for (std::int64_t i = begin; i < end; ++i) g[i] += h[i];
           }
@@ -85,17 +93,16 @@ void Trainer::accumulate_gradients(bool first, bool last) {
   const auto& total = replica_params_.front();
   if (accumulated_.empty())
     for (const auto& p : total) accumulated_.emplace_back(p.grad->shape());
-  const int threads = pool_.size();
   // Adds every worker's micro-batch gradients to the running sum; the last micro-batch leaves the
   // whole sum in replica 0's gradients, where the optimizer step reads it.
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
-      auto [begin, end] = worker_share(total[k].grad->size(), threads, worker);
+      auto [begin, end] = step_share(total[k], worker);
       float* acc = accumulated_[k].data();
       float* g = total[k].grad->data();
       for (std::int64_t i = begin; i < end; ++i) {
         float sum = first ? 0.0f : acc[i];
-        for (std::size_t r = 0; r < replicas_.size(); ++r)
+        for (std::size_t r = 0; r < gradient_replicas(); ++r)
           sum += replica_params_[r][k].grad->data()[i];
         if (last)
           g[i] = sum;

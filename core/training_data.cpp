@@ -356,15 +356,27 @@ void gather_batch(const SampleSet& set, std::span<const std::int64_t> indices, T
     set.reader->read(indices, images, labels);
     return;
   }
+  size_batch(set, static_cast<std::int64_t>(indices.size()), images, labels);
+  gather_rows(set, indices, 0, images, labels);
+}
+
+void size_batch(const SampleSet& set, std::int64_t count, Tensor& images,
+                std::vector<std::int32_t>& labels) {
   Shape shape = set.images.shape();
-  const std::int64_t size = element_count(shape) / std::max<std::int64_t>(shape[0], 1);
-  shape[0] = static_cast<std::int64_t>(indices.size());
+  shape[0] = count;
   images.resize(shape);
-  labels.resize(indices.size());
+  labels.resize(static_cast<std::size_t>(count));
+}
+
+void gather_rows(const SampleSet& set, std::span<const std::int64_t> indices,
+                 std::int64_t first_row, Tensor& images, std::vector<std::int32_t>& labels) {
+  const std::int64_t size =
+      element_count(set.images.shape()) / std::max<std::int64_t>(set.images.dim(0), 1);
   for (std::size_t r = 0; r < indices.size(); ++r) {
+    const std::int64_t row = first_row + static_cast<std::int64_t>(r);
     const float* src = set.images.data() + indices[r] * size;
-    std::copy(src, src + size, images.data() + static_cast<std::int64_t>(r) * size);
-    labels[r] = set.labels[static_cast<std::size_t>(indices[r])];
+    std::copy(src, src + size, images.data() + row * size);
+    labels[static_cast<std::size_t>(row)] = set.labels[static_cast<std::size_t>(indices[r])];
   }
 }
 

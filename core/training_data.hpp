@@ -94,5 +94,12 @@ std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed);
 // from memory or, for a set with a reader, from the file.
 void gather_batch(const SampleSet& set, std::span<const std::int64_t> indices, Tensor& images,
                   std::vector<std::int32_t>& labels);
+// gather_batch in parts, for threads that each copy some of the rows of one batch from memory
+// (a set without a reader): size_batch sizes the tensor and the labels for `count` samples, then
+// gather_rows copies the samples at `indices` into rows [first_row, first_row + indices.size()).
+void size_batch(const SampleSet& set, std::int64_t count, Tensor& images,
+                std::vector<std::int32_t>& labels);
+void gather_rows(const SampleSet& set, std::span<const std::int64_t> indices,
+                 std::int64_t first_row, Tensor& images, std::vector<std::int32_t>& labels);
 
 }  // namespace strata

@@ -167,7 +167,7 @@ void RowParallelDense::backward(const Tensor& in, const Tensor& /*out*/, const T
   if (grad_in != nullptr) grad_in->resize(in.shape());
   dense_backward(
       static_cast<int>(in.dim(0)), static_cast<int>(local_inputs_), static_cast<int>(units_),
-      in.data(), weight_.data(), grad_out.data(),
+      in.data(), weight_.data(), {grad_out.data(), static_cast<int>(units_)},
       {weight_grad_.data(), bias_grad_.data(), grad_in != nullptr ? grad_in->data() : nullptr},
       gemm_padding_);
 }

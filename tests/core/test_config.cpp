@@ -342,7 +342,7 @@ TEST_CASE("unknown keys are errors at every level", "[config][errors]") {
   }
   SECTION("in a section") {
     CHECK(error_of("run:\n  name: x\n  sede: 3\n" + model) ==
-          "t.yaml:3:3: run.sede: unknown key (known: name, seed, threads, device)");
+          "t.yaml:3:3: run.sede: unknown key (known: name, seed, threads, device, thread_split)");
   }
   SECTION("nested two levels down") {
     CHECK(error_of("data:\n  source: synthetic\n  synthetic: {train: 10, depth: 3}\n" + model) ==
@@ -474,7 +474,7 @@ TEST_CASE("load_config reads a file and names it in errors", "[config][file]") {
   SECTION("an unknown key") {
     const std::string path = data_dir + "/bad_unknown_key.yaml";
     CHECK(load_error_of(path) ==
-          path + ":3:3: run.sede: unknown key (known: name, seed, threads, device)");
+          path + ":3:3: run.sede: unknown key (known: name, seed, threads, device, thread_split)");
   }
   SECTION("malformed YAML") {
     const std::string path = data_dir + "/bad_malformed.yaml";

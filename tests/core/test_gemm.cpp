@@ -78,7 +78,7 @@ TEST_CASE("a dense layer's gradients are the direct sums, with and without padde
         std::vector<float> got_dw(dw.size(), 7.0f), got_db(db.size(), 7.0f),
             got_dx(dx.size(), 7.0f);
         GemmRowPadding padding(pad);
-        dense_backward(batch, n_in, n_out, x.data(), w.data(), dy.data(),
+        dense_backward(batch, n_in, n_out, x.data(), w.data(), {dy.data(), n_out},
                        {got_dw.data(), got_db.data(), got_dx.data()}, padding);
         for (std::size_t i = 0; i < dw.size(); ++i)
           REQUIRE(got_dw[i] == Approx(dw[i]).margin(1e-4));

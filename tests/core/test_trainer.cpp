@@ -283,7 +283,8 @@ TEST_CASE("a worker's share larger than its chunk trains as the same batch in mi
 TEST_CASE("more worker threads than samples train as one thread, with a finite loss", "[trainer]") {
   Config config = small_config();
   config.data.synthetic = SyntheticSpec{64, 16, 4, 1, 8, 8};
-  config.training.local_batch = 1;  // two of the three workers have no sample
+  config.training.local_batch = 1;               // two of the three workers have no sample
+  config.run.thread_split = ThreadSplit::batch;  // auto would split the MLP's units, not the batch
   const TrainingData data = load_training_data(config);
   Trainer one(config, build_model(config, data), data, standalone_plan(config), 1),
       three(config, build_model(config, data), data, standalone_plan(config), 3);

@@ -123,6 +123,33 @@ TEST_CASE("replicas on different thread counts start the same buckets in the sam
   CHECK(worst < 1e-5);
 }
 
+TEST_CASE("D=2 replicas whose workers split an MLP's units equal one rank with batch 2b",
+          "[mpi][data_parallel][unit_split]") {
+  // The conv's place taken by a dense layer: the model's only parameters are dense layers', and
+  // each replica's two workers split their units (run.thread_split auto).
+  const auto mlp_config = [](int local_batch) {
+    Config c = small_cnn_config(local_batch);
+    c.layers.erase(c.layers.begin(), c.layers.begin() + 3);  // conv, relu, pool
+    // flatten, dense 40, tanh, dense 12, tanh, dense 4
+    const std::vector<LayerSpec> dense_and_tanh(c.layers.begin() + 1, c.layers.begin() + 3);
+    c.layers.insert(c.layers.begin() + 1, dense_and_tanh.begin(), dense_and_tanh.end());
+    c.layers[1].name = "dense_wide";
+    c.layers[1].units = 40;
+    c.layers[2].name = "tanh_wide";
+    return c;
+  };
+  const Communicator world = Communicator::world();
+  const Communicator data = world.split(world.rank() / 2, world.rank(), "data");
+  const auto serial = train_epoch(mlp_config(64), nullptr, 0.0);
+  for (double bucket_mib : {0.0, 25.0}) {
+    const auto split = train_epoch(mlp_config(32), &data, bucket_mib, 2);
+    const double worst = largest_relative_difference(split, serial);
+    WARN("bucket_mib " << bucket_mib << ", units split over 2 workers: largest relative weight "
+                       << "difference after 8 steps " << worst);
+    CHECK(worst < 1e-5);
+  }
+}
+
 TEST_CASE("the same config and decomposition give bit-identical weights", "[mpi][data_parallel]") {
   const Communicator world = Communicator::world();
   const Communicator data = world.split(0, world.rank(), "data");  // every rank is a replica

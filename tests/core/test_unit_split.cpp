@@ -1,0 +1,254 @@
+// Worker threads that split the dense layers' units (run.thread_split: units) compute what one
+// thread computes: the layer's output and gradients, the model's, and a training's weights up to
+// summation order; and the split is chosen, refused and checkpointed as documented.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/dense_layer.hpp"
+#include "core/errors.hpp"
+#include "core/model.hpp"
+#include "core/rng.hpp"
+#include "core/trainer.hpp"
+#include "core/training_data.hpp"
+#include "core/worker_pool.hpp"
+#include "tests/core/layer_specs.hpp"
+
+using namespace strata;
+using Catch::Matchers::Contains;
+
+namespace {
+
+using testing::layer;
+
+Tensor random_tensor(const Shape& shape, Rng& rng) {
+  Tensor t(shape);
+  for (float& v : t.values()) v = rng.uniform(-1.0f, 1.0f);
+  return t;
+}
+
+std::vector<float> copy_of(const Tensor& t) {
+  return {t.values().begin(), t.values().end()};
+}
+
+double largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+  return worst;
+}
+
+double largest_magnitude(const std::vector<float>& a) {
+  double largest = 0.0;
+  for (float v : a) largest = std::max(largest, std::abs(static_cast<double>(v)));
+  return largest;
+}
+
+// 768 + 256 synthetic 1x8x8 images of 4 classes, flatten -> dense 24 -> relu -> dense 4, SGD with
+// momentum, batch 32.
+Config mlp_config() {
+  Config c;
+  c.file = "unit_split.yaml";
+  c.run.seed = 23;
+  c.data.source = DataSource::synthetic;
+  c.data.synthetic = SyntheticSpec{1024, 256, 4, 1, 8, 8};
+  c.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 24),
+              layer(LayerKind::relu, "relu"), layer(LayerKind::dense, "fc2", 4)};
+  c.training.epochs = 2;
+  c.training.local_batch = 32;
+  c.training.optimizer.kind = OptimizerKind::sgd;
+  c.training.optimizer.lr = 0.05;
+  c.training.optimizer.momentum = 0.9;
+  c.stages = {StageSpec{}};
+  return c;
+}
+
+std::vector<float> all_weights(Model& model) {
+  std::vector<float> all;
+  for (const auto& p : model.params())
+    all.insert(all.end(), p.value->values().begin(), p.value->values().end());
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("a dense layer's units split over workers give the whole layer's output and gradients",
+          "[unit_split]") {
+  // 10 units over 3 workers is uneven; 2 units over 3 leaves a worker with none.
+  for (const std::int64_t units : {10, 2})
+    for (const int workers : {2, 3}) {
+      CAPTURE(units, workers);
+      DenseLayer dense("fc", units, InitKind::glorot);
+      dense.build({13});
+      Rng rng(5);
+      dense.initialize(rng);
+      const Tensor in = random_tensor({7, 13}, rng), grad_out = random_tensor({7, units}, rng);
+      Tensor out, grad_in;
+      dense.forward(in, out, true);
+      dense.backward(in, out, grad_out, &grad_in);
+      const auto params = dense.params();
+      const auto whole_out = copy_of(out), whole_grad_in = copy_of(grad_in),
+                 whole_dw = copy_of(*params[0].grad), whole_db = copy_of(*params[1].grad);
+      REQUIRE(largest_magnitude(whole_out) > 0.1);
+      REQUIRE(largest_magnitude(whole_dw) > 0.1);
+
+      WorkerPool pool(workers);
+      dense.prepare_unit_split(workers);
+      Tensor split_out({7, units}), split_grad_in({7, 13});
+      split_out.fill(9.0f);
+      split_grad_in.fill(9.0f);
+      params[0].grad->fill(9.0f);
+      params[1].grad->fill(9.0f);
+      pool.run([&](int w) { dense.forward_units(in, split_out, w); });
+      pool.run([&](int w) { dense.backward_units(in, grad_out, w, true); });
+      pool.run([&](int w) { dense.add_unit_input_grads(split_grad_in, w); });
+      CHECK(largest_difference(copy_of(split_out), whole_out) < 1e-5);
+      CHECK(largest_difference(copy_of(*params[0].grad), whole_dw) < 1e-5);
+      CHECK(largest_difference(copy_of(*params[1].grad), whole_db) < 1e-5);
+      CHECK(largest_difference(copy_of(split_grad_in), whole_grad_in) < 1e-5);
+    }
+}
+
+TEST_CASE("a model whose workers split its units gives one thread's logits and gradients",
+          "[unit_split]") {
+  std::vector<LayerSpec> specs = {
+      layer(LayerKind::flatten, "flat"),  layer(LayerKind::dense, "fc1", 20),
+      layer(LayerKind::dropout, "drop"),  layer(LayerKind::tanh, "act"),
+      layer(LayerKind::dense, "fc2", 16), layer(LayerKind::relu, "relu"),
+      layer(LayerKind::dense, "fc3", 3)};
+  specs[2].rate = 0.25f;
+  Model model(specs, {1, 4, 4}, 3, 31);
+  REQUIRE(model.splits_units());
+  Rng rng(8);
+  const Tensor x = random_tensor({9, 1, 4, 4}, rng), grad_logits = random_tensor({9, 3}, rng);
+  const auto pass = [&](WorkerPool* pool) {
+    model.set_noise_position(3, 40);  // the same dropout masks in both passes
+    std::vector<float> result = copy_of(model.forward(x, true, pool));
+    model.backward(x, grad_logits, {}, pool);
+    for (const auto& p : model.params())
+      result.insert(result.end(), p.grad->values().begin(), p.grad->values().end());
+    return result;
+  };
+  const auto one = pass(nullptr);
+  REQUIRE(largest_magnitude(one) > 0.1);
+  WorkerPool pool(3);
+  const auto split = pass(&pool);
+  CHECK(largest_difference(split, one) < 1e-5);
+  // A model with a conv cannot split its units.
+  std::vector<LayerSpec> cnn = {layer(LayerKind::conv2d, "conv"), layer(LayerKind::flatten, "flat"),
+                                layer(LayerKind::dense, "fc", 3)};
+  cnn[0].filters = 2;
+  cnn[0].kernel = 3;
+  Model conv_model(cnn, {1, 4, 4}, 3, 31);
+  CHECK_FALSE(conv_model.splits_units());
+  CHECK(conv_model.first_non_dense_name() == "conv");
+}
+
+TEST_CASE("an MLP's workers split its units and train as one thread does up to summation order",
+          "[unit_split][trainer]") {
+  Config config = mlp_config();
+  const TrainingData data = load_training_data(config);
+  Trainer one(config, build_model(config, data), data, standalone_plan(config), 1),
+      units(config, build_model(config, data), data, standalone_plan(config), 3);
+  Config batch_config = config;
+  batch_config.run.thread_split = ThreadSplit::batch;
+  Trainer batch(batch_config, build_model(batch_config, data), data, standalone_plan(batch_config),
+                3);
+  CHECK_FALSE(one.splits_units());
+  CHECK(units.splits_units());  // auto, for a model of dense layers
+  CHECK_FALSE(batch.splits_units());
+  const auto initial = all_weights(one.model());
+  for (int e = 0; e < 2; ++e) {
+    const auto m1 = one.run_epoch({}), mu = units.run_epoch({});
+    batch.run_epoch({});
+    CHECK(mu.train_loss == Approx(m1.train_loss).epsilon(1e-5));
+  }
+  const auto w1 = all_weights(one.model());
+  REQUIRE(largest_difference(w1, initial) > 0.01);  // it trained
+  const double scale = largest_magnitude(w1);
+  const double units_off = largest_difference(all_weights(units.model()), w1) / scale,
+               batch_off = largest_difference(all_weights(batch.model()), w1) / scale;
+  WARN("after 2 epochs, largest weight difference relative to the largest weight: units "
+       << units_off << ", batch " << batch_off);
+  CHECK(units_off < 1e-5);
+  CHECK(batch_off < 1e-5);
+}
+
+TEST_CASE("a training whose workers split the units resumes on a batch split, and back",
+          "[unit_split][trainer][state]") {
+  Config units_config = mlp_config();
+  units_config.run.thread_split = ThreadSplit::units;
+  Config batch_config = units_config;
+  batch_config.run.thread_split = ThreadSplit::batch;
+  const TrainingData data = load_training_data(units_config);
+  // Epoch 1 on units, epoch 2 on batch; and the other way round; against both on units.
+  Trainer through(units_config, build_model(units_config, data), data,
+                  standalone_plan(units_config), 2);
+  through.run_epoch({});
+  through.run_epoch({});
+  for (const bool units_first : {true, false}) {
+    CAPTURE(units_first);
+    const Config& first_config = units_first ? units_config : batch_config;
+    const Config& second_config = units_first ? batch_config : units_config;
+    Trainer first(first_config, build_model(first_config, data), data,
+                  standalone_plan(first_config), 2);
+    REQUIRE(first.splits_units() == units_first);
+    first.run_epoch({});
+    StateDict state;
+    first.save_state(state);
+    Trainer second(second_config, build_model(second_config, data), data,
+                   standalone_plan(second_config), 2);
+    REQUIRE(largest_difference(all_weights(second.model()), all_weights(first.model())) > 0.01);
+    second.load_state(state);
+    CHECK(all_weights(second.model()) == all_weights(first.model()));
+    CHECK(second.position().epoch == 2);
+    second.run_epoch({});
+    const double off =
+        largest_difference(all_weights(second.model()), all_weights(through.model())) /
+        largest_magnitude(all_weights(through.model()));
+    CHECK(off < 1e-5);
+  }
+}
+
+TEST_CASE("run.thread_split is read, and units on a model with a conv is a ConfigError",
+          "[unit_split][config]") {
+  const std::string head = "run: {name: t, thread_split: ";
+  const std::string rest = R"(}
+data: {source: synthetic, synthetic: {train: 64, test: 16, classes: 4, channels: 1, height: 8, width: 8}}
+model:
+  layers: [flatten, {dense: {units: 4}}]
+)";
+  CHECK(parse_config(head + "units" + rest, "t.yaml").run.thread_split == ThreadSplit::units);
+  CHECK(parse_config(head + "batch" + rest, "t.yaml").run.thread_split == ThreadSplit::batch);
+  CHECK(parse_config(head + "auto" + rest, "t.yaml").run.thread_split == ThreadSplit::automatic);
+  CHECK_THROWS_WITH(parse_config(head + "rows" + rest, "t.yaml"),
+                    Contains("run.thread_split") && Contains("units"));
+  const std::string conv = R"(}
+data: {source: synthetic, synthetic: {train: 64, test: 16, classes: 4, channels: 1, height: 8, width: 8}}
+model:
+  layers: [{conv2d: {filters: 2, kernel: 3}}, flatten, {dense: {units: 4}}]
+)";
+  CHECK_NOTHROW(parse_config(head + "batch" + conv, "t.yaml"));
+  try {
+    parse_config(head + "units" + conv, "t.yaml");
+    FAIL("no ConfigError");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Contains("t.yaml:1:") && Contains("run.thread_split") &&
+                             Contains("conv2d_0") && Contains("use batch"));
+  }
+  // A config built in code meets the same check in the trainer, on more than one thread.
+  Config config = mlp_config();
+  config.layers.insert(config.layers.begin(), layer(LayerKind::conv2d, "conv"));
+  config.layers[0].filters = 2;
+  config.layers[0].kernel = 3;
+  config.run.thread_split = ThreadSplit::units;
+  const TrainingData data = load_training_data(config);
+  CHECK_NOTHROW(Trainer(config, build_model(config, data), data, standalone_plan(config), 1));
+  CHECK_THROWS_AS(Trainer(config, build_model(config, data), data, standalone_plan(config), 2),
+                  ConfigError);
+}
