@@ -84,8 +84,9 @@ class Trainer {
  public:
   // Trains `model` (built by build_model) as `plan` says: every optimizer step takes a global
   // batch of plan.global_batch() = K x D x local_batch samples, this process being replica
-  // sync->replica() of D = plan.data (no sync: D must be 1). `threads` workers split every batch;
-  // each runs single-threaded kernels on its own replica of the model. Model-parallel layers
+  // sync->replica() of D = plan.data (no sync: D must be 1). `threads` workers split every batch,
+  // each with single-threaded kernels on its own replica of the model, or every dense layer's
+  // units (config.run.thread_split, splits_units()). Model-parallel layers
   // communicate inside forward and backward, so a model with them must run one worker thread
   // (MPI is called from the main thread only).
   Trainer(const Config& config, Model model, const TrainingData& data, const Plan& plan,

@@ -39,7 +39,7 @@ double time_backward(int batch, int n_in, int n_out, bool pad, int rounds, int c
   strata::GemmRowPadding padding(pad);
   return strata::bench::ms_per_call(
       [&] {
-        strata::dense_backward(batch, n_in, n_out, x, w, dy, {dw, db, dx}, padding);
+        strata::dense_backward(batch, n_in, n_out, x, w, {dy, n_out}, {dw, db, dx}, padding);
       },
       rounds, calls);
 }
