@@ -32,6 +32,7 @@
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
 #include "tests/bench/bench_util.hpp"
+#include "tests/bench/training_cases.hpp"
 
 namespace {
 
@@ -80,8 +81,7 @@ struct Row {
   double sgemm_1 = 0.0, sgemm_t = 0.0;
   std::vector<double> share_1, share_t;  // per repeat: samples/s per sgemm GFLOP/s
   // Core-to-core round trips before the first repeat and after each: whether the host had the two
-  // vCPUs on one L3 at the time, which the MLP's step (2 MB of weights and gradients crossing
-  // between the workers) feels most.
+  // vCPUs on one L3 at the time, which slows whatever crosses between the workers' cores.
   std::vector<double> round_trip_ns;
 };
 
@@ -168,39 +168,18 @@ double sgemm_gflops(int n, int threads, int calls) {
 
 // ---- strata -----------------------------------------------------------------------------------
 
-strata::Config bench_config(const std::vector<strata::LayerSpec>& layers, int batch) {
-  strata::Config config;
-  config.file = "bench_training";
-  config.run.seed = 1;
-  config.layers = layers;
-  config.training.local_batch = batch;
-  config.training.epochs =
-      1 << 20;  // the schedule is constant; only keeps the Trainer's bookkeeping in range
-  config.training.optimizer.kind = strata::OptimizerKind::sgd;
-  config.training.optimizer.lr = 0.01;  // the same on the PyTorch side; speed does not depend on it
-  config.training.optimizer.momentum = 0.9;
-  return config;
-}
-
-// Seconds of training steps in one epoch: run_epoch times the steps alone, then evaluates
-// (on the bench's tiny test split, and outside that time).
-double epoch_train_seconds(strata::Trainer& trainer, int /*epoch*/, int batch) {
-  const strata::EpochMetrics m = trainer.run_epoch({});
-  return static_cast<double>(trainer.steps_per_epoch() * batch) / m.samples_per_s;
-}
-
 // Steady-state samples/s of each repeat, each repeat a whole number of epochs of about `seconds`.
 // `between` runs before the first repeat and after each.
 std::vector<double> measure_strata(const ModelCase& model, int batch,
                                    const strata::TrainingData& data, const Options& o,
                                    std::string& conv_impls, const std::function<void()>& between) {
-  const strata::Config config = bench_config(model.layers, batch);
+  const strata::Config config = strata::bench::bench_config(model.layers, batch);
   strata::Trainer trainer(config, strata::build_model(config, data), data,
                           strata::standalone_plan(config), o.threads);
-  int epoch = 0;
+  int warm_epochs = 0;
   double last = 0.0, warm = 0.0;
-  while (warm < o.warmup_seconds || epoch < 1)
-    warm += last = epoch_train_seconds(trainer, ++epoch, batch);
+  for (; warm < o.warmup_seconds || warm_epochs < 1; ++warm_epochs)
+    warm += last = strata::bench::epoch_train_seconds(trainer, batch);
   conv_impls.clear();
   for (std::size_t i = 0; i < trainer.model().layer_count(); ++i)
     if (auto* conv = dynamic_cast<strata::Conv2DLayer*>(&trainer.model().layer(i)))
@@ -213,7 +192,7 @@ std::vector<double> measure_strata(const ModelCase& model, int batch,
   for (int r = 0; r < o.repeats; ++r) {
     double seconds = 0.0;
     for (int e = 0; e < epochs_per_repeat; ++e)
-      seconds += epoch_train_seconds(trainer, ++epoch, batch);
+      seconds += strata::bench::epoch_train_seconds(trainer, batch);
     rates.push_back(samples / seconds);
     between();
   }
@@ -270,20 +249,8 @@ nlohmann::json measure_torch(const std::string& model, int batch, int repeats, c
 std::vector<ModelCase> models(const Options& o) {
   using strata::LayerKind;
   const strata::Config cnn = strata::load_config(o.cnn_config);
-  auto layer = [](LayerKind kind, int units = 0) {
-    strata::LayerSpec s;
-    s.kind = kind;
-    s.units = units;
-    return s;
-  };
-  std::vector<strata::LayerSpec> mlp = {layer(LayerKind::flatten), layer(LayerKind::dense, 512),
-                                        layer(LayerKind::relu),    layer(LayerKind::dense, 256),
-                                        layer(LayerKind::relu),    layer(LayerKind::dense, 10)};
-  // Named as the config parser names them: state keys and the trace go by layer name.
-  const char* kinds[] = {"flatten", "dense", "relu", "dense", "relu", "dense"};
-  for (std::size_t i = 0; i < mlp.size(); ++i) mlp[i].name = fmt::format("{}_{}", kinds[i], i);
   return {{"cnn", "CNN conv5x5x32-pool-conv5x5x64-pool-fc256-fc10", cnn.layers},
-          {"mlp", "MLP 784-512-256-10", std::move(mlp)}};
+          {"mlp", "MLP 784-512-256-10", strata::bench::benchmark_mlp_layers()}};
 }
 
 using strata::cpu_model_name;
