@@ -14,9 +14,17 @@ ActivationLayer::ActivationLayer(std::string name, LayerKind kind, float alpha)
 
 void ActivationLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   out.resize(in.shape(), in.layout());
-  const float* x = in.data();
-  float* y = out.data();
-  const std::int64_t n = in.size();
+  forward_values(in.data(), out.data(), in.size());
+}
+
+void ActivationLayer::forward_columns(const Tensor& in, Tensor& out, std::int64_t first,
+                                      std::int64_t last) const {
+  const std::int64_t columns = in.dim(1);
+  for (std::int64_t r = 0; r < in.dim(0); ++r)
+    forward_values(in.data() + r * columns + first, out.data() + r * columns + first, last - first);
+}
+
+void ActivationLayer::forward_values(const float* x, float* y, std::int64_t n) const {
   switch (kind_) {
     case LayerKind::relu:
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
@@ -39,11 +47,22 @@ void ActivationLayer::backward(const Tensor& in, const Tensor& out, const Tensor
                                Tensor* grad_in) {
   if (grad_in == nullptr) return;
   grad_in->resize(in.shape(), in.layout());
-  const float* x = in.data();
-  const float* y = out.data();
-  const float* dy = grad_out.data();
-  float* dx = grad_in->data();
-  const std::int64_t n = in.size();
+  backward_values(in.data(), out.data(), grad_out.data(), grad_in->data(), in.size());
+}
+
+void ActivationLayer::backward_columns(const Tensor& in, const Tensor& out, const Tensor& grad_out,
+                                       Tensor& grad_in, std::int64_t first,
+                                       std::int64_t last) const {
+  const std::int64_t columns = in.dim(1);
+  for (std::int64_t r = 0; r < in.dim(0); ++r) {
+    const std::int64_t at = r * columns + first;
+    backward_values(in.data() + at, out.data() + at, grad_out.data() + at, grad_in.data() + at,
+                    last - first);
+  }
+}
+
+void ActivationLayer::backward_values(const float* x, const float* y, const float* dy, float* dx,
+                                      std::int64_t n) const {
   switch (kind_) {
     case LayerKind::relu:
       for (std::int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;

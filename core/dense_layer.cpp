@@ -141,15 +141,23 @@ void DenseLayer::backward_units(const Tensor& in, const Tensor& grad_out, int wo
                  share.padding);
 }
 
-void DenseLayer::add_unit_input_grads(Tensor& grad_in, int worker) const {
-  const auto [begin, end] =
-      worker_share(grad_in.size(), static_cast<int>(unit_shares_.size()), worker);
+std::pair<std::int64_t, std::int64_t> DenseLayer::units_of(int worker) const {
+  const UnitShare& share = *unit_shares_[static_cast<std::size_t>(worker)];
+  return {share.first, share.last};
+}
+
+void DenseLayer::add_unit_input_grads(Tensor& grad_in, std::int64_t first,
+                                      std::int64_t last) const {
+  const std::int64_t rows = grad_in.dim(0), width = last - first;
   float* sum = grad_in.data();
-  std::fill(sum + begin, sum + end, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) std::fill_n(sum + r * inputs_ + first, width, 0.0f);
   for (const auto& share : unit_shares_) {
     if (share->last == share->first) continue;  // a worker with no units wrote nothing
     const float* part = share->input_grad.data();
-    for (std::int64_t i = begin; i < end; ++i) sum[i] += part[i];
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t at = r * inputs_ + first;
+      for (std::int64_t j = 0; j < width; ++j) sum[at + j] += part[at + j];
+    }
   }
 }
 

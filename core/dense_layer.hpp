@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/config.hpp"
@@ -30,12 +31,14 @@ class DenseLayer final : public Layer {
   void prepare_unit_split(int workers);
   // Worker's columns of out, which must be [batch, units] already.
   void forward_units(const Tensor& in, Tensor& out, int worker);
-  // Worker's rows of the weight and bias gradients, and with `input_grad` its units' part of the
-  // input gradient, which add_unit_input_grads sums.
+  // Worker's units [first, last).
+  std::pair<std::int64_t, std::int64_t> units_of(int worker) const;
+  // Worker's rows of the weight and bias gradients, from its units' columns of grad_out alone,
+  // and with `input_grad` its units' part of the input gradient, which add_unit_input_grads sums.
   void backward_units(const Tensor& in, const Tensor& grad_out, int worker, bool input_grad);
-  // Worker's share of the input gradient's elements: the sum of every worker's part, in worker
-  // order. grad_in must have the input's shape already.
-  void add_unit_input_grads(Tensor& grad_in, int worker) const;
+  // Columns [first, last) of the input gradient (every row): the sum of every worker's part, in
+  // worker order. grad_in must have the input's shape already.
+  void add_unit_input_grads(Tensor& grad_in, std::int64_t first, std::int64_t last) const;
 
  private:
   struct Forward;                               // for one batch size (and a unit range)

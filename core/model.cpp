@@ -100,6 +100,10 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
   outputs_.resize(layers_.size());
   grads_.resize(layers_.size());
   for (const auto& layer : layers_) dense_.push_back(dynamic_cast<DenseLayer*>(layer.get()));
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    grouped_activation_.push_back(dense_[i] != nullptr && i + 1 < layers_.size()
+                                      ? dynamic_cast<ActivationLayer*>(layers_[i + 1].get())
+                                      : nullptr);
   freeze({});
   reseed_noise(derive_seed(init_seed, {layers_.size()}));
 }
@@ -122,11 +126,7 @@ const Tensor& Model::forward(const Tensor& input, bool training, WorkerPool* uni
   const Tensor* in = &input;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (unit_split != nullptr && dense_[i] != nullptr) {
-      const TraceSpan span(trace_, trace_ ? forward_names_[i] : std::string_view(), "compute");
-      DenseLayer& dense = *dense_[i];
-      dense.prepare_unit_split(unit_split->size());
-      outputs_[i].resize({in->dim(0), output_shapes_[i][0]});
-      unit_split->run([&](int worker) { dense.forward_units(*in, outputs_[i], worker); });
+      i = forward_units(i, *in, *unit_split);
       in = &outputs_[i];
       continue;
     }
@@ -200,7 +200,14 @@ void Model::backward_from_max_pool(std::size_t pool, const Tensor& input,
 void Model::backward(const Tensor& input, const Tensor& grad_logits,
                      const std::function<void(std::size_t layer)>& on_layer_done,
                      WorkerPool* unit_split) {
+  const DenseLayer* pending = nullptr;  // see backward_units
   for (std::size_t i = layers_.size(); i-- > first_trainable_;) {
+    if (unit_split != nullptr && grouped_with_dense(i)) continue;  // its dense layer runs it
+    if (unit_split != nullptr && dense_[i] != nullptr) {
+      backward_units(i, input, grad_logits, *unit_split, pending);
+      if (on_layer_done) on_layer_done(i);
+      continue;
+    }
     const Tensor& in = i == 0 ? input : outputs_[i - 1];
     const Tensor& grad_out = i + 1 == layers_.size() ? grad_logits : grads_[i];
     if (i == first_trainable_ + 1 && first_conv_from_pooling_) {
@@ -213,17 +220,7 @@ void Model::backward(const Tensor& input, const Tensor& grad_logits,
     }
     Tensor* grad_in = i == first_trainable_ ? nullptr : &grads_[i - 1];
     const TraceSpan span(trace_, trace_ ? backward_names_[i] : std::string_view(), "compute");
-    if (unit_split != nullptr && dense_[i] != nullptr) {
-      DenseLayer& dense = *dense_[i];
-      unit_split->run(
-          [&](int worker) { dense.backward_units(in, grad_out, worker, grad_in != nullptr); });
-      if (grad_in != nullptr) {
-        grad_in->resize(in.shape());
-        unit_split->run([&](int worker) { dense.add_unit_input_grads(*grad_in, worker); });
-      }
-    } else {
-      layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
-    }
+    layers_[i]->backward(in, outputs_[i], grad_out, grad_in);
     if (on_layer_done) on_layer_done(i);
   }
 }

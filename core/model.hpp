@@ -16,6 +16,8 @@
 
 namespace strata {
 
+class ActivationLayer;
+
 // Makes the layer for specs[index] when a caller wants its own kind (model-parallel layers from
 // parallel/), or returns null to take the built-in one.
 using LayerFactory =
@@ -134,8 +136,23 @@ class Model {
   // it (Conv2DLayer::take_weight_gradient_from).
   bool first_conv_from_pooling_ = false;
   Trace* trace_ = nullptr;
+  // The unit split's pass through dense layer i and the activation grouped with it, if any, in
+  // one run of the pool; returns the index of the group's last layer.
+  std::size_t forward_units(std::size_t i, const Tensor& in, WorkerPool& pool);
+  // The unit split's backward through dense layer i's group. `pending`: a dense layer above
+  // whose input gradient is still in its workers' parts, which each worker sums here on its own
+  // columns; on return this layer, when the group below will sum its parts the same way.
+  void backward_units(std::size_t i, const Tensor& input, const Tensor& grad_logits,
+                      WorkerPool& pool, const DenseLayer*& pending);
+  // Layer i is an activation that runs on the columns of the dense layer before it in the unit
+  // split, so that each worker's units stay in its own core's cache between the two.
+  bool grouped_with_dense(std::size_t i) const {
+    return i > 0 && grouped_activation_[i - 1] != nullptr;
+  }
   // dense_[i]: layer i when it is a built-in dense layer, for the unit split; else null.
   std::vector<DenseLayer*> dense_;
+  // grouped_activation_[i]: the activation after dense layer i (grouped_with_dense); else null.
+  std::vector<ActivationLayer*> grouped_activation_;
   std::vector<std::string> forward_names_, backward_names_;  // "forward conv2d_1", for the trace
 };
 

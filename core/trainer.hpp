@@ -207,8 +207,10 @@ class Trainer {
   // Worker's slice of parameter `p` in the step's sums and update: its rows (its units) when the
   // workers split the units, else an even share of the elements.
   std::pair<std::int64_t, std::int64_t> step_share(const Param& p, int worker) const;
-  // micro_step's forward and backward with the workers splitting the units.
-  double unit_split_pass(std::int64_t first_sample, double scale, std::int64_t& correct);
+  // micro_step's forward and backward with the workers splitting the units, on this process's
+  // `shard` of the micro-batch; unless `workers_read`, it is read into shard_images_ already.
+  double unit_split_pass(std::span<const std::int64_t> shard, bool workers_read,
+                         std::int64_t first_sample, double scale, std::int64_t& correct);
   // Runs the model over `set` in fixed chunks shared out over replicas and worker threads, calling
   // `visit` with each chunk's logits (w.labels holds its labels) on the worker that ran it.
   void for_each_evaluation_chunk(

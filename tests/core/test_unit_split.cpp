@@ -106,7 +106,10 @@ TEST_CASE("a dense layer's units split over workers give the whole layer's outpu
       params[1].grad->fill(9.0f);
       pool.run([&](int w) { dense.forward_units(in, split_out, w); });
       pool.run([&](int w) { dense.backward_units(in, grad_out, w, true); });
-      pool.run([&](int w) { dense.add_unit_input_grads(split_grad_in, w); });
+      pool.run([&](int w) {
+        const auto [first, last] = worker_share(13, workers, w);
+        dense.add_unit_input_grads(split_grad_in, first, last);
+      });
       CHECK(largest_difference(copy_of(split_out), whole_out) < 1e-5);
       CHECK(largest_difference(copy_of(*params[0].grad), whole_dw) < 1e-5);
       CHECK(largest_difference(copy_of(*params[1].grad), whole_db) < 1e-5);
@@ -116,29 +119,42 @@ TEST_CASE("a dense layer's units split over workers give the whole layer's outpu
 
 TEST_CASE("a model whose workers split its units gives one thread's logits and gradients",
           "[unit_split]") {
-  std::vector<LayerSpec> specs = {
-      layer(LayerKind::flatten, "flat"),  layer(LayerKind::dense, "fc1", 20),
-      layer(LayerKind::dropout, "drop"),  layer(LayerKind::tanh, "act"),
-      layer(LayerKind::dense, "fc2", 16), layer(LayerKind::relu, "relu"),
-      layer(LayerKind::dense, "fc3", 3)};
-  specs[2].rate = 0.25f;
-  Model model(specs, {1, 4, 4}, 3, 31);
-  REQUIRE(model.splits_units());
-  Rng rng(8);
-  const Tensor x = random_tensor({9, 1, 4, 4}, rng), grad_logits = random_tensor({9, 3}, rng);
-  const auto pass = [&](WorkerPool* pool) {
-    model.set_noise_position(3, 40);  // the same dropout masks in both passes
-    std::vector<float> result = copy_of(model.forward(x, true, pool));
-    model.backward(x, grad_logits, {}, pool);
-    for (const auto& p : model.params())
-      result.insert(result.end(), p.grad->values().begin(), p.grad->values().end());
-    return result;
-  };
-  const auto one = pass(nullptr);
-  REQUIRE(largest_magnitude(one) > 0.1);
-  WorkerPool pool(3);
-  const auto split = pass(&pool);
-  CHECK(largest_difference(split, one) < 1e-5);
+  // An activation after a dense layer runs on each worker's columns with it; one after dropout
+  // runs whole on the calling thread, after the input gradient's parts were summed; two dense
+  // layers in a row sum those parts in the lower one's run.
+  const std::vector<std::vector<LayerSpec>> models = {
+      {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 20),
+       layer(LayerKind::dropout, "drop"), layer(LayerKind::tanh, "act"),
+       layer(LayerKind::dense, "fc2", 16), layer(LayerKind::relu, "relu"),
+       layer(LayerKind::dense, "fc3", 3)},
+      {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 12),
+       layer(LayerKind::leaky_relu, "leaky"), layer(LayerKind::dense, "fc2", 10),
+       layer(LayerKind::dense, "fc3", 7), layer(LayerKind::sigmoid, "sig"),
+       layer(LayerKind::dense, "fc4", 3)}};
+  for (std::size_t m = 0; m < models.size(); ++m) {
+    CAPTURE(m);
+    std::vector<LayerSpec> specs = models[m];
+    if (m == 0) specs[2].rate = 0.25f;
+    Model model(specs, {1, 4, 4}, 3, 31);
+    REQUIRE(model.splits_units());
+    Rng rng(8);
+    const Tensor x = random_tensor({9, 1, 4, 4}, rng), grad_logits = random_tensor({9, 3}, rng);
+    const auto pass = [&](WorkerPool* pool) {
+      model.set_noise_position(3, 40);  // the same dropout masks in both passes
+      std::vector<float> result = copy_of(model.forward(x, true, pool));
+      model.backward(x, grad_logits, {}, pool);
+      for (const auto& p : model.params())
+        result.insert(result.end(), p.grad->values().begin(), p.grad->values().end());
+      return result;
+    };
+    const auto one = pass(nullptr);
+    REQUIRE(largest_magnitude(one) > 0.1);
+    for (const int workers : {2, 3}) {
+      WorkerPool pool(workers);
+      const auto split = pass(&pool);
+      CHECK(largest_difference(split, one) < 1e-5);
+    }
+  }
   // A model with a conv cannot split its units.
   std::vector<LayerSpec> cnn = {layer(LayerKind::conv2d, "conv"), layer(LayerKind::flatten, "flat"),
                                 layer(LayerKind::dense, "fc", 3)};
