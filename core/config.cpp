@@ -259,10 +259,14 @@ Config parse_tree(const std::string& yaml_text, const std::string& file,
 
 std::string thread_split_units_error(const Config& config, const std::string& layer) {
   const SourceMark at = config.run.thread_split_mark;
+  const std::string where =
+      at.line > 0 ? fmt::format("{}:{}:{}", config.file, at.line, at.column) : config.file;
   return fmt::format(
-      "{}:{}:{}: run.thread_split: units splits the units of dense layers only, and layer {} is "
-      "not one (it has parameters of its own); use batch, or auto",
-      config.file, at.line, at.column, layer);
+      "{}: run.thread_split: units splits the units of dense layers only, and {}; use batch, or "
+      "auto",
+      where,
+      layer.empty() ? std::string("the model has none")
+                    : fmt::format("layer {} is not one (it has parameters of its own)", layer));
 }
 
 std::string DatasetNames::images_of(const std::string& split) const {

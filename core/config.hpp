@@ -147,7 +147,8 @@ enum class DeviceChoice { automatic, cpu, cuda };
 // How a rank's worker threads share a training step: `batch` gives each thread its part of the
 // batch on its own replica of the model; `units` gives each its part of every dense layer's units
 // (and those rows of the weights), so that only activations pass between the cores, not weights
-// and gradients. auto takes units for a model whose only parameters are dense layers'.
+// and gradients. auto takes units for a model whose only parameters are dense layers' and whose
+// local batch fits a worker's chunk of activations (Trainer::chunk_samples), else batch.
 enum class ThreadSplit { automatic, batch, units };
 
 struct RunSection {
@@ -384,7 +385,7 @@ Config parse_config(const std::string& yaml_text, const std::string& file,
                     const std::vector<std::string>& overrides = {});
 
 // The message of the ConfigError for run.thread_split: units on a model with `layer`, a layer
-// with parameters other than a dense one.
+// with parameters other than a dense one (empty: a model without dense layers).
 std::string thread_split_units_error(const Config& config, const std::string& layer);
 
 // A search trial's config: `base` with every "$name" replaced by values.at(name), a YAML scalar

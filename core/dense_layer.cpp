@@ -21,14 +21,12 @@ namespace strata {
 // sgemm (dense_backward).
 // A unit range's product reads its rows of W in place.
 struct DenseLayer::Forward {
-  Forward(std::int64_t batch_size, std::int64_t inputs, std::int64_t units,
-          std::int64_t output_stride)
+  Forward(std::int64_t batch_size, std::int64_t inputs, std::int64_t units)
       : batch(batch_size),
         input({batch_size, inputs}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
         weight({inputs, units}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, inputs}),
         bias({1, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
-        output({batch_size, units}, dnnl::memory::data_type::f32,
-               dnnl::memory::dims{output_stride, 1}),
+        output({batch_size, units}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
         matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(input, weight, bias, output),
                                             engine)) {}
   std::int64_t batch;
@@ -37,7 +35,7 @@ struct DenseLayer::Forward {
   dnnl::memory::desc input, weight, bias, output;
   dnnl::matmul matmul;
 
-  // out(batch x units, its rows `output_stride` apart) = in W^T + b for W's rows at `weight`.
+  // out (batch x units) = in W^T + b for W's rows at `weight_rows`.
   void run(const float* in, const float* weight_rows, const float* bias_values, float* out) {
     using dnnl::memory;
     memory src(input, engine, const_cast<float*>(in)),
@@ -73,6 +71,7 @@ Shape DenseLayer::build(const Shape& input_shape) {
                     shape_string(input_shape)));
   inputs_ = input_shape[0];
   forward_.clear();
+  unit_shares_.clear();
   weight_ = Tensor({units_, inputs_});
   weight_grad_ = Tensor({units_, inputs_});
   bias_ = Tensor({units_});
@@ -89,8 +88,8 @@ void DenseLayer::forward(const Tensor& in, Tensor& out, bool /*training*/) {
   const std::int64_t batch = in.dim(0);
   out.resize({batch, units_});
   if (batch == 0) return;  // oneDNN's matmul takes no empty batch
-  Forward& f = forward_.get(
-      batch, [&] { return std::make_unique<Forward>(batch, inputs_, units_, units_); });
+  Forward& f =
+      forward_.get(batch, [&] { return std::make_unique<Forward>(batch, inputs_, units_); });
   f.run(in.data(), weight_.data(), bias_.data(), out.data());
 }
 
@@ -118,8 +117,8 @@ void DenseLayer::forward_units(const Tensor& in, Tensor& out, int worker) {
   UnitShare& share = *unit_shares_[static_cast<std::size_t>(worker)];
   const std::int64_t batch = in.dim(0), units = share.last - share.first;
   if (batch == 0 || units == 0) return;
-  Forward& f = share.forward.get(
-      batch, [&] { return std::make_unique<Forward>(batch, inputs_, units, units); });
+  Forward& f =
+      share.forward.get(batch, [&] { return std::make_unique<Forward>(batch, inputs_, units); });
   share.out.resize({batch, units});
   f.run(in.data(), weight_.data() + share.first * inputs_, bias_.data() + share.first,
         share.out.data());

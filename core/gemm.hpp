@@ -9,7 +9,7 @@ namespace strata {
 enum class Transpose { no, yes };
 
 // C = alpha op(A) op(B) + beta C, row-major: op(A) is m x k, op(B) is k x n, C is m x n; lda, ldb
-// and ldc are the row strides of A, B and C as stored. Single-threaded inside a batch worker
+// and ldc are the row strides of A, B and C as stored. Single-threaded inside a worker thread
 // (configure_kernel_thread). Throws std::runtime_error when oneDNN refuses the arguments.
 void sgemm(Transpose a, Transpose b, int m, int n, int k, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);

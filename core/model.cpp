@@ -110,7 +110,7 @@ Model::Model(const std::vector<LayerSpec>& specs, const Shape& input_shape, int 
 
 Model::~Model() = default;
 
-bool Model::splits_units() const {
+bool Model::can_split_units() const {
   const bool any_dense =
       std::any_of(dense_.begin(), dense_.end(), [](const DenseLayer* d) { return d != nullptr; });
   return any_dense && first_non_dense_name().empty();

@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "core/config.hpp"
-#include "core/dense_layer.hpp"
 #include "core/layer.hpp"
 #include "core/trace.hpp"
-#include "core/worker_pool.hpp"
 
 namespace strata {
 
 class ActivationLayer;
+class DenseLayer;
+class WorkerPool;
 
 // Makes the layer for specs[index] when a caller wants its own kind (model-parallel layers from
 // parallel/), or returns null to take the built-in one.
@@ -43,9 +43,10 @@ class Model {
   Model& operator=(Model&&) noexcept = default;
   ~Model();
 
-  // Returns the logits [batch, classes]; valid until the next forward. With `unit_split` (called
-  // on a thread outside that pool, for a model that splits_units()), the pool's workers split
-  // every dense layer's units between them, and the other layers run on the calling thread.
+  // Returns the logits [batch, classes]; valid until the next forward. With `unit_split` (for a
+  // model that can_split_units(), called from no task of that pool: the caller becomes its worker
+  // 0), the pool's workers split every dense layer's units between them, with the activation
+  // after it; the other layers run on the calling thread.
   const Tensor& forward(const Tensor& input, bool training, WorkerPool* unit_split = nullptr);
   // Back-propagates d(loss)/d(logits) through the last forward's activations and writes every
   // parameter gradient. `input` must be the tensor the last forward saw, in training.
@@ -56,7 +57,7 @@ class Model {
                 const std::function<void(std::size_t layer)>& on_layer_done = {},
                 WorkerPool* unit_split = nullptr);
   // Whether every layer with parameters is a dense one, whose units a WorkerPool can split.
-  bool splits_units() const;
+  bool can_split_units() const;
   // The first layer with parameters that is not a dense one; empty when none.
   std::string first_non_dense_name() const;
 

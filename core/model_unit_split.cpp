@@ -3,7 +3,9 @@
 // their outputs and output gradients; only the layers' inputs and the input gradients' parts
 // cross between the workers.
 #include "core/activation_layers.hpp"
+#include "core/dense_layer.hpp"
 #include "core/model.hpp"
+#include "core/worker_pool.hpp"
 
 namespace strata {
 

@@ -105,7 +105,7 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
   // A local batch larger than a worker's chunk would pass through whole: its activations would
   // leave the cache.
   const ThreadSplit split = config.run.thread_split;
-  const bool dense_only = replicas_.front().splits_units();
+  const bool dense_only = replicas_.front().can_split_units();
   if (split == ThreadSplit::units && pool_.size() > 1 && !dense_only)
     throw ConfigError(thread_split_units_error(config, replicas_.front().first_non_dense_name()));
   unit_split_ = pool_.size() > 1 && dense_only &&
@@ -170,7 +170,7 @@ void Trainer::sum_over_replicas(std::span<double> values) {
 
 std::span<const std::int64_t> Trainer::local_shard(
     std::span<const std::int64_t> micro_batch) const {
-  // This process's shard of the micro-batch; its workers split the shard again.
+  // This process's shard of the micro-batch; its workers split the shard again, or its units.
   const auto local = static_cast<std::size_t>(local_batch_);
   const int replica = sync_ != nullptr ? sync_->replica() : 0;
   return micro_batch.subspan(static_cast<std::size_t>(replica) * local, local);

@@ -1,4 +1,5 @@
-// Trains one model on one process: epochs of shuffled batches split over worker threads.
+// Trains one model on one process: epochs of shuffled batches on worker threads that split each
+// batch or each dense layer's units.
 #pragma once
 
 #include <cstdint>
@@ -124,13 +125,15 @@ class Trainer {
   std::int64_t global_batch() const { return global_batch_; }
   int accumulate() const { return accumulate_; }
   int threads() const { return pool_.size(); }
-  // Whether the worker threads split each dense layer's units in training rather than the batch:
-  // for a model whose only parameters are dense layers' (Model::splits_units), so that each thread
-  // keeps its rows of the weights, gradients and optimizer moments, and only activations pass
-  // between the cores. Evaluation splits the batch either way.
+  // Whether the worker threads split each dense layer's units in training rather than the batch,
+  // so that each thread keeps its rows of the weights, gradients and optimizer moments, and only
+  // activations pass between the cores: with more than one thread, for a model whose only
+  // parameters are dense layers' (Model::can_split_units), when run.thread_split is units, or
+  // auto and the local batch is at most chunk_samples(). Evaluation splits the batch either way.
   bool splits_units() const { return unit_split_; }
-  // The most samples one worker passes through the model at once: a larger share of a micro-batch
-  // goes through in chunks (their gradients summed), so that the activations stay in cache.
+  // The most samples one worker passes through the model at once when the workers split the
+  // batch: a larger share of a micro-batch goes through in chunks (their gradients summed), so
+  // that the activations stay in cache. With the units split the local batch goes through whole.
   std::int64_t chunk_samples() const { return chunk_samples_; }
   // From now on every step's forward and backward pass, and evaluation's forward passes, run on
   // `engine` (a GPU), which must outlive the trainer's use of it. The gradient sums over
@@ -146,8 +149,8 @@ class Trainer {
   std::string device() const { return engine_ != nullptr ? engine_->where() : "CPU"; }
   // Whether the optimizer steps run on the engine (see set_gradient_engine).
   bool steps_on_engine() const;
-  // Records data reads, every replica's forward and backward per layer, and optimizer steps on
-  // `trace` (null: off).
+  // Records data reads, every replica's forward and backward per layer (with the units split,
+  // each layer's run on the calling thread), and optimizer steps on `trace` (null: off).
   void set_trace(Trace* trace);
   // Call after loading weights into model(): the worker replicas share its values already, and a
   // gradient engine takes them before its next step. (A GradientSync attaches to
@@ -177,8 +180,9 @@ class Trainer {
   };
   // One optimizer step on the samples at `batch`; returns the batch's summed loss.
   double train_step(std::span<const std::int64_t> batch, double lr, std::int64_t& correct);
-  // Sums the worker replicas' gradients into the first (and, with data parallelism, over the
-  // processes), takes the optimizer step and copies the weights to every worker replica.
+  // Sums the worker replicas' gradients into the first (none to sum when the workers split the
+  // units) and, with data parallelism, over the processes, then takes the optimizer step on the
+  // weights every replica reads.
   // `reported`: backward already handed every gradient to sync_ (the overlapping path).
   void apply_gradients(double lr, bool reported);
   // Forward and backward of one micro-batch (this process's shard of it); returns its summed loss.

@@ -8,6 +8,8 @@
 
 namespace strata {
 
+// With the units split a worker's rows are the ones DenseLayer gave it (worker_share of the units),
+// so it steps only the rows its backward wrote.
 std::pair<std::int64_t, std::int64_t> Trainer::step_share(const Param& p, int worker) const {
   const int threads = pool_.size();
   if (!unit_split_) return worker_share(p.value->size(), threads, worker);
@@ -93,8 +95,9 @@ void Trainer::accumulate_gradients(bool first, bool last) {
   const auto& total = replica_params_.front();
   if (accumulated_.empty())
     for (const auto& p : total) accumulated_.emplace_back(p.grad->shape());
-  // Adds every worker's micro-batch gradients to the running sum; the last micro-batch leaves the
-  // whole sum in replica 0's gradients, where the optimizer step reads it.
+  // Adds the micro-batch's gradients (every worker's, or replica 0's when the workers split the
+  // units) to the running sum; the last micro-batch leaves the whole sum in replica 0's gradients,
+  // where the optimizer step reads it.
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
       auto [begin, end] = step_share(total[k], worker);

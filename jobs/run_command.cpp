@@ -36,15 +36,17 @@ int resolve_threads(int requested) {
 
 namespace {
 
-// A rank whose worker threads may run on cores of several L3 caches moves each step's weights and
-// gradients between them: on a VM whose host split its two vCPUs over two L3s, the 2-thread MLP's
-// step took 840-877 us against 527-565. Said once, by world rank 0 of its own cores.
+// A rank whose worker threads may run on cores of several L3 caches moves what they share between
+// them each step: on a VM whose host split its two vCPUs over two L3s, the 2-thread MLP's step
+// took 840-877 us against 527-565 while they split the batch. Said once, by world rank 0 of its
+// own cores.
 void note_l3_caches(int threads) {
   const auto caches = l3_caches(allowed_cpus());
   if (caches.size() < 2) return;
   fmt::print(
       "[run] note: rank 0's {} worker threads may run on cores of {} L3 caches (CPUs {}): "
-      "each step moves the weights and gradients between them. A search keeps each training in "
+      "each step moves activations between them, and when they split the batch the weights and "
+      "gradients too. A search keeps each training in "
       "one L3 with a rank per L3 (sbatch --cpus-per-task = the cores of one L3, "
       "srun --cpu-bind=cores), its trainings as member groups.\n",
       threads, caches.size(), fmt::join(caches, "; "));

@@ -41,8 +41,11 @@ void print_startup(const StageContext& c, const TrainingData& data, Trainer& tra
   else
     fmt::print("[device] {}\n", detect_devices().summary);
   fmt::print(
-      "[kernels] oneDNN {} on {} (CPU: {}); {} worker thread(s), single-threaded kernels each\n",
-      report.onednn_version, report.onednn_isa, report.cpu_best, trainer.threads());
+      "[kernels] oneDNN {} on {} (CPU: {}); {} worker thread(s), single-threaded kernels each{}\n",
+      report.onednn_version, report.onednn_isa, report.cpu_best, trainer.threads(),
+      trainer.threads() == 1   ? ""
+      : trainer.splits_units() ? ", splitting each dense layer's units"
+                               : ", splitting each batch");
   if (!report.warning.empty()) fmt::print(stderr, "warning: {}\n", report.warning);
   fmt::print("{}\n", data_line(data));
   fmt::print("[model]\n{}", trainer.model().summary());

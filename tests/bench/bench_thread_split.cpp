@@ -4,6 +4,7 @@
 // whether the host had the two vCPUs on one L3. Prints a Markdown table.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,8 @@ struct Contender {
     epochs = std::max(1, static_cast<int>(std::lround(o.seconds / first)));
   }
   static strata::Config configured(strata::ThreadSplit split, int batch_size) {
-    strata::Config c = strata::bench::bench_config(strata::bench::benchmark_mlp_layers(), batch_size);
+    strata::Config c =
+        strata::bench::bench_config(strata::bench::benchmark_mlp_layers(), batch_size);
     c.run.thread_split = split;
     return c;
   }
@@ -73,8 +75,9 @@ int run(const Options& o) {
       "about {:g} s each, taking turns (the first of each pair alternates). The ratio is the "
       "median over the pairs; {}.\n\n",
       o.threads, o.repeats, o.seconds, strata::cpu_model_name());
-  fmt::print("| batch | units samples/s | batch samples/s | units / batch | pairs' ratios | core "
-             "round trip before each pair (ns) |\n| --- | --- | --- | --- | --- | --- |\n");
+  fmt::print(
+      "| batch | units samples/s | batch samples/s | units / batch | pairs' ratios | core "
+      "round trip before each pair (ns) |\n| --- | --- | --- | --- | --- | --- |\n");
   for (int batch : o.batches) {
     Contender units(strata::ThreadSplit::units, batch, data, o),
         whole(strata::ThreadSplit::batch, batch, data, o);

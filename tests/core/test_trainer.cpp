@@ -145,12 +145,16 @@ TEST_CASE("the step hook sees each step's metrics, which sum to the epoch's", "[
 }
 
 TEST_CASE("two trainers with the same config and threads give bit-identical weights", "[trainer]") {
+  const ThreadSplit split = GENERATE(ThreadSplit::batch, ThreadSplit::units);
+  CAPTURE(split == ThreadSplit::units);
   Config config = small_config();
+  config.run.thread_split = split;
   config.layers.insert(config.layers.begin() + 3,
                        layer(LayerKind::dropout, "drop"));  // the noise is seeded too
   const TrainingData data = load_training_data(config);
   Trainer a(config, build_model(config, data), data, standalone_plan(config), 2),
       b(config, build_model(config, data), data, standalone_plan(config), 2);
+  REQUIRE(a.splits_units() == (split == ThreadSplit::units));
   CHECK(snapshot(a.model()) == snapshot(b.model()));
   const auto ma = a.run_epoch({}), mb = b.run_epoch({});
   CHECK(snapshot(a.model()) == snapshot(b.model()));
@@ -166,11 +170,15 @@ TEST_CASE("two trainers with the same config and threads give bit-identical weig
 }
 
 TEST_CASE("one and two threads give the same weights up to summation order", "[trainer]") {
-  const Config config = small_config();  // no dropout: each replica would draw its own masks
+  const ThreadSplit split = GENERATE(ThreadSplit::batch, ThreadSplit::units);
+  CAPTURE(split == ThreadSplit::units);
+  Config config = small_config();
+  config.run.thread_split = split;
   const TrainingData data = load_training_data(config);
   Trainer one(config, build_model(config, data), data, standalone_plan(config), 1),
       two(config, build_model(config, data), data, standalone_plan(config), 2);
   REQUIRE(two.threads() == 2);
+  REQUIRE(two.splits_units() == (split == ThreadSplit::units));
   one.run_epoch({});
   two.run_epoch({});
   const auto w1 = snapshot(one.model()), w2 = snapshot(two.model());
@@ -234,7 +242,10 @@ training:
   optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
 parallel: {lr_scaling: none}
 )";
-  const Config whole = parse_config(yaml, "acc.yaml");
+  const ThreadSplit split = GENERATE(ThreadSplit::batch, ThreadSplit::units);
+  CAPTURE(split == ThreadSplit::units);
+  Config whole = parse_config(yaml, "acc.yaml");
+  whole.run.thread_split = split;
   Config parts = whole;
   parts.training.local_batch = 16;
   parts.parallel.accumulate = 4;
@@ -242,6 +253,7 @@ parallel: {lr_scaling: none}
   for (int threads : {1, 2}) {
     Trainer a(whole, build_model(whole, data), data, standalone_plan(whole), threads),
         b(parts, build_model(parts, data), data, standalone_plan(parts), threads);
+    REQUIRE(b.splits_units() == (threads > 1 && split == ThreadSplit::units));
     REQUIRE(b.global_batch() == 64);
     REQUIRE(b.steps_per_epoch() == a.steps_per_epoch());
     const auto ma = a.run_epoch({}), mb = b.run_epoch({});

@@ -135,11 +135,13 @@ TEST_CASE("a model whose workers split its units gives one thread's logits and g
     CAPTURE(m);
     std::vector<LayerSpec> specs = models[m];
     if (m == 0) specs[2].rate = 0.25f;
-    Model model(specs, {1, 4, 4}, 3, 31);
-    REQUIRE(model.splits_units());
     Rng rng(8);
     const Tensor x = random_tensor({9, 1, 4, 4}, rng), grad_logits = random_tensor({9, 3}, rng);
+    // A fresh model for each pass (the same seed, the same weights): one pass's outputs and
+    // gradients must not stand in for another's.
     const auto pass = [&](WorkerPool* pool) {
+      Model model(specs, {1, 4, 4}, 3, 31);
+      REQUIRE(model.can_split_units());
       model.set_noise_position(3, 40);  // the same dropout masks in both passes
       std::vector<float> result = copy_of(model.forward(x, true, pool));
       model.backward(x, grad_logits, {}, pool);
@@ -161,7 +163,7 @@ TEST_CASE("a model whose workers split its units gives one thread's logits and g
   cnn[0].filters = 2;
   cnn[0].kernel = 3;
   Model conv_model(cnn, {1, 4, 4}, 3, 31);
-  CHECK_FALSE(conv_model.splits_units());
+  CHECK_FALSE(conv_model.can_split_units());
   CHECK(conv_model.first_non_dense_name() == "conv");
 }
 
@@ -193,6 +195,39 @@ TEST_CASE("an MLP's workers split its units and train as one thread does up to s
        << units_off << ", batch " << batch_off);
   CHECK(units_off < 1e-5);
   CHECK(batch_off < 1e-5);
+}
+
+TEST_CASE("frozen dense layers and more workers than units train as one thread does",
+          "[unit_split][trainer]") {
+  // fc1 frozen at the bottom, fc2 in the middle; 5 workers share fc3's 4 units, so one has none.
+  Config config = mlp_config();
+  config.layers.insert(config.layers.begin() + 3,
+                       {layer(LayerKind::dense, "fc_mid", 16), layer(LayerKind::tanh, "mid_act")});
+  config.layers.back().name = "fc3";
+  config.training.epochs = 1;
+  for (const char* frozen : {"fc1", "fc_mid"}) {
+    CAPTURE(frozen);
+    Config c = config;
+    c.training.freeze = {FrozenLayer{frozen, {}}};
+    const TrainingData data = load_training_data(c);
+    Trainer one(c, build_model(c, data), data, standalone_plan(c), 1),
+        five(c, build_model(c, data), data, standalone_plan(c), 5);
+    REQUIRE(five.splits_units());
+    const auto before = all_weights(one.model());
+    one.run_epoch({});
+    five.run_epoch({});
+    const auto w1 = all_weights(one.model()), w5 = all_weights(five.model());
+    REQUIRE(largest_difference(w1, before) > 0.01);
+    CHECK(largest_difference(w5, w1) / largest_magnitude(w1) < 1e-5);
+    // The frozen layer's weight kept its initial values on both.
+    for (const auto& p : five.model().params())
+      if (p.name.rfind(std::string(frozen) + "/", 0) == 0) {
+        CHECK_FALSE(p.trainable);
+        Model initial = build_model(c, data);
+        for (const auto& q : initial.params())
+          if (q.name == p.name) CHECK(copy_of(*q.value) == copy_of(*p.value));
+      }
+  }
 }
 
 TEST_CASE("a training whose workers split the units resumes on a batch split, and back",

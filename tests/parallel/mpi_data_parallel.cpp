@@ -126,7 +126,7 @@ TEST_CASE("replicas on different thread counts start the same buckets in the sam
 TEST_CASE("D=2 replicas whose workers split an MLP's units equal one rank with batch 2b",
           "[mpi][data_parallel][unit_split]") {
   // The conv's place taken by a dense layer: the model's only parameters are dense layers', and
-  // each replica's two workers split their units (run.thread_split auto).
+  // each replica's two workers split their units.
   const auto mlp_config = [](int local_batch) {
     Config c = small_cnn_config(local_batch);
     c.layers.erase(c.layers.begin(), c.layers.begin() + 3);  // conv, relu, pool
@@ -136,6 +136,7 @@ TEST_CASE("D=2 replicas whose workers split an MLP's units equal one rank with b
     c.layers[1].name = "dense_wide";
     c.layers[1].units = 40;
     c.layers[2].name = "tanh_wide";
+    c.run.thread_split = ThreadSplit::units;  // the trainer refuses it where it cannot split
     return c;
   };
   const Communicator world = Communicator::world();
