@@ -230,6 +230,31 @@ TEST_CASE("frozen dense layers and more workers than units train as one thread d
   }
 }
 
+TEST_CASE("auto keeps the batch split for a local batch above a worker's chunk; units takes any",
+          "[unit_split][trainer]") {
+  // 1x64x64 inputs: a worker's chunk holds 3 MiB / 16 KiB = 192 samples.
+  Config config = mlp_config();
+  config.data.synthetic = SyntheticSpec{640, 32, 4, 1, 64, 64};
+  config.training.epochs = 1;
+  for (const int local_batch : {256, 2}) {
+    CAPTURE(local_batch);
+    Config c = config;
+    c.training.local_batch = local_batch;
+    const TrainingData data = load_training_data(c);
+    Trainer one(c, build_model(c, data), data, standalone_plan(c), 1),
+        automatic(c, build_model(c, data), data, standalone_plan(c), 3);
+    REQUIRE(automatic.chunk_samples() == 192);
+    CHECK(automatic.splits_units() == (local_batch <= 192));
+    c.run.thread_split = ThreadSplit::units;
+    Trainer units(c, build_model(c, data), data, standalone_plan(c), 3);
+    REQUIRE(units.splits_units());
+    one.run_epoch({});
+    units.run_epoch({});
+    const auto w1 = all_weights(one.model());
+    CHECK(largest_difference(all_weights(units.model()), w1) / largest_magnitude(w1) < 1e-5);
+  }
+}
+
 TEST_CASE("a training whose workers split the units resumes on a batch split, and back",
           "[unit_split][trainer][state]") {
   Config units_config = mlp_config();
