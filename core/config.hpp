@@ -147,8 +147,8 @@ enum class DeviceChoice { automatic, cpu, cuda };
 // How a rank's worker threads share a training step: `batch` gives each thread its part of the
 // batch on its own replica of the model; `units` gives each its part of every dense layer's units
 // (and those rows of the weights), so that only activations pass between the cores, not weights
-// and gradients. auto takes units for a model whose only parameters are dense layers' and whose
-// local batch fits a worker's chunk of activations (Trainer::chunk_samples), else batch.
+// and gradients. auto takes units for a model whose only parameters are dense layers' while the
+// activations they move are the smaller traffic (Trainer::chooses_unit_split), else batch.
 enum class ThreadSplit { automatic, batch, units };
 
 struct RunSection {

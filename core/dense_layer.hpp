@@ -23,6 +23,7 @@ class DenseLayer final : public Layer {
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
                 Tensor* grad_in) override;
   std::vector<Param> params() override;
+  std::int64_t inputs() const { return inputs_; }
 
   // The layer's units split over `workers` threads (Model's unit split): worker w computes units
   // worker_share(units, workers, w) for the whole batch and owns those rows of W, b and their

@@ -116,6 +116,13 @@ bool Model::can_split_units() const {
   return any_dense && first_non_dense_name().empty();
 }
 
+std::int64_t Model::dense_input_width() const {
+  std::int64_t width = 0;
+  for (const DenseLayer* dense : dense_)
+    if (dense != nullptr) width += dense->inputs();
+  return width;
+}
+
 std::string Model::first_non_dense_name() const {
   for (std::size_t i = 0; i < layers_.size(); ++i)
     if (dense_[i] == nullptr && !layers_[i]->params().empty()) return layers_[i]->name();

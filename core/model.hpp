@@ -58,6 +58,8 @@ class Model {
                 WorkerPool* unit_split = nullptr);
   // Whether every layer with parameters is a dense one, whose units a WorkerPool can split.
   bool can_split_units() const;
+  // The inputs of a sample to all the dense layers together.
+  std::int64_t dense_input_width() const;
   // The first layer with parameters that is not a dense one; empty when none.
   std::string first_non_dense_name() const;
 

@@ -102,15 +102,7 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
   chunk_samples_ = std::max<std::int64_t>(
       1, worker_chunk_bytes /
              (replicas_.front().largest_kept_output() * static_cast<std::int64_t>(sizeof(float))));
-  // A local batch larger than a worker's chunk would pass through whole: its activations would
-  // leave the cache.
-  const ThreadSplit split = config.run.thread_split;
-  const bool dense_only = replicas_.front().can_split_units();
-  if (split == ThreadSplit::units && pool_.size() > 1 && !dense_only)
-    throw ConfigError(thread_split_units_error(config, replicas_.front().first_non_dense_name()));
-  unit_split_ = pool_.size() > 1 && dense_only &&
-                (split == ThreadSplit::units ||
-                 (split == ThreadSplit::automatic && local_batch_ <= chunk_samples_));
+  unit_split_ = chooses_unit_split(config.run.thread_split);
   // Only parameters that learn are summed, reduced, stepped and copied: frozen ones keep the
   // values every replica was built with.
   for (auto& replica : replicas_) replica_params_.push_back(replica.trainable_params());

@@ -129,7 +129,8 @@ class Trainer {
   // so that each thread keeps its rows of the weights, gradients and optimizer moments, and only
   // activations pass between the cores: with more than one thread, for a model whose only
   // parameters are dense layers' (Model::can_split_units), when run.thread_split is units, or
-  // auto and the local batch is at most chunk_samples(). Evaluation splits the batch either way.
+  // auto and the activations are the smaller traffic (chooses_unit_split). Evaluation splits the
+  // batch either way.
   bool splits_units() const { return unit_split_; }
   // The most samples one worker passes through the model at once when the workers split the
   // batch: a larger share of a micro-batch goes through in chunks (their gradients summed), so
@@ -211,6 +212,9 @@ class Trainer {
   // Worker's slice of parameter `p` in the step's sums and update: its rows (its units) when the
   // workers split the units, else an even share of the elements.
   std::pair<std::int64_t, std::int64_t> step_share(const Param& p, int worker) const;
+  // Whether the workers split the units (splits_units), as `split` asks for; a ConfigError when
+  // it asks for units on a model that cannot split them.
+  bool chooses_unit_split(ThreadSplit split);
   // micro_step's forward and backward with the workers splitting the units, on this process's
   // `shard` of the micro-batch; unless `workers_read`, it is read into shard_images_ already.
   double unit_split_pass(std::span<const std::int64_t> shard, bool workers_read,
