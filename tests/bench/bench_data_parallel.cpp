@@ -46,6 +46,7 @@
 #include "parallel/gradient_sync.hpp"
 #include "parallel/hierarchical_sync.hpp"
 #include "tests/bench/bench_util.hpp"
+#include "tests/bench/training_cases.hpp"
 
 namespace {
 
@@ -98,16 +99,8 @@ double allreduce_max(const Communicator& comm, double value) {
 }
 
 strata::Config bench_config(const std::vector<strata::LayerSpec>& layers, int local_batch) {
-  strata::Config config;
+  strata::Config config = strata::bench::bench_config(layers, local_batch);
   config.file = "bench_data_parallel";
-  config.run.seed = 1;
-  config.layers = layers;
-  config.training.local_batch = local_batch;
-  config.training.epochs =
-      1 << 20;  // the schedule is constant; only keeps the Trainer's bookkeeping in range
-  config.training.optimizer.kind = strata::OptimizerKind::sgd;
-  config.training.optimizer.lr = 0.01;  // speed does not depend on it
-  config.training.optimizer.momentum = 0.9;
   config.parallel.lr_scaling = strata::LrScaling::none;  // the same update on both sides
   return config;
 }

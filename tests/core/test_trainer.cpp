@@ -26,24 +26,7 @@ namespace {
 
 using testing::layer;
 
-// 1024 + 256 synthetic 1x8x8 images of 4 classes (~920 train after the 10% validation hold-out),
-// an MLP flatten -> dense 32 -> relu -> dense 4, SGD with momentum, batch 32.
-Config small_config() {
-  Config c;
-  c.file = "trainer_test.yaml";
-  c.run.seed = 17;
-  c.data.source = DataSource::synthetic;
-  c.data.synthetic = SyntheticSpec{1024, 256, 4, 1, 8, 8};
-  c.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 32),
-              layer(LayerKind::relu, "relu"), layer(LayerKind::dense, "fc2", 4)};
-  c.training.epochs = 3;
-  c.training.local_batch = 32;
-  c.training.optimizer.kind = OptimizerKind::sgd;
-  c.training.optimizer.lr = 0.05;
-  c.training.optimizer.momentum = 0.9;
-  c.stages = {StageSpec{}};
-  return c;
-}
+using testing::small_config;
 
 // The largest absolute difference between two models' weights, parameter by parameter.
 double largest_weight_difference(Model& a, Model& b) {

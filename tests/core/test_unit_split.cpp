@@ -17,6 +17,7 @@
 #include "core/training_data.hpp"
 #include "core/worker_pool.hpp"
 #include "tests/core/layer_specs.hpp"
+#include "tests/core/trainer_states.hpp"
 
 using namespace strata;
 using Catch::Matchers::Contains;
@@ -52,19 +53,11 @@ double largest_magnitude(const std::vector<float>& a) {
 // 768 + 256 synthetic 1x8x8 images of 4 classes, flatten -> dense 24 -> relu -> dense 4, SGD with
 // momentum, batch 32.
 Config mlp_config() {
-  Config c;
+  Config c = testing::small_config();
   c.file = "unit_split.yaml";
   c.run.seed = 23;
-  c.data.source = DataSource::synthetic;
-  c.data.synthetic = SyntheticSpec{1024, 256, 4, 1, 8, 8};
-  c.layers = {layer(LayerKind::flatten, "flat"), layer(LayerKind::dense, "fc1", 24),
-              layer(LayerKind::relu, "relu"), layer(LayerKind::dense, "fc2", 4)};
+  c.layers[1].units = 24;
   c.training.epochs = 2;
-  c.training.local_batch = 32;
-  c.training.optimizer.kind = OptimizerKind::sgd;
-  c.training.optimizer.lr = 0.05;
-  c.training.optimizer.momentum = 0.9;
-  c.stages = {StageSpec{}};
   return c;
 }
 
