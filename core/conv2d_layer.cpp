@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/conv_input_grad.hpp"
+#include "core/conv_relu_max_pool.hpp"
 #include "core/conv_weight_grad.hpp"
 #include "core/dnnl_layout.hpp"
 #include "core/init.hpp"
@@ -103,6 +104,7 @@ Shape Conv2DLayer::build(const Shape& input_shape) {
   bias_grad_ = Tensor({filters_});
   primitives_.clear();
   pooled_weight_grad_.reset();
+  max_pooled_forward_.reset();
   return {filters_, out_h_, out_w_};
 }
 
@@ -195,7 +197,10 @@ std::unique_ptr<Conv2DLayer::Primitives> Conv2DLayer::make_primitives(std::int64
 std::string Conv2DLayer::implementation() const {
   const Primitives* newest = primitives_.newest();
   if (newest == nullptr) return "not built";
-  std::string name = newest->fwd_pd.impl_info_str();
+  // oneDNN's forward kernel does not run where the fused one does.
+  std::string name = max_pooled_forward_
+                         ? std::string("strata's fused conv, ReLU and max pooling forward")
+                         : newest->fwd_pd.impl_info_str();
   if (pooling_) return name + ", weight gradient from the max pooling";
   name += newest->weight_grad
               ? std::string(", weight gradient as a forward convolution")
@@ -298,6 +303,28 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
 void Conv2DLayer::take_weight_gradient_from(const std::optional<MaxPoolWindows>& pooling) {
   pooling_ = pooling;
   pooled_weight_grad_.reset();
+  max_pooled_forward_.reset();
+}
+
+std::optional<Layout> Conv2DLayer::max_pooled_layout(std::int64_t batch, Layout input_layout) {
+  if (!pooling_ || !fused_relu_ || input_layout != Layout::plain) return std::nullopt;
+  const Layout layout = primitives_for(batch, input_layout).output_layout;
+  if (layout == Layout::plain ||
+      !ConvReluMaxPool::fits(geometry(batch), *pooling_, channel_block(layout)))
+    return std::nullopt;
+  return layout;
+}
+
+void Conv2DLayer::forward_max_pooled(const Tensor& in, float* pooled, std::uint8_t* first_maxima) {
+  const std::optional<Layout> layout = max_pooled_layout(in.dim(0), in.layout());
+  if (!layout)
+    throw std::logic_error(fmt::format(
+        "layer {}: the fused conv, ReLU and max pooling kernel does not run this conv", name()));
+  if (!max_pooled_forward_ || max_pooled_forward_->lanes() != channel_block(*layout))
+    max_pooled_forward_ =
+        std::make_unique<ConvReluMaxPool>(geometry(0), *pooling_, channel_block(*layout));
+  max_pooled_forward_->compute(in.dim(0), in.data(), weight_.data(), bias_.data(), pooled,
+                               first_maxima);
 }
 
 void Conv2DLayer::backward_from_max_pool(const Tensor& in,

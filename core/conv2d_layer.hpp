@@ -13,6 +13,7 @@
 
 namespace strata {
 
+class ConvReluMaxPool;
 class PooledConvWeightGradient;
 
 // Accepts plain or channel-blocked input. Its output is channel-blocked when oneDNN's fastest
@@ -42,6 +43,15 @@ class Conv2DLayer final : public Layer {
   // first_maxima: the pooling's (Pool2DLayer::first_maxima), in pooled_grad's layout.
   void backward_from_max_pool(const Tensor& in, std::span<const std::uint8_t> first_maxima,
                               const Tensor& pooled_grad);
+  // For that conv, with its ReLU fused: the layout in which forward_max_pooled writes the
+  // pooling's output for this input (oneDNN's output layout for the conv, so the layers after it
+  // see what they would have), or nullopt where the fused kernel (core/conv_relu_max_pool.hpp)
+  // does not run this conv.
+  std::optional<Layout> max_pooled_layout(std::int64_t batch, Layout input_layout);
+  // The forward pass, the ReLU and the max pooling as one kernel, where max_pooled_layout has a
+  // layout: writes the pooling's output there (and its first maxima, where not null), never the
+  // conv's own output.
+  void forward_max_pooled(const Tensor& in, float* pooled, std::uint8_t* first_maxima);
 
   // Applies ReLU to the output inside the convolution kernel (the model does this for conv → relu),
   // saving one pass over the activations forward and one backward.
@@ -53,7 +63,8 @@ class Conv2DLayer final : public Layer {
   // Which oneDNN implementation runs the forward pass, e.g. "jit:avx512_core", then ", weight
   // gradient as a forward convolution" and ", input gradient by GEMM" where those paths run (see
   // the class comment), for the batch size and input layout the layer saw last; ", weight gradient
-  // from the max pooling" where the model chose that path.
+  // from the max pooling" where the model chose that path; "strata's fused conv, ReLU and max
+  // pooling forward" in place of oneDNN's kernel where forward_max_pooled ran.
   std::string implementation() const;
 
  private:
@@ -73,6 +84,7 @@ class Conv2DLayer final : public Layer {
   RecentCache<std::pair<std::int64_t, Layout>, Primitives> primitives_;
   std::optional<MaxPoolWindows> pooling_;
   std::unique_ptr<PooledConvWeightGradient> pooled_weight_grad_;  // built at first use
+  std::unique_ptr<ConvReluMaxPool> max_pooled_forward_;           // built at first use
 };
 
 }  // namespace strata

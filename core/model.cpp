@@ -137,8 +137,7 @@ const Tensor& Model::forward(const Tensor& input, bool training, WorkerPool* uni
       in = &outputs_[i];
       continue;
     }
-    if (training && runs_with_pooling_in_slices(i)) {
-      forward_conv_and_pool(i, *in);
+    if (runs_with_pooling(i) && forward_conv_and_pool(i, *in, training)) {
       in = &outputs_[++i];
       continue;
     }
@@ -150,12 +149,22 @@ const Tensor& Model::forward(const Tensor& input, bool training, WorkerPool* uni
 }
 
 // A conv that takes its weight gradient from the max pooling after it (freeze chose that) has no
-// other reader of its output, so in training the two run a few samples at a time and the pooling
-// reads each slice of the conv's output from the core's L2. Whole, a 32-sample chunk of the
-// benchmark CNN's first conv writes 2.4 MB, which the pooling read back from L3 or memory.
-void Model::forward_conv_and_pool(std::size_t conv, const Tensor& in) {
+// other reader of its output. Where the fused kernel runs the two (core/conv_relu_max_pool.hpp),
+// that output is never written: its span is the conv's, and the pooling's forward has none.
+// Elsewhere, in training, the two run a few samples at a time and the pooling reads each slice of
+// the conv's output from the core's L2. Whole, a 32-sample chunk of the benchmark CNN's first conv
+// writes 2.4 MB, which the pooling read back from L3 or memory.
+bool Model::forward_conv_and_pool(std::size_t conv, const Tensor& in, bool training) {
   auto& pool = dynamic_cast<Pool2DLayer&>(*layers_[conv + 1]);
   const std::int64_t batch = in.dim(0);
+  auto& conv_layer = dynamic_cast<Conv2DLayer&>(*layers_[conv]);
+  if (const std::optional<Layout> layout = conv_layer.max_pooled_layout(batch, in.layout())) {
+    const TraceSpan span(trace_, trace_ ? forward_names_[conv] : std::string_view(), "compute");
+    const Pool2DLayer::Output out = pool.begin_output(outputs_[conv + 1], batch, *layout, training);
+    conv_layer.forward_max_pooled(in, out.values, out.first_maxima);
+    return true;
+  }
+  if (!training) return false;
   const auto sample_bytes =
       element_count(output_shapes_[conv]) * static_cast<std::int64_t>(sizeof(float));
   const std::int64_t slices = std::clamp<std::int64_t>(batch * sample_bytes / conv_slice_bytes_, 1,
@@ -179,13 +188,13 @@ void Model::forward_conv_and_pool(std::size_t conv, const Tensor& in) {
     const TraceSpan span(trace_, trace_ ? forward_names_[conv + 1] : std::string_view(), "compute");
     pool.forward_slice(outputs_[conv], outputs_[conv + 1], first, batch, true);
   }
+  return true;
 }
 
 std::int64_t Model::largest_kept_output() const {
   std::int64_t largest = 1;
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    if (!runs_with_pooling_in_slices(i))
-      largest = std::max(largest, element_count(output_shapes_[i]));
+    if (!runs_with_pooling(i)) largest = std::max(largest, element_count(output_shapes_[i]));
   return largest;
 }
 

@@ -112,9 +112,10 @@ class Model {
 
  private:
   void backward_from_max_pool(std::size_t pool, const Tensor& input, const Tensor& pooled_grad);
-  void forward_conv_and_pool(std::size_t conv, const Tensor& in);
-  // Layer i is the conv that forward_conv_and_pool runs in training.
-  bool runs_with_pooling_in_slices(std::size_t i) const {
+  // False where it ran neither layer: an evaluation pass that the fused kernel does not run.
+  bool forward_conv_and_pool(std::size_t conv, const Tensor& in, bool training);
+  // Layer i is the conv that forward_conv_and_pool runs with the pooling after it.
+  bool runs_with_pooling(std::size_t i) const {
     return first_conv_from_pooling_ && i == first_trainable_;
   }
   // What replicate() builds from.
@@ -125,7 +126,8 @@ class Model {
   Shape input_shape_;
   std::vector<Shape> output_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  // outputs_[i]: output of layer i; of a conv that forward_conv_and_pool ran, its last slice's.
+  // outputs_[i]: output of layer i; of a conv that forward_conv_and_pool ran, its last slice's (or
+  // nothing the fused kernel wrote).
   std::vector<Tensor> outputs_;
   Tensor slice_input_;                       // forward_conv_and_pool's copy of a slice's input
   std::int64_t conv_slice_bytes_ = 0;        // conv_pool_slice_bytes for this machine's L2

@@ -163,13 +163,7 @@ void Pool2DLayer::forward(const Tensor& in, Tensor& out, bool training) {
 void Pool2DLayer::forward_slice(const Tensor& in, Tensor& out, std::int64_t first_sample,
                                 std::int64_t batch, bool training) {
   const bool max_mode = mode_ == Mode::max;
-  if (first_sample == 0) {
-    out.resize({batch, channels_, out_h_, out_w_}, in.layout());
-    if (max_mode && training && record_first_maxima_)
-      first_maxima_.resize(static_cast<std::size_t>(out.size()));
-    else
-      first_maxima_.clear();  // a backward pass after this one has no choices to read
-  }
+  if (first_sample == 0) begin_output(out, batch, in.layout(), training);
   if (in.layout() != out.layout() || first_sample < 0 || first_sample + in.dim(0) > out.dim(0))
     throw std::logic_error(fmt::format(
         "layer {}: a slice of samples {}-{} does not fit the batch of {} begun in its layout",
@@ -185,6 +179,16 @@ void Pool2DLayer::forward_slice(const Tensor& in, Tensor& out, std::int64_t firs
     forward_planes<Lanes8>(in, y, first_max, g, size_, stride_, max_mode, relu_input);
   else
     forward_planes<float>(in, y, first_max, g, size_, stride_, max_mode, relu_input);
+}
+
+Pool2DLayer::Output Pool2DLayer::begin_output(Tensor& out, std::int64_t batch, Layout layout,
+                                              bool training) {
+  out.resize({batch, channels_, out_h_, out_w_}, layout);
+  if (mode_ == Mode::max && training && record_first_maxima_)
+    first_maxima_.resize(static_cast<std::size_t>(out.size()));
+  else
+    first_maxima_.clear();  // a backward pass after this one has no choices to read
+  return {out.data(), first_maxima_.empty() ? nullptr : first_maxima_.data()};
 }
 
 void Pool2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,

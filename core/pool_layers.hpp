@@ -23,6 +23,14 @@ class Pool2DLayer final : public Layer {
   // must follow in the same layout. forward() is the one slice of the whole batch.
   void forward_slice(const Tensor& in, Tensor& out, std::int64_t first_sample, std::int64_t batch,
                      bool training);
+  // Where a kernel that computes this pooling's output itself (the conv before it, fused with it)
+  // writes a batch of it: sizes out in `layout`, and the first maxima, as forward_slice does at
+  // sample 0. first_maxima is null unless this pass records them.
+  struct Output {
+    float* values;
+    std::uint8_t* first_maxima;
+  };
+  Output begin_output(Tensor& out, std::int64_t batch, Layout layout, bool training);
   void backward(const Tensor& in, const Tensor& out, const Tensor& grad_out,
                 Tensor* grad_in) override;
 

@@ -146,8 +146,7 @@ void train_member(const StageContext& c, int member, ProgressBoard& board) {
           if (first_epoch)
             for (std::size_t i = 0; i < trainer.model().layer_count(); ++i)
               if (auto* conv = dynamic_cast<Conv2DLayer*>(&trainer.model().layer(i)))
-                log.detail(
-                    fmt::format("[kernels] {}: oneDNN {}", conv->name(), conv->implementation()));
+                log.detail(fmt::format("[kernels] {}: {}", conv->name(), conv->implementation()));
           first_epoch = false;
           output->append_metrics(m, trainer.device());
           report.update(m);

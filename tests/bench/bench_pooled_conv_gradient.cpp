@@ -4,12 +4,17 @@
 // gradient, against the pooling's forward pass that records each window's first maximum and the
 // conv's weight gradient taken straight from those (PooledConvWeightGradient). Each pass is timed
 // on its own, after a 4 MiB buffer is rewritten, so that the activations come from the shared L3
-// cache, not the core's L2, as they do in a training step. Prints a Markdown table;
+// cache, not the core's L2, as they do in a training step. Then the forward pass both ways: the
+// conv (oneDNN) and the recording pooling, against the two with the ReLU as one kernel
+// (ConvReluMaxPool), which writes only the pooled values and first maxima. Prints Markdown tables;
 // `ONEDNN_MAX_CPU_ISA=AVX2 build/strata_bench_pooled_conv_gradient` shows AVX2's kernels.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,6 +28,7 @@ namespace {
 
 struct Timings {
   double forward_plain, forward_recording, unfused, fused;
+  double forward_layers, forward_one_kernel;  // the forward pass: conv then pooling / fused
   std::string kernels;
 };
 
@@ -56,8 +62,25 @@ Timings time_both(std::int64_t batch) {
     pool.record_first_maxima(record);
     return strata::bench::ms_per_call([&] { pool.forward(y, pooled, true); }, 7, 10, evict);
   };
-  std::vector<double> forward_plain, forward_recording, unfused, fused;
+  const std::optional<strata::Layout> layout = conv.max_pooled_layout(batch, x.layout());
+  if (!layout)
+    throw std::runtime_error("the fused conv, ReLU and pooling kernel does not run here");
+  std::vector<double> forward_plain, forward_recording, unfused, fused, forward_layers,
+      forward_one_kernel;
   for (int turn = 0; turn < 3; ++turn) {
+    pool.record_first_maxima(true);
+    forward_layers.push_back(strata::bench::ms_per_call(
+        [&] {
+          conv.forward(x, y, true);
+          pool.forward(y, pooled, true);
+        },
+        7, 10, evict));
+    forward_one_kernel.push_back(strata::bench::ms_per_call(
+        [&] {
+          const auto out = pool.begin_output(pooled, batch, *layout, true);
+          conv.forward_max_pooled(x, out.values, out.first_maxima);
+        },
+        7, 10, evict));
     forward_plain.push_back(forward(false));
     unfused.push_back(strata::bench::ms_per_call(
         [&] {
@@ -73,6 +96,8 @@ Timings time_both(std::int64_t batch) {
   t.forward_recording = strata::median(forward_recording);
   t.unfused = strata::median(unfused);
   t.fused = strata::median(fused);
+  t.forward_layers = strata::median(forward_layers);
+  t.forward_one_kernel = strata::median(forward_one_kernel);
   return t;
 }
 
@@ -91,13 +116,23 @@ int run() {
       "| samples | pooling forward, plain / recording, ms | backward, pooling then conv / from "
       "the pooling, ms | both passes, unfused / fused, ms | ratio | conv's kernels |\n"
       "| --- | --- | --- | --- | --- | --- |\n");
+  std::vector<std::pair<std::int64_t, Timings>> runs;
   for (const std::int64_t batch : {32, 128}) {
     const Timings t = time_both(batch);
+    runs.emplace_back(batch, t);
     const double unfused = t.forward_plain + t.unfused, fused = t.forward_recording + t.fused;
     fmt::print("| {} | {:.3f} / {:.3f} | {:.3f} / {:.3f} | {:.3f} / {:.3f} | {:.2f} | {} |\n",
                batch, t.forward_plain, t.forward_recording, t.unfused, t.fused, unfused, fused,
                unfused / fused, t.kernels);
   }
+  fmt::print(
+      "\nThe forward pass in training, the conv on oneDNN then the pooling recording its first "
+      "maxima, against the conv, ReLU and pooling as one kernel (ConvReluMaxPool), whole batches "
+      "(a model runs the first way in L2-sized slices where it must):\n\n"
+      "| samples | forward, conv then pooling / one kernel, ms | ratio |\n| --- | --- | --- |\n");
+  for (const auto& [batch, t] : runs)
+    fmt::print("| {} | {:.3f} / {:.3f} | {:.2f} |\n", batch, t.forward_layers, t.forward_one_kernel,
+               t.forward_layers / t.forward_one_kernel);
   return EXIT_SUCCESS;
 }
 

@@ -210,10 +210,18 @@ TEST_CASE("a model's first trainable conv takes its weight gradient from the max
   Tensor x({5, 1, 14, 14}), grad_logits;
   strata::testing::fill_normal(x, rng);
   const std::vector<std::int32_t> labels{0, 3, 1, 2, 3};
-  softmax_cross_entropy(model.forward(x, true), labels, grad_logits);
+  const Tensor logits = model.forward(x, true);
+  softmax_cross_entropy(logits, labels, grad_logits);
   model.backward(x, grad_logits);
   auto& first = dynamic_cast<Conv2DLayer&>(model.layer(fused));
   CHECK_THAT(first.implementation(), Catch::Contains("weight gradient from the max pooling"));
+  // On a plain input the conv, its ReLU and the pooling run as one kernel; on the first pooling's
+  // blocked output they do not.
+  const std::string fused_forward = "fused conv, ReLU and max pooling forward";
+  if (freeze_first)
+    CHECK_THAT(first.implementation(), !Catch::Contains(fused_forward));
+  else
+    CHECK_THAT(first.implementation(), Catch::Contains(fused_forward));
   if (!freeze_first)  // the second conv's input gradient is needed: it takes the usual path
     CHECK_THAT(dynamic_cast<Conv2DLayer&>(model.layer(2)).implementation(),
                !Catch::Contains("from the max pooling"));
@@ -224,6 +232,9 @@ TEST_CASE("a model's first trainable conv takes its weight gradient from the max
   std::vector<Tensor> out(model.layer_count()), grad(model.layer_count());
   for (std::size_t i = 0; i < model.layer_count(); ++i)
     model.layer(i).forward(i == 0 ? x : out[i - 1], out[i], true);
+  REQUIRE(out.back().size() == logits.size());
+  for (std::int64_t i = 0; i < logits.size(); ++i)
+    REQUIRE(logits[i] == Approx(out.back()[i]).margin(1e-5));
   for (std::size_t i = model.layer_count(); i-- > fused;) {
     const Tensor& grad_out = i + 1 == model.layer_count() ? grad_logits : grad[i];
     model.layer(i).backward(i == 0 ? x : out[i - 1], out[i], grad_out,
@@ -250,9 +261,11 @@ TEST_CASE("in training the conv and its max pooling run a few samples at a time,
   LayerSpec conv = layer(LayerKind::conv2d, "conv");
   conv.filters = 16;
   conv.kernel = 3;
+  // 3x3 windows: a pooling that the fused conv, ReLU and pooling kernel does not run, so that the
+  // slices do.
   LayerSpec pool = layer(LayerKind::maxpool2d, "pool");
-  pool.size = 2;
-  pool.stride = 2;
+  pool.size = 3;
+  pool.stride = 3;
   const std::vector<LayerSpec> specs = {conv, layer(LayerKind::relu, "relu"), pool,
                                         layer(LayerKind::flatten, "flat"),
                                         layer(LayerKind::dense, "fc", 4)};
@@ -277,6 +290,8 @@ TEST_CASE("in training the conv and its max pooling run a few samples at a time,
        at = events.find("forward conv\"", at + 1))
     ++conv_events;
   CHECK(conv_events == static_cast<std::size_t>(slices));
+  CHECK_THAT(dynamic_cast<Conv2DLayer&>(model.layer(0)).implementation(),
+             !Catch::Contains("fused conv"));
   auto& pooling = dynamic_cast<Pool2DLayer&>(model.layer(1));
   const std::vector<std::uint8_t> sliced_maxima = pooling.first_maxima();
   softmax_cross_entropy(logits, labels, grad_logits);
