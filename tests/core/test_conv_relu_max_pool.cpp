@@ -86,6 +86,8 @@ Fused run_fused(const Case& c, const std::vector<float>& x, const std::vector<fl
 TEST_CASE("the fused conv, ReLU and max pooling equal the three by hand", "[layers][conv]") {
   const Case c = GENERATE(make_case(3, 1, 28, 28, 32, 5, 0, 16),  // the benchmark CNN's first conv
                           make_case(2, 1, 27, 27, 16, 3, 1, 16),  // padded, odd: a row dropped
+                          make_case(2, 1, 18, 18, 16, 5, 0, 16),  // 7 windows a row: 4 + 3
+                          make_case(1, 1, 15, 15, 8, 5, 1, 8),    // 7 windows a row: 2 + 2 + 2 + 1
                           make_case(2, 1, 14, 14, 16, 3, 0, 8),   // 6 windows a row: 3 strips of 2
                           make_case(2, 3, 13, 15, 8, 3, 0, 8),    // 3 channels, not square
                           make_case(2, 2, 20, 22, 32, 5, 2, 16),  // 11 windows a row: 4 + 4 + 3
