@@ -303,14 +303,18 @@ void Conv2DLayer::backward(const Tensor& in, const Tensor& out, const Tensor& gr
 void Conv2DLayer::take_weight_gradient_from(const std::optional<MaxPoolWindows>& pooling) {
   pooling_ = pooling;
   pooled_weight_grad_.reset();
+}
+
+void Conv2DLayer::set_max_pooling_after(const std::optional<MaxPoolWindows>& pooling) {
+  pooling_after_ = pooling;
   max_pooled_forward_.reset();
 }
 
 std::optional<Layout> Conv2DLayer::max_pooled_layout(std::int64_t batch, Layout input_layout) {
-  if (!pooling_ || !fused_relu_ || input_layout != Layout::plain) return std::nullopt;
+  if (!pooling_after_ || !fused_relu_ || input_layout != Layout::plain) return std::nullopt;
   const Layout layout = primitives_for(batch, input_layout).output_layout;
   if (layout == Layout::plain ||
-      !ConvReluMaxPool::fits(geometry(batch), *pooling_, channel_block(layout)))
+      !ConvReluMaxPool::fits(geometry(batch), *pooling_after_, channel_block(layout)))
     return std::nullopt;
   return layout;
 }
@@ -322,7 +326,7 @@ void Conv2DLayer::forward_max_pooled(const Tensor& in, float* pooled, std::uint8
         "layer {}: the fused conv, ReLU and max pooling kernel does not run this conv", name()));
   if (!max_pooled_forward_ || max_pooled_forward_->lanes() != channel_block(*layout))
     max_pooled_forward_ =
-        std::make_unique<ConvReluMaxPool>(geometry(0), *pooling_, channel_block(*layout));
+        std::make_unique<ConvReluMaxPool>(geometry(0), *pooling_after_, channel_block(*layout));
   max_pooled_forward_->compute(in.dim(0), in.data(), weight_.data(), bias_.data(), pooled,
                                first_maxima);
 }

@@ -43,7 +43,10 @@ class Conv2DLayer final : public Layer {
   // first_maxima: the pooling's (Pool2DLayer::first_maxima), in pooled_grad's layout.
   void backward_from_max_pool(const Tensor& in, std::span<const std::uint8_t> first_maxima,
                               const Tensor& pooled_grad);
-  // For that conv, with its ReLU fused: the layout in which forward_max_pooled writes the
+  // The max pooling after this conv, where the model runs the two forward together (nothing else
+  // reads the conv's output), else nullopt.
+  void set_max_pooling_after(const std::optional<MaxPoolWindows>& pooling);
+  // For such a conv, with its ReLU fused: the layout in which forward_max_pooled writes the
   // pooling's output for this input (oneDNN's output layout for the conv, so the layers after it
   // see what they would have), or nullopt where the fused kernel (core/conv_relu_max_pool.hpp)
   // does not run this conv.
@@ -82,7 +85,8 @@ class Conv2DLayer final : public Layer {
   Tensor weight_, bias_, weight_grad_, bias_grad_;
   Tensor masked_grad_;  // grad_out with the fused ReLU's derivative applied
   RecentCache<std::pair<std::int64_t, Layout>, Primitives> primitives_;
-  std::optional<MaxPoolWindows> pooling_;
+  std::optional<MaxPoolWindows> pooling_;                         // take_weight_gradient_from's
+  std::optional<MaxPoolWindows> pooling_after_;                   // set_max_pooling_after's
   std::unique_ptr<PooledConvWeightGradient> pooled_weight_grad_;  // built at first use
   std::unique_ptr<ConvReluMaxPool> max_pooled_forward_;           // built at first use
 };

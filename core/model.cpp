@@ -276,20 +276,24 @@ void Model::freeze(const std::vector<std::string>& layer_names) {
   // Nothing needs the first trainable layer's input gradient: a conv there whose output a max
   // pooling reads takes its weight gradient from the pooling's (about 3 of every 4 of its output
   // gradients are zero, and none of them need be written).
+  // A conv before that layer, which backward never reaches, runs with its max pooling too.
   first_conv_from_pooling_ = false;
+  convs_with_pooling_.clear();
   for (auto& layer : layers_)
     if (auto* pool = dynamic_cast<Pool2DLayer*>(layer.get())) pool->record_first_maxima(false);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     auto* conv = dynamic_cast<Conv2DLayer*>(layers_[i].get());
     if (conv == nullptr) continue;
     std::optional<MaxPoolWindows> windows;
-    if (i == first_trainable_ && i + 1 < layers_.size())
-      if (auto* pool = dynamic_cast<Pool2DLayer*>(layers_[i + 1].get())) {
-        windows = pool->max_windows();
-        pool->record_first_maxima(windows.has_value());
-      }
-    conv->take_weight_gradient_from(windows);
-    first_conv_from_pooling_ = first_conv_from_pooling_ || windows.has_value();
+    auto* pool =
+        i + 1 < layers_.size() ? dynamic_cast<Pool2DLayer*>(layers_[i + 1].get()) : nullptr;
+    if (i <= first_trainable_ && pool != nullptr) windows = pool->max_windows();
+    const bool gradient_from_pooling = i == first_trainable_ && windows.has_value();
+    if (gradient_from_pooling) pool->record_first_maxima(true);
+    conv->take_weight_gradient_from(gradient_from_pooling ? windows : std::nullopt);
+    conv->set_max_pooling_after(windows);
+    if (windows) convs_with_pooling_.insert(i);
+    first_conv_from_pooling_ = first_conv_from_pooling_ || gradient_from_pooling;
   }
 }
 

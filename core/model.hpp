@@ -114,10 +114,8 @@ class Model {
   void backward_from_max_pool(std::size_t pool, const Tensor& input, const Tensor& pooled_grad);
   // False where it ran neither layer: an evaluation pass that the fused kernel does not run.
   bool forward_conv_and_pool(std::size_t conv, const Tensor& in, bool training);
-  // Layer i is the conv that forward_conv_and_pool runs with the pooling after it.
-  bool runs_with_pooling(std::size_t i) const {
-    return first_conv_from_pooling_ && i == first_trainable_;
-  }
+  // Layer i is a conv that forward_conv_and_pool runs with the max pooling after it.
+  bool runs_with_pooling(std::size_t i) const { return convs_with_pooling_.contains(i); }
   // What replicate() builds from.
   std::vector<LayerSpec> specs_;
   int num_classes_ = 0;
@@ -140,6 +138,9 @@ class Model {
   // The first trainable layer is a conv that takes its weight gradient from the max pooling after
   // it (Conv2DLayer::take_weight_gradient_from).
   bool first_conv_from_pooling_ = false;
+  // Convs before a max pooling whose output nothing else reads: the first trainable layer's
+  // (first_conv_from_pooling_) and any before it, which backward never reaches.
+  std::set<std::size_t> convs_with_pooling_;
   Trace* trace_ = nullptr;
   // The unit split's pass through dense layer i and the activation grouped with it, if any, in
   // one run of the pool; returns the index of the group's last layer.
