@@ -310,23 +310,24 @@ void Conv2DLayer::set_max_pooling_after(const std::optional<MaxPoolWindows>& poo
   max_pooled_forward_.reset();
 }
 
+// oneDNN's output layout for the conv is the CPU's, whatever the batch: it is read once, from the
+// first batch's primitives, and the kernel built then keeps it, so that a new batch size (the
+// epoch's last, an evaluation's) builds no primitives that the fused pass never runs.
 std::optional<Layout> Conv2DLayer::max_pooled_layout(std::int64_t batch, Layout input_layout) {
   if (!pooling_after_ || !fused_relu_ || input_layout != Layout::plain) return std::nullopt;
+  if (max_pooled_forward_) return max_pooled_forward_->layout();
   const Layout layout = primitives_for(batch, input_layout).output_layout;
   if (layout == Layout::plain ||
       !ConvReluMaxPool::fits(geometry(batch), *pooling_after_, channel_block(layout)))
     return std::nullopt;
+  max_pooled_forward_ = std::make_unique<ConvReluMaxPool>(geometry(0), *pooling_after_, layout);
   return layout;
 }
 
 void Conv2DLayer::forward_max_pooled(const Tensor& in, float* pooled, std::uint8_t* first_maxima) {
-  const std::optional<Layout> layout = max_pooled_layout(in.dim(0), in.layout());
-  if (!layout)
+  if (!max_pooled_layout(in.dim(0), in.layout()))
     throw std::logic_error(fmt::format(
         "layer {}: the fused conv, ReLU and max pooling kernel does not run this conv", name()));
-  if (!max_pooled_forward_ || max_pooled_forward_->lanes() != channel_block(*layout))
-    max_pooled_forward_ =
-        std::make_unique<ConvReluMaxPool>(geometry(0), *pooling_after_, channel_block(*layout));
   max_pooled_forward_->compute(in.dim(0), in.data(), weight_.data(), bias_.data(), pooled,
                                first_maxima);
 }

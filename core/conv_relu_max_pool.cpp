@@ -162,8 +162,9 @@ bool ConvReluMaxPool::fits(const ConvGeometry& conv, const MaxPoolWindows& pooli
 }
 
 ConvReluMaxPool::ConvReluMaxPool(const ConvGeometry& conv, const MaxPoolWindows& pooling,
-                                 std::int64_t lanes)
-    : conv_(conv), pooling_(pooling), lanes_(lanes) {
+                                 Layout layout)
+    : conv_(conv), pooling_(pooling), layout_(layout), lanes_(channel_block(layout)) {
+  const std::int64_t lanes = lanes_;
   if (!fits(conv, pooling, lanes))
     throw std::invalid_argument(fmt::format(
         "conv {}x{} stride {} on {} channels to {} filters, then a {}x{} pooling of stride {}: "

@@ -75,7 +75,8 @@ Fused run_fused(const Case& c, const std::vector<float>& x, const std::vector<fl
       static_cast<std::size_t>(c.conv.batch * c.conv.filters * c.pooling.out_h * c.pooling.out_w);
   // Filled with what the kernel never writes, so that an element it skips shows.
   Fused out{std::vector<float>(size, -7.0f), std::vector<std::uint8_t>(size, 200)};
-  ConvReluMaxPool kernel(c.conv, c.pooling, c.lanes);
+  ConvReluMaxPool kernel(c.conv, c.pooling,
+                         c.lanes == 16 ? Layout::channel_blocked16 : Layout::channel_blocked8);
   kernel.compute(c.conv.batch, x.data(), weight.data(), bias.data(), out.pooled.data(),
                  out.first_maxima.data());
   return out;
@@ -199,5 +200,6 @@ TEST_CASE("the fused conv, ReLU and max pooling refuse what they do not run", "[
   Case overlapping = fits;
   overlapping.pooling = {2, 1, 23, 23};
   CHECK_FALSE(ConvReluMaxPool::fits(overlapping.conv, overlapping.pooling, 16));
-  CHECK_THROWS_AS(ConvReluMaxPool(strided.conv, strided.pooling, 16), std::invalid_argument);
+  CHECK_THROWS_AS(ConvReluMaxPool(strided.conv, strided.pooling, Layout::channel_blocked16),
+                  std::invalid_argument);
 }
