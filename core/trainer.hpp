@@ -2,9 +2,11 @@
 // batch or each dense layer's units.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -136,6 +138,13 @@ class Trainer {
   // batch: a larger share of a micro-batch goes through in chunks (their gradients summed), so
   // that the activations stay in cache. With the units split the local batch goes through whole.
   std::int64_t chunk_samples() const { return chunk_samples_; }
+  // Whether the workers take the optimizer step as their backward passes finish, each piece of it
+  // once every worker's backward is done with its layer: with more than one worker splitting the
+  // batch, one micro-batch, no sync or engine to wait for, and every worker's share in one chunk.
+  // A worker that finishes first then steps the late layers' parameters (the large dense layers)
+  // while the others finish the early ones, instead of waiting for them. The weights are the same
+  // to the bit as with the step after backward.
+  bool steps_during_backward() const;
   // From now on every step's forward and backward pass, and evaluation's forward passes, run on
   // `engine` (a GPU), which must outlive the trainer's use of it. The gradient sums over
   // replicas stay on the host unless the engine makes them (sums_over_replicas). When the engine
@@ -188,9 +197,16 @@ class Trainer {
   void apply_gradients(double lr, bool reported);
   // Forward and backward of one micro-batch (this process's shard of it); returns its summed loss.
   // `first_sample`: the micro-batch's position in the global batch.
+  // `step_lr`: the workers take the optimizer step at this rate as backward finishes each layer
+  // (steps_during_backward), and on_layer_done is not called.
   double micro_step(std::span<const std::int64_t> micro_batch, std::int64_t first_sample,
                     double scale, const std::function<void(std::size_t)>& on_layer_done,
-                    std::int64_t& correct);
+                    std::optional<double> step_lr, std::int64_t& correct);
+  // Worker i's forward and backward passes over its part of the micro-batch's `shard` (`local`
+  // samples), handing each layer to on_layer_done as backward finishes it.
+  void worker_pass(int i, std::span<const std::int64_t> shard, std::int64_t local,
+                   bool workers_read, std::int64_t first_sample, double scale,
+                   const std::function<void(std::size_t)>& on_layer_done);
   void accumulate_gradients(bool first, bool last);
   // Adds a worker's chunk's gradients (`params`: its replica's) to those of its earlier chunks of
   // the micro-batch; after the last chunk the replica's gradients hold the sum.
@@ -206,6 +222,9 @@ class Trainer {
   // save_state's entries from the host's copy as it is.
   void write_state(StateDict& out);
   void sum_worker_gradients();
+  // Takes pieces of the optimizer step until none are left (steps_during_backward). False if
+  // another worker failed (its exception ends the run).
+  bool take_step_pieces(double lr);
   // The models whose gradients a step sums: every worker's replica, or replica 0 alone when the
   // workers split the units.
   std::size_t gradient_replicas() const { return unit_split_ ? 1 : replicas_.size(); }
@@ -243,8 +262,22 @@ class Trainer {
   std::vector<std::vector<Param>>
       layer_params_;  // layer_params_[i]: layer i's parameters in replica 0
   std::vector<Worker> workers_;
-  std::vector<Tensor> accumulated_;  // running gradient sum over a step's micro-batches
-  Tensor shard_images_;              // this process's part of the current micro-batch
+  // The optimizer step in fixed pieces of 2048 elements, the last layer's first: which worker takes
+  // a piece does not change its sums, so the weights do not depend on the workers' timing.
+  struct StepPiece {
+    std::size_t param;  // index into replica_params_[r]
+    std::size_t layer;
+    std::int64_t begin, end;
+  };
+  // Elements of a parameter stepped at once: they stay in L1 between the sum over the replicas
+  // and the update, so each array crosses the cache hierarchy once per step.
+  static constexpr std::int64_t step_chunk = 2048;
+  std::vector<StepPiece> step_pieces_;
+  std::atomic<std::size_t> next_step_piece_ = 0;
+  std::vector<std::atomic<int>> layers_done_;  // workers whose backward finished layer i this step
+  std::atomic<bool> step_abandoned_ = false;   // a worker failed in the step
+  std::vector<Tensor> accumulated_;            // running gradient sum over a step's micro-batches
+  Tensor shard_images_;                        // this process's part of the current micro-batch
   std::vector<std::int32_t> shard_labels_;
   std::unique_ptr<Optimizer> optimizer_;
   int local_batch_;

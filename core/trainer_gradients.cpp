@@ -50,10 +50,9 @@ void Trainer::apply_gradients(double lr, bool reported) {
   optimizer_->begin_step(total);
   // Each worker owns a slice of every parameter: it sums the replicas' gradients there (in replica
   // order, so the result does not depend on timing) and updates it, where every replica reads it
-  // (they share the values). It does so in chunks that stay in L1 between the two passes, so each
-  // array crosses the cache hierarchy once per step. With the units split the slice is the
+  // (they share the values), step_chunk elements at a time. With the units split the slice is the
   // worker's own rows, whose gradients it wrote and whose values only it reads in training.
-  constexpr std::int64_t chunk = 2048;
+  constexpr std::int64_t chunk = step_chunk;
   pool_.run([&](int worker) {
     for (std::size_t k = 0; k < total.size(); ++k) {
       auto [slice_begin, slice_end] = step_share(total[k], worker);
@@ -69,6 +68,32 @@ void Trainer::apply_gradients(double lr, bool reported) {
       }
     }
   });
+}
+
+bool Trainer::steps_during_backward() const {
+  if (pool_.size() == 1 || unit_split_ || accumulate_ != 1 || sync_ != nullptr ||
+      engine_ != nullptr)
+    return false;
+  const std::int64_t largest_share = (local_batch_ + pool_.size() - 1) / pool_.size();
+  return largest_share <= chunk_samples_;
+}
+
+bool Trainer::take_step_pieces(double lr) {
+  const auto& total = replica_params_.front();
+  const int workers = pool_.size();
+  for (std::size_t n = next_step_piece_.fetch_add(1, std::memory_order_relaxed);
+       n < step_pieces_.size(); n = next_step_piece_.fetch_add(1, std::memory_order_relaxed)) {
+    const StepPiece& piece = step_pieces_[n];
+    if (!await_count(layers_done_[piece.layer], workers, step_abandoned_)) return false;
+    const Param& p = total[piece.param];
+    float* g = p.grad->data();
+    for (std::size_t r = 1; r < gradient_replicas(); ++r) {
+      const float* h = replica_params_[r][piece.param].grad->data();
+      for (std::int64_t i = piece.begin; i < piece.end; ++i) g[i] += h[i];
+    }
+    optimizer_->update(p, piece.param, piece.begin, piece.end, lr * p.lr_scale);
+  }
+  return true;
 }
 
 void Trainer::sum_chunk_gradients(Worker& w, const std::vector<Param>& params, bool first,

@@ -18,6 +18,10 @@ inline std::pair<std::int64_t, std::int64_t> worker_share(std::int64_t n, int wo
   return {n * i / workers, n * (i + 1) / workers};
 }
 
+// Waits until `counter` reaches `target`, spinning and yielding now and then, for tasks of one
+// run() that wait on each other; false if `abandon` came to hold first (a worker failed).
+bool await_count(const std::atomic<int>& counter, int target, const std::atomic<bool>& abandon);
+
 class WorkerPool {
  public:
   // `workers` threads in all, counting the caller: run() uses the calling thread as worker 0.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The benchmark MLP's two worker threads splitting each dense layer's units against splitting the
-# batch, in turns in one run (strata_bench_thread_split). Prints a Markdown table on stdout.
+# How two worker threads share a step, two ways against each other in turns in one run
+# (strata_bench_thread_split): the benchmark MLP's workers splitting each dense layer's units
+# against splitting the batch, and the benchmark CNN's workers taking the optimizer step as their
+# backward passes finish it against one step after backward. Prints Markdown tables on stdout.
 #
 #   tests/bench/run_thread_split_bench.sh [BUILD_DIR] [-- extra strata_bench_thread_split options]
 set -euo pipefail

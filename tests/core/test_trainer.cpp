@@ -16,6 +16,7 @@
 #include "core/trainer.hpp"
 #include "core/training_data.hpp"
 #include "tests/core/layer_specs.hpp"
+#include "tests/core/one_replica_sync.hpp"
 #include "tests/core/temp_dir.hpp"
 #include "tests/core/trainer_states.hpp"
 
@@ -272,6 +273,63 @@ TEST_CASE("a worker's share larger than its chunk trains as the same batch in mi
       CHECK(worst == 0.0);
     else
       CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE(
+    "the workers stepping each layer as backward finishes it give the weights of one step after "
+    "backward",
+    "[trainer]") {
+  const OptimizerKind optimizer = GENERATE(OptimizerKind::sgd, OptimizerKind::adam);
+  const int threads = GENERATE(2, 3);
+  const bool frozen_dense = GENERATE(false, true);
+  CAPTURE(optimizer == OptimizerKind::adam, threads, frozen_dense);
+  // Parameters of several pieces (fc1's 6400 weights), of one, and a frozen layer between
+  // trained ones, whose backward still runs.
+  Config config = parse_config(R"(run: {name: overlap, seed: 4}
+data:
+  source: synthetic
+  validation_fraction: 0.0
+  synthetic: {train: 240, test: 16, classes: 4, channels: 1, height: 12, width: 12}
+model:
+  layers:
+    - conv2d: {filters: 8, kernel: 3, name: conv}
+    - relu
+    - maxpool2d: {size: 2}
+    - flatten
+    - dense: {units: 32, name: fc1}
+    - relu
+    - dense: {units: 16, name: fc2}
+    - relu
+    - dense: {units: 4, name: head}
+training:
+  epochs: 1
+  local_batch: 24
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+)",
+                               "overlap.yaml");
+  config.training.optimizer.kind = optimizer;
+  if (optimizer == OptimizerKind::adam) config.training.optimizer.lr = 0.002;
+  if (frozen_dense) config.training.freeze = {{"fc2", {}}};
+  const TrainingData data = load_training_data(config);
+  testing::OneReplicaSync one_replica;
+  Trainer during(config, build_model(config, data), data, standalone_plan(config), threads),
+      after(config, build_model(config, data), data, standalone_plan(config), threads,
+            &one_replica);
+  REQUIRE(during.steps_during_backward());
+  REQUIRE_FALSE(after.steps_during_backward());
+  const auto start = snapshot(during.model());
+  REQUIRE(start == snapshot(after.model()));
+  const auto md = during.run_epoch({}), ma = after.run_epoch({});
+  const auto stepped = snapshot(during.model());
+  CHECK(stepped == snapshot(after.model()));
+  CHECK(md.train_loss == ma.train_loss);
+  CHECK(md.test_loss == ma.test_loss);
+  // Every trained parameter moved, and the frozen one did not.
+  const auto params = during.model().params();
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    CAPTURE(params[k].name);
+    CHECK((stepped[k] == start[k]) == !params[k].trainable);
   }
 }
 
