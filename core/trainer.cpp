@@ -114,6 +114,8 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
   }
   // The step's pieces, in the order backward finishes their layers.
   layers_done_ = std::vector<std::atomic<int>>(first.layer_count());
+  next_step_piece_ = std::vector<std::atomic<std::size_t>>(workers_.size());
+  step_pieces_.resize(workers_.size());
   const auto& total = replica_params_.front();
   for (std::size_t i = first.layer_count(); i-- > 0;)
     for (const Param& p : layer_params_[i]) {
@@ -121,8 +123,12 @@ Trainer::Trainer(const Config& config, Model model, const TrainingData& data, co
           std::find_if(total.begin(), total.end(),
                        [&](const Param& q) { return q.value == p.value; }) -
           total.begin());
-      for (std::int64_t begin = 0; begin < p.value->size(); begin += step_chunk)
-        step_pieces_.push_back({k, i, begin, std::min(begin + step_chunk, p.value->size())});
+      for (int worker = 0; worker < pool_.size(); ++worker) {
+        const auto [slice_begin, slice_end] = step_share(p, worker);
+        for (std::int64_t begin = slice_begin; begin < slice_end; begin += step_chunk)
+          step_pieces_[static_cast<std::size_t>(worker)].push_back(
+              {k, i, begin, std::min(begin + step_chunk, slice_end)});
+      }
     }
 }
 

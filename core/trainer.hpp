@@ -222,9 +222,10 @@ class Trainer {
   // save_state's entries from the host's copy as it is.
   void write_state(StateDict& out);
   void sum_worker_gradients();
-  // Takes pieces of the optimizer step until none are left (steps_during_backward). False if
+  // Takes pieces of the optimizer step until none are left (steps_during_backward): the next
+  // of its own whose layer is ready, else the next ready one of another worker's. False if
   // another worker failed (its exception ends the run).
-  bool take_step_pieces(double lr);
+  bool take_step_pieces(int worker, double lr);
   // The models whose gradients a step sums: every worker's replica, or replica 0 alone when the
   // workers split the units.
   std::size_t gradient_replicas() const { return unit_split_ ? 1 : replicas_.size(); }
@@ -262,8 +263,10 @@ class Trainer {
   std::vector<std::vector<Param>>
       layer_params_;  // layer_params_[i]: layer i's parameters in replica 0
   std::vector<Worker> workers_;
-  // The optimizer step in fixed pieces of 2048 elements, the last layer's first: which worker takes
-  // a piece does not change its sums, so the weights do not depend on the workers' timing.
+  // The optimizer step in fixed pieces, each worker's slice of every parameter (step_share) for
+  // its own, the last layer's first: which worker takes a piece does not change its sums, so the
+  // weights do not depend on the workers' timing. A worker takes its own pieces where it can, whose
+  // gradients it wrote and whose moments it stepped the step before, still in its caches.
   struct StepPiece {
     std::size_t param;  // index into replica_params_[r]
     std::size_t layer;
@@ -272,8 +275,8 @@ class Trainer {
   // Elements of a parameter stepped at once: they stay in L1 between the sum over the replicas
   // and the update, so each array crosses the cache hierarchy once per step.
   static constexpr std::int64_t step_chunk = 2048;
-  std::vector<StepPiece> step_pieces_;
-  std::atomic<std::size_t> next_step_piece_ = 0;
+  std::vector<std::vector<StepPiece>> step_pieces_;        // [worker]: its own pieces
+  std::vector<std::atomic<std::size_t>> next_step_piece_;  // [worker]: the next not taken
   std::vector<std::atomic<int>> layers_done_;  // workers whose backward finished layer i this step
   std::atomic<bool> step_abandoned_ = false;   // a worker failed in the step
   std::vector<Tensor> accumulated_;            // running gradient sum over a step's micro-batches

@@ -78,22 +78,40 @@ bool Trainer::steps_during_backward() const {
   return largest_share <= chunk_samples_;
 }
 
-bool Trainer::take_step_pieces(double lr) {
+bool Trainer::take_step_pieces(int worker, double lr) {
   const auto& total = replica_params_.front();
   const int workers = pool_.size();
-  for (std::size_t n = next_step_piece_.fetch_add(1, std::memory_order_relaxed);
-       n < step_pieces_.size(); n = next_step_piece_.fetch_add(1, std::memory_order_relaxed)) {
-    const StepPiece& piece = step_pieces_[n];
-    if (!await_count(layers_done_[piece.layer], workers, step_abandoned_)) return false;
-    const Param& p = total[piece.param];
+  const auto ready = [&](const StepPiece& piece) {
+    return layers_done_[piece.layer].load(std::memory_order_acquire) == workers;
+  };
+  for (unsigned round = 0;; ++round) {
+    // Its own next piece, else another worker's, the first whose layer is ready.
+    const StepPiece* taken = nullptr;
+    bool left = false;
+    for (int offset = 0; offset < workers && taken == nullptr; ++offset) {
+      const auto owner = static_cast<std::size_t>((worker + offset) % workers);
+      std::size_t n = next_step_piece_[owner].load(std::memory_order_relaxed);
+      while (n < step_pieces_[owner].size() && taken == nullptr) {
+        left = true;
+        if (!ready(step_pieces_[owner][n])) break;
+        if (next_step_piece_[owner].compare_exchange_weak(n, n + 1, std::memory_order_relaxed))
+          taken = &step_pieces_[owner][n];
+      }
+    }
+    if (!left) return true;
+    if (taken == nullptr) {
+      if (step_abandoned_.load(std::memory_order_relaxed)) return false;
+      spin_wait_round(round);
+      continue;
+    }
+    const Param& p = total[taken->param];
     float* g = p.grad->data();
     for (std::size_t r = 1; r < gradient_replicas(); ++r) {
-      const float* h = replica_params_[r][piece.param].grad->data();
-      for (std::int64_t i = piece.begin; i < piece.end; ++i) g[i] += h[i];
+      const float* h = replica_params_[r][taken->param].grad->data();
+      for (std::int64_t i = taken->begin; i < taken->end; ++i) g[i] += h[i];
     }
-    optimizer_->update(p, piece.param, piece.begin, piece.end, lr * p.lr_scale);
+    optimizer_->update(p, taken->param, taken->begin, taken->end, lr * p.lr_scale);
   }
-  return true;
 }
 
 void Trainer::sum_chunk_gradients(Worker& w, const std::vector<Param>& params, bool first,

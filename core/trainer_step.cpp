@@ -117,7 +117,7 @@ double Trainer::micro_step(std::span<const std::int64_t> micro_batch, std::int64
       throw;
     }
     const TraceSpan step(i == 0 ? trace_ : nullptr, "optimizer step", "compute");
-    take_step_pieces(*step_lr);
+    take_step_pieces(i, *step_lr);
   });
   double loss_sum = 0.0;
   for (const auto& w : workers_) {
@@ -175,7 +175,7 @@ double Trainer::train_step(std::span<const std::int64_t> global_batch, double lr
     // them may update the first piece.
     optimizer_->begin_step(replica_params_.front());
     for (auto& done : layers_done_) done.store(0, std::memory_order_relaxed);
-    next_step_piece_.store(0, std::memory_order_relaxed);
+    for (auto& next : next_step_piece_) next.store(0, std::memory_order_relaxed);
     step_abandoned_.store(false, std::memory_order_relaxed);
     const double loss_sum = micro_step(global_batch, 0, scale, {}, lr, correct);
     ++position_.global_step;

@@ -17,17 +17,11 @@ inline void spin_pause() {
 
 }  // namespace
 
-bool await_count(const std::atomic<int>& counter, int target, const std::atomic<bool>& abandon) {
-  // Yielding, past a short spin, leaves the core to the worker being waited for where the
-  // workers outnumber the cores.
-  for (unsigned n = 1; counter.load(std::memory_order_acquire) < target; ++n) {
-    if (abandon.load(std::memory_order_relaxed)) return false;
-    if (n % 256 == 0)
-      std::this_thread::yield();
-    else
-      spin_pause();
-  }
-  return true;
+void spin_wait_round(unsigned n) {
+  if (n % 256 == 255)
+    std::this_thread::yield();
+  else
+    spin_pause();
 }
 
 void WorkerPool::await(std::condition_variable& signal, const std::function<bool()>& ready) {

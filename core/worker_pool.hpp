@@ -18,9 +18,9 @@ inline std::pair<std::int64_t, std::int64_t> worker_share(std::int64_t n, int wo
   return {n * i / workers, n * (i + 1) / workers};
 }
 
-// Waits until `counter` reaches `target`, spinning and yielding now and then, for tasks of one
-// run() that wait on each other; false if `abandon` came to hold first (a worker failed).
-bool await_count(const std::atomic<int>& counter, int target, const std::atomic<bool>& abandon);
+// Round `n` of a spin wait between tasks of one run(): a pause, and now and then a yield, which
+// leaves the core to the task waited for where the workers outnumber the cores.
+void spin_wait_round(unsigned n);
 
 class WorkerPool {
  public:
