@@ -223,9 +223,9 @@ class Trainer {
   void write_state(StateDict& out);
   void sum_worker_gradients();
   // Takes pieces of the optimizer step until none are left (steps_during_backward): the next
-  // of its own whose layer is ready, else the next ready one of another worker's. False if
-  // another worker failed (its exception ends the run).
-  bool take_step_pieces(int worker, double lr);
+  // of its own whose layer is ready, else the next ready one of another worker's. Returns early
+  // if another worker failed (its exception ends the run).
+  void take_step_pieces(int worker, double lr);
   // The models whose gradients a step sums: every worker's replica, or replica 0 alone when the
   // workers split the units.
   std::size_t gradient_replicas() const { return unit_split_ ? 1 : replicas_.size(); }

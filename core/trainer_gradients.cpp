@@ -78,7 +78,7 @@ bool Trainer::steps_during_backward() const {
   return largest_share <= chunk_samples_;
 }
 
-bool Trainer::take_step_pieces(int worker, double lr) {
+void Trainer::take_step_pieces(int worker, double lr) {
   const auto& total = replica_params_.front();
   const int workers = pool_.size();
   const auto ready = [&](const StepPiece& piece) {
@@ -98,9 +98,9 @@ bool Trainer::take_step_pieces(int worker, double lr) {
           taken = &step_pieces_[owner][n];
       }
     }
-    if (!left) return true;
+    if (!left) return;
     if (taken == nullptr) {
-      if (step_abandoned_.load(std::memory_order_relaxed)) return false;
+      if (step_abandoned_.load(std::memory_order_relaxed)) return;
       spin_wait_round(round);
       continue;
     }
