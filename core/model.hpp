@@ -50,8 +50,9 @@ class Model {
   const Tensor& forward(const Tensor& input, bool training, WorkerPool* unit_split = nullptr);
   // Back-propagates d(loss)/d(logits) through the last forward's activations and writes every
   // parameter gradient. `input` must be the tensor the last forward saw, in training.
-  // `on_layer_done`, when set, is called after each layer with parameters, as soon as its gradients
-  // are final, so that their reduction can overlap the rest of the backward pass. `unit_split` as
+  // `on_layer_done`, when set, is called once for every layer from the last down to the first
+  // trainable one, as soon as its gradients are final and after the pass's last read of its
+  // weights, so that their reduction or step can overlap the rest of the backward pass. `unit_split` as
   // in forward, which must have had the same pool.
   void backward(const Tensor& input, const Tensor& grad_logits,
                 const std::function<void(std::size_t layer)>& on_layer_done = {},

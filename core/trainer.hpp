@@ -266,7 +266,7 @@ class Trainer {
   // The optimizer step in fixed pieces, each worker's slice of every parameter (step_share) for
   // its own, the last layer's first: which worker takes a piece does not change its sums, so the
   // weights do not depend on the workers' timing. A worker takes its own pieces where it can, whose
-  // gradients it wrote and whose moments it stepped the step before, still in its caches.
+  // moments and weights it stepped the step before, still in its caches.
   struct StepPiece {
     std::size_t param;  // index into replica_params_[r]
     std::size_t layer;

@@ -1,5 +1,6 @@
 // The trainer's gradient sums: over its worker threads, over micro-batches and chunks, and the
-// optimizer step that each worker applies to its slice of every parameter.
+// optimizer step that the workers apply to the slices of every parameter, after backward or as it
+// finishes each layer.
 #include "core/trainer.hpp"
 
 #include <algorithm>
