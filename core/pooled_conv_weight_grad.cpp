@@ -69,46 +69,59 @@ void PooledConvWeightGradient::choose_outputs(const std::uint8_t* first_max,
 
 namespace {
 
-// sums[j] += grad[w] * (8 floats at x + at[w] + chunks[j]) over the windows w: N sums held in
-// registers across the windows (in memory they would form a store-to-load chain per window).
-// Every window adds, also those whose gradient is 0: a branch on it mispredicts more than the
-// multiply-adds it would skip cost.
-template <int N>
-void add_chunks(Lanes8* sums, const float* x, const std::int64_t* chunks, const float* grad,
-                const std::int32_t* at, std::int64_t windows, std::int64_t step) {
-  Lanes8 acc[N];
-  for (int j = 0; j < N; ++j) acc[j] = sums[j];
-  for (std::int64_t w = 0; w < windows; ++w) {
-    const float g = grad[w * step];
-    const float* first = x + at[w * step];
-    for (int j = 0; j < N; ++j) acc[j] += g * load_lanes<Lanes8>(first + chunks[j]);
-  }
-  for (int j = 0; j < N; ++j) sums[j] = acc[j];
+// sums[f][j] += grad[w + f] * (8 floats at x + at[w + f] + chunks[j]) over the windows w, for F
+// neighbouring filters (lanes) at once: F * N sums held in registers across the windows (in memory
+// they would form a store-to-load chain per window). One filter's N chains alone wait on the
+// multiply-add's latency every window; a second filter's are independent of them, and each sum
+// still adds its windows in order, so the result is the same to the bit. Every window adds, also
+// those whose gradient is 0: a branch on it mispredicts more than the multiply-adds it would skip
+// cost.
+template <int F, int N>
+void add_chunks(Lanes8* sums, std::int64_t filter_sums, const float* x, const std::int64_t* chunks,
+                const float* grad, const std::int32_t* at, std::int64_t windows,
+                std::int64_t step) {
+  Lanes8 acc[F][N];
+  for (int f = 0; f < F; ++f)
+    for (int j = 0; j < N; ++j) acc[f][j] = sums[f * filter_sums + j];
+  for (std::int64_t w = 0; w < windows; ++w)
+    for (int f = 0; f < F; ++f) {
+      const float g = grad[w * step + f];
+      const float* first = x + at[w * step + f];
+      for (int j = 0; j < N; ++j) acc[f][j] += g * load_lanes<Lanes8>(first + chunks[j]);
+    }
+  for (int f = 0; f < F; ++f)
+    for (int j = 0; j < N; ++j) sums[f * filter_sums + j] = acc[f][j];
 }
 
-using AddChunks = void (*)(Lanes8*, const float*, const std::int64_t*, const float*,
+using AddChunks = void (*)(Lanes8*, std::int64_t, const float*, const std::int64_t*, const float*,
                            const std::int32_t*, std::int64_t, std::int64_t);
-// add_chunks_of[n - 1] adds n chunks.
-constexpr std::array<AddChunks, 8> add_chunks_of = {add_chunks<1>, add_chunks<2>, add_chunks<3>,
-                                                    add_chunks<4>, add_chunks<5>, add_chunks<6>,
-                                                    add_chunks<7>, add_chunks<8>};
+// add_chunks_of[n - 1] adds n chunks of one filter; add_chunk_pairs_of[n - 1] of two, up to the
+// 12 sums that leave AVX2's 16 vector registers room for the loads.
+constexpr std::array<AddChunks, 8> add_chunks_of = {
+    add_chunks<1, 1>, add_chunks<1, 2>, add_chunks<1, 3>, add_chunks<1, 4>,
+    add_chunks<1, 5>, add_chunks<1, 6>, add_chunks<1, 7>, add_chunks<1, 8>};
+constexpr std::int64_t most_paired_chunks = 6;
+constexpr std::array<AddChunks, most_paired_chunks> add_chunk_pairs_of = {
+    add_chunks<2, 1>, add_chunks<2, 2>, add_chunks<2, 3>,
+    add_chunks<2, 4>, add_chunks<2, 5>, add_chunks<2, 6>};
 
 }  // namespace
 
-// Adds one filter's chosen outputs (lane `lane` of blocks of `lanes`) times their input taps, up
-// to 8 chunks of taps at a time.
-void PooledConvWeightGradient::accumulate(std::int64_t filter, std::int64_t lanes,
-                                          std::int64_t lane) {
+// Adds `filters` (1 or 2) neighbouring filters' chosen outputs (lanes `lane` on of blocks of
+// `lanes`) times their input taps, up to 8 chunks of taps at a time.
+void PooledConvWeightGradient::accumulate(std::int64_t filter, std::int64_t filters,
+                                          std::int64_t lanes, std::int64_t lane) {
   const auto count = static_cast<std::int64_t>(chunks_.size());
   Lanes8* sums = sums_.data() + filter * count;
   const std::int64_t windows = pool_.out_h * pool_.out_w;
   const float* grad = chosen_grad_.data() + lane;
   const std::int32_t* at = chosen_at_.data() + lane;
-  for (std::int64_t j = 0; j < count; j += 8) {
-    const std::int64_t* chunks = chunks_.data() + j;
-    const float* x = padded_x_.data();
-    const std::int64_t n = std::min<std::int64_t>(8, count - j);
-    add_chunks_of[n - 1](sums + j, x, chunks, grad, at, windows, lanes);
+  const float* x = padded_x_.data();
+  const std::int64_t most = filters == 2 ? most_paired_chunks : 8;
+  for (std::int64_t j = 0; j < count; j += most) {
+    const std::int64_t n = std::min(most, count - j);
+    const AddChunks add = filters == 2 ? add_chunk_pairs_of[n - 1] : add_chunks_of[n - 1];
+    add(sums + j, count, x, chunks_.data() + j, grad, at, windows, lanes);
   }
 }
 
@@ -134,8 +147,10 @@ void PooledConvWeightGradient::compute(std::int64_t batch, const float* x, Layou
         choose_outputs<Lanes8>(first_max + first, pooled_grad + first, db_block);
       else
         choose_outputs<float>(first_max + first, pooled_grad + first, db_block);
-      for (std::int64_t lane = 0; lane < lanes; ++lane)
-        accumulate(block * lanes + lane, lanes, lane);
+      for (std::int64_t lane = 0; lane < lanes; lane += 2) {
+        const std::int64_t filters = std::min<std::int64_t>(2, lanes - lane);
+        accumulate(block * lanes + lane, filters, lanes, lane);
+      }
     }
   }
   // sums_ holds each kernel row in whole chunks of 8; dw's rows are `kernel` long.

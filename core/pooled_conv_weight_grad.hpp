@@ -34,7 +34,7 @@ class PooledConvWeightGradient {
   template <class V>
   void choose_outputs(const std::uint8_t* first_max, const float* pooled_grad, float* db);
   void copy_padded_input(const float* x, Layout x_layout);
-  void accumulate(std::int64_t filter, std::int64_t lanes, std::int64_t lane);
+  void accumulate(std::int64_t filter, std::int64_t filters, std::int64_t lanes, std::int64_t lane);
 
   ConvGeometry g_;
   MaxPoolWindows pool_;

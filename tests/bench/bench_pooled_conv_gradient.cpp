@@ -51,6 +51,7 @@ Timings time_both(std::int64_t batch) {
   Timings t{};
   t.kernels = conv.implementation();
   conv.take_weight_gradient_from(pool.max_windows());
+  conv.set_max_pooling_after(pool.max_windows());
 
   std::vector<float> cold(1 << 20);
   float touch = 1.0f;
