@@ -216,7 +216,8 @@ int main(int argc, char** argv) {
       fmt::print(
           "| model | checkpoint MB | write MB/s | dd write MB/s | ratio | read MB/s | dd read MB/s "
           "| ratio "
-          "| pause s | step s | pause / step | pause at 1/min |\n");
+          "| pause s | step s | pause / step | pause at 1/min |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
       fmt::print(
           "| {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.0f} | {:.0f} | {:.2f} | {:.3f} | {:.3f} | "
           "{:.2f} | {:.2f}% |\n",
