@@ -15,8 +15,8 @@ using strata::Lanes16;
 using strata::Lanes8;
 
 // Bytes [first, first + L) through load_lane_bytes widen to the same ints, zero-extended (255 is
-// the pooling's "no first maximum", not -1), and store_lane_bytes gives the bytes back. One byte
-// past the lanes is read by neither.
+// the pooling's "no first maximum", not -1), and store_lane_bytes gives the bytes back and writes
+// nothing past them.
 template <class V>
 void check_bytes(int first) {
   constexpr std::int64_t L = lane_count<V>();
