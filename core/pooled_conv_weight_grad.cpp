@@ -107,7 +107,7 @@ constexpr std::array<AddChunks, most_paired_chunks> add_chunk_pairs_of = {
 
 }  // namespace
 
-// Adds `filters` (1 or 2) neighbouring filters' chosen outputs (lanes `lane` on of blocks of
+// Adds `filters` (1 or 2) neighbouring filters' chosen outputs (lane `lane` on, of blocks of
 // `lanes`) times their input taps, up to 8 chunks of taps at a time (6 for two filters).
 void PooledConvWeightGradient::accumulate(std::int64_t filter, std::int64_t filters,
                                           std::int64_t lanes, std::int64_t lane) {
